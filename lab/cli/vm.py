@@ -1,0 +1,3 @@
+"""`lab boot` and `lab verify`."""
+
+COMMANDS: list = []

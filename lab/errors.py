@@ -1,0 +1,58 @@
+"""The two kinds of error lab raises.
+
+Library code raises these; only ``lab.cli`` turns them into a one-line message
+and an exit code.  Nothing below ``cli`` calls ``sys.exit``.
+"""
+
+from __future__ import annotations
+
+
+class LabError(Exception):
+    """Base class.  ``str(err)`` is the one-line message shown to the user."""
+
+    exit_code = 2
+
+
+class UserError(LabError):
+    """The user's input is wrong: a bad spec, an unknown name, a missing tool.
+
+    The message says what is wrong, where (file and field), and how to fix it.
+    """
+
+    exit_code = 2
+
+
+class InfraError(LabError):
+    """Something lab depends on failed: QEMU died, the guest hung, make failed.
+
+    The message says what failed and where the log is.
+    """
+
+    exit_code = 3
+
+
+class LostGuest(InfraError):
+    """The guest never reported back (hung, panicked, or was killed)."""
+
+    def __init__(self, message: str, console_tail: str = "", log: str | None = None):
+        super().__init__(message)
+        self.console_tail = console_tail
+        self.log = log
+
+
+def nearest(name: str, choices: list[str] | tuple[str, ...], n: int = 3) -> list[str]:
+    """Names in *choices* closest to *name*, for 'did you mean' hints."""
+    import difflib
+
+    close = difflib.get_close_matches(name, list(choices), n=n, cutoff=0.4)
+    if not close:
+        close = [c for c in choices if name.lower() in c.lower()][:n]
+    return close
+
+
+def unknown(kind: str, name: str, choices: list[str] | tuple[str, ...]) -> UserError:
+    """A UserError for an unknown name, suggesting the nearest known ones."""
+    close = nearest(name, choices)
+    hint = f"; did you mean {', '.join(close)}?" if close else ""
+    known = f" (known: {', '.join(sorted(choices))})" if not close and choices else ""
+    return UserError(f"unknown {kind} '{name}'{hint}{known}")

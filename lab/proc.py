@@ -1,0 +1,117 @@
+"""Every external process lab starts goes through here.
+
+argv lists only (never shell strings); the command is logged with shlex.join;
+output is captured so an error can quote it.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shlex
+import subprocess
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from .errors import InfraError, UserError
+
+log = logging.getLogger("lab.proc")
+
+
+def run(
+    argv: Sequence[str | os.PathLike],
+    *,
+    cwd: str | os.PathLike | None = None,
+    env: Mapping[str, str] | None = None,
+    timeout: float | None = None,
+    check: bool = True,
+    capture: bool = True,
+    input: bytes | None = None,
+    stdout=None,
+    stderr=None,
+) -> subprocess.CompletedProcess:
+    """Run *argv*; raise InfraError with the output's tail if it fails and *check*."""
+    args = [str(a) for a in argv]
+    log.debug("run: %s", shlex.join(args))
+    full_env = None
+    if env is not None:
+        full_env = dict(os.environ)
+        full_env.update(env)
+    if capture and stdout is None:
+        stdout = subprocess.PIPE
+    if capture and stderr is None:
+        stderr = subprocess.PIPE
+    try:
+        cp = subprocess.run(
+            args,
+            cwd=cwd,
+            env=full_env,
+            timeout=timeout,
+            input=input,
+            stdout=stdout,
+            stderr=stderr,
+        )
+    except FileNotFoundError as e:
+        raise UserError(f"command not found: {args[0]} ({hint_package(args[0])})") from e
+    except subprocess.TimeoutExpired as e:
+        raise InfraError(f"timed out after {timeout:.0f}s: {shlex.join(args)}") from e
+    if check and cp.returncode != 0:
+        tail = _tail(cp.stderr) or _tail(cp.stdout)
+        raise InfraError(
+            f"command failed (exit {cp.returncode}): {shlex.join(args)}"
+            + (f": {tail}" if tail else "")
+        )
+    return cp
+
+
+def popen(
+    argv: Sequence[str | os.PathLike], *, cwd=None, env: Mapping[str, str] | None = None, **kw
+) -> subprocess.Popen:
+    """Start *argv* in the background (for QEMU and make).  Same logging as run()."""
+    args = [str(a) for a in argv]
+    log.debug("popen: %s", shlex.join(args))
+    full_env = None
+    if env is not None:
+        full_env = dict(os.environ)
+        full_env.update(env)
+    try:
+        return subprocess.Popen(args, cwd=cwd, env=full_env, **kw)
+    except FileNotFoundError as e:
+        raise UserError(f"command not found: {args[0]} ({hint_package(args[0])})") from e
+
+
+def _tail(data: bytes | str | None, lines: int = 3) -> str:
+    if not data:
+        return ""
+    if isinstance(data, bytes):
+        data = data.decode(errors="replace")
+    out = [ln.strip() for ln in data.strip().splitlines() if ln.strip()]
+    return " | ".join(out[-lines:])
+
+
+# Debian package that provides each tool lab may call.
+PACKAGES = {
+    "qemu-system-x86_64": "qemu-system-x86",
+    "qemu-system-aarch64": "qemu-system-arm",
+    "busybox": "busybox-static",
+    "cpio": "cpio",
+    "ccache": "ccache",
+    "aarch64-linux-gnu-gcc": "gcc-aarch64-linux-gnu",
+    "gcc": "gcc",
+    "make": "make",
+    "dtc": "device-tree-compiler",
+    "perf": "linux-perf",
+    "hackbench": "rt-tests",
+    "stress-ng": "stress-ng",
+    "numactl": "numactl",
+    "apt-get": "apt",
+    "dpkg-deb": "dpkg",
+    "virsh": "libvirt-clients",
+    "vng": "virtme-ng (pip install virtme-ng)",
+}
+
+
+def hint_package(tool: str) -> str:
+    name = Path(tool).name
+    pkg = PACKAGES.get(name)
+    return f"install the Debian package {pkg}" if pkg else "is it installed and on PATH?"

@@ -1,0 +1,845 @@
+"""The one model of a machine's CPU topology.
+
+A spec (TOML under topologies/) is loaded into a frozen ``Topology``: a tuple of
+``Cpu`` records, each naming the socket, NUMA node, LLC, cluster and core it sits
+in, plus the distance matrix, the CPU vendor and where the figures came from.
+Everything else asks this object: the QEMU renderer, the expected guest view,
+the analysis ("which level does this migration cross?") and the CPU selectors
+scenarios use.
+
+Two spec forms load into the same model:
+
+* the *shape* form (``[topology]`` with counts and a ``numbering`` style), for
+  regular machines written by hand;
+* the *groups* form (``[groups]`` with sysfs-style cpulists), written by
+  ``lab topo import`` so a captured machine keeps its real numbering.
+
+Every error names the file and the field.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+from . import cpulist
+from .errors import UserError, unknown
+from .paths import TOPOLOGIES
+
+ARCHES = ("x86_64", "arm64")
+NUMBERINGS = ("linear", "smt-last", "socket-interleaved", "explicit")
+VENDORS = ("intel", "amd", "hisilicon", "ampere", "arm", "generic")
+
+# Linux's default RECLAIM_DISTANCE (include/linux/topology.h).  AMD family 17h+
+# lowers node_reclaim_distance to 32: a8c52a9a4bc1 ("x86/amd_nb: ... 'node_reclaim_distance'")
+# no: it is set in arch/x86/kernel/cpu/amd.c by init_amd_zn(), commit
+# a55c7454a8c8 ("sched/topology: Improve load balancing on AMD EPYC systems").
+RECLAIM_DISTANCE = 30
+AMD_ZEN_RECLAIM_DISTANCE = 32
+
+
+class SpecError(UserError):
+    """A topology spec is wrong.  The message starts with 'file: field:'."""
+
+
+@dataclass(frozen=True)
+class Cpu:
+    """One logical CPU.
+
+    ``id`` is the CPU number in the spec's (the real machine's) numbering.
+    ``index`` is its canonical position: sockets, then nodes, LLCs, clusters,
+    cores and threads in order, SMT siblings adjacent.  That is the order in
+    which QEMU creates vCPUs, so on x86 the guest's logical CPU number is
+    ``index``.  ``socket``, ``llc``, ``cluster`` and ``core`` are machine-wide
+    group numbers; ``node`` is the real NUMA node id; ``thread`` is the SMT
+    thread number within the core.
+    """
+
+    id: int
+    index: int
+    socket: int
+    node: int
+    llc: int
+    cluster: int
+    core: int
+    thread: int
+
+
+@dataclass(frozen=True)
+class Shape:
+    """Counts of a regular machine (every group the same size)."""
+
+    sockets: int
+    nodes_per_socket: int  # >= 1; 1 when a node spans sockets
+    sockets_per_node: int  # >= 1; > 1 only when a node spans sockets
+    llcs_per_node: int  # when a node spans sockets: LLCs per socket
+    clusters_per_llc: int
+    cores_per_cluster: int
+    threads_per_core: int
+
+    @property
+    def nodes(self) -> int:
+        return self.sockets * self.nodes_per_socket // self.sockets_per_node
+
+    @property
+    def llcs_per_socket(self) -> int:
+        if self.sockets_per_node > 1:
+            return self.llcs_per_node
+        return self.nodes_per_socket * self.llcs_per_node
+
+    @property
+    def cores_per_llc(self) -> int:
+        return self.clusters_per_llc * self.cores_per_cluster
+
+    @property
+    def cores_per_socket(self) -> int:
+        return self.llcs_per_socket * self.cores_per_llc
+
+    @property
+    def cpus(self) -> int:
+        return self.sockets * self.cores_per_socket * self.threads_per_core
+
+
+@dataclass(frozen=True)
+class Provenance:
+    machine: str = ""
+    sources: tuple[str, ...] = ()
+    notes: str = ""
+    derived_from: str = ""
+
+
+@dataclass(frozen=True)
+class Topology:
+    name: str
+    arch: str
+    vendor: str
+    model: str
+    family: int | None
+    cpus: tuple[Cpu, ...]  # sorted by index
+    node_ids: tuple[int, ...]  # real node ids, in canonical order
+    distances: tuple[tuple[int, ...], ...]  # [i][j] for node_ids[i], node_ids[j]
+    memory_mb: tuple[int, ...]  # per node, canonical order
+    numbering: str
+    shape: Shape | None  # None when the machine is irregular (groups form)
+    has_clusters: bool
+    provenance: Provenance = field(default_factory=Provenance)
+    path: str | None = None
+    description: str = ""
+
+    # ---- sizes -------------------------------------------------------------------
+    @property
+    def n_cpus(self) -> int:
+        return len(self.cpus)
+
+    @property
+    def n_nodes(self) -> int:
+        return len(self.node_ids)
+
+    @cached_property
+    def threads_per_core(self) -> int:
+        return max(c.thread for c in self.cpus) + 1
+
+    @property
+    def smt(self) -> bool:
+        return self.threads_per_core > 1
+
+    @cached_property
+    def cpu_ids(self) -> tuple[int, ...]:
+        return tuple(sorted(c.id for c in self.cpus))
+
+    @cached_property
+    def _by_id(self) -> dict[int, Cpu]:
+        return {c.id: c for c in self.cpus}
+
+    def cpu(self, cpu_id: int) -> Cpu:
+        try:
+            return self._by_id[cpu_id]
+        except KeyError:
+            raise UserError(f"{self.name}: no CPU {cpu_id} (CPUs are {cpulist.format(self.cpu_ids)})") from None
+
+    def by_index(self, index: int) -> Cpu:
+        return self.cpus[index]
+
+    # ---- vendor behaviour ------------------------------------------------------------
+    @property
+    def node_reclaim_distance(self) -> int:
+        """What the real machine's kernel uses: AMD family 17h+ sets 32, others 30."""
+        if self.vendor == "amd" and (self.family or 0) >= 0x17:
+            return AMD_ZEN_RECLAIM_DISTANCE
+        return RECLAIM_DISTANCE
+
+    # ---- groups ------------------------------------------------------------------
+    @property
+    def levels(self) -> tuple[str, ...]:
+        """Grouping levels from small to large, as they nest on this machine."""
+        lv = ["core"]
+        if self.has_clusters:
+            lv.append("cluster")
+        lv.append("llc")
+        if self.shape is not None and self.shape.sockets_per_node > 1:
+            lv += ["socket", "node"]
+        else:
+            lv += ["node", "socket"]
+        lv.append("machine")
+        return tuple(lv)
+
+    def _key(self, level: str, c: Cpu) -> int:
+        if level == "core":
+            return c.core
+        if level == "cluster":
+            return c.cluster
+        if level == "llc":
+            return c.llc
+        if level == "node":
+            return c.node
+        if level == "socket":
+            return c.socket
+        if level == "machine":
+            return 0
+        raise ValueError(f"unknown level {level!r}")
+
+    @cached_property
+    def _groups(self) -> dict[str, tuple[tuple[int, ...], ...]]:
+        out = {}
+        for level in ("core", "cluster", "llc", "node", "socket", "machine"):
+            g: dict[int, list[int]] = {}
+            for c in self.cpus:
+                g.setdefault(self._key(level, c), []).append(c.id)
+            out[level] = tuple(sorted((tuple(sorted(v)) for v in g.values()), key=lambda t: t[0]))
+        return out
+
+    def groups(self, level: str) -> tuple[tuple[int, ...], ...]:
+        """All groups at *level* ('core', 'cluster', 'llc', 'node', 'socket'), as sorted CPU ids."""
+        return self._groups[level]
+
+    def group_of(self, level: str, cpu_id: int) -> tuple[int, ...]:
+        key = self._key(level, self.cpu(cpu_id))
+        return tuple(sorted(c.id for c in self.cpus if self._key(level, c) == key))
+
+    def common_level(self, a: int, b: int) -> str:
+        """The smallest level that holds both CPUs ('cpu' when a == b).
+
+        With clusters: cpu < core < cluster < llc < node < socket < machine
+        (socket and node swap when a node spans sockets).  'machine' means
+        the CPUs are on different sockets (and different nodes).
+        """
+        if a == b:
+            return "cpu"
+        ca, cb = self.cpu(a), self.cpu(b)
+        for level in self.levels:
+            if self._key(level, ca) == self._key(level, cb):
+                return level
+        return "machine"
+
+    def node_cpus(self, node: int) -> tuple[int, ...]:
+        """CPU ids of the node with real id *node*."""
+        if node not in self.node_ids:
+            raise UserError(f"{self.name}: no node {node} (nodes are {list(self.node_ids)})")
+        return tuple(sorted(c.id for c in self.cpus if c.node == node))
+
+    def node_of(self, cpu_id: int) -> int:
+        return self.cpu(cpu_id).node
+
+    def distance(self, node_a: int, node_b: int) -> int:
+        i, j = self.node_ids.index(node_a), self.node_ids.index(node_b)
+        return self.distances[i][j]
+
+    @cached_property
+    def node_sockets(self) -> dict[int, tuple[int, ...]]:
+        out: dict[int, set[int]] = {}
+        for c in self.cpus:
+            out.setdefault(c.node, set()).add(c.socket)
+        return {n: tuple(sorted(s)) for n, s in out.items()}
+
+    def summary(self) -> str:
+        s = self.shape
+        if s is None:
+            return (
+                f"{self.n_cpus} CPUs, {len(self.groups('socket'))} sockets, {self.n_nodes} nodes, "
+                f"{len(self.groups('llc'))} LLCs (irregular)"
+            )
+        parts = [f"{s.sockets} sockets"]
+        if s.sockets_per_node > 1:
+            parts.append(f"{s.sockets_per_node} sockets per node")
+        else:
+            parts.append(f"{s.nodes_per_socket} node{'s' if s.nodes_per_socket > 1 else ''}/socket")
+        parts.append(f"{s.llcs_per_node} LLC{'s' if s.llcs_per_node > 1 else ''}/node")
+        if self.has_clusters:
+            parts.append(f"{s.clusters_per_llc} clusters/LLC")
+            parts.append(f"{s.cores_per_cluster} cores/cluster")
+        else:
+            parts.append(f"{s.cores_per_llc} cores/LLC")
+        parts.append(f"{s.threads_per_core} thread{'s' if s.threads_per_core > 1 else ''}/core")
+        return f"{self.n_cpus} CPUs: " + " x ".join(parts) + f", {self.numbering} numbering"
+
+    def to_dict(self) -> dict[str, Any]:
+        """The model as plain data (for `lab topo render --format json`)."""
+        d: dict[str, Any] = {
+            "name": self.name,
+            "arch": self.arch,
+            "cpu": {"vendor": self.vendor, "model": self.model, "family": self.family},
+            "summary": self.summary(),
+            "numbering": self.numbering,
+            "n_cpus": self.n_cpus,
+            "node_reclaim_distance": self.node_reclaim_distance,
+        }
+        if self.shape is not None:
+            d["shape"] = {
+                k: getattr(self.shape, k)
+                for k in (
+                    "sockets",
+                    "nodes_per_socket",
+                    "sockets_per_node",
+                    "llcs_per_node",
+                    "clusters_per_llc",
+                    "cores_per_cluster",
+                    "threads_per_core",
+                )
+            }
+        d["nodes"] = [
+            {
+                "id": n,
+                "cpus": cpulist.format(self.node_cpus(n)),
+                "memory_mb": self.memory_mb[i],
+                "distances": list(self.distances[i]),
+            }
+            for i, n in enumerate(self.node_ids)
+        ]
+        d["groups"] = {
+            level: [cpulist.format(g) for g in self.groups(level)]
+            for level in ("socket", "llc", "cluster", "core")
+            if level != "cluster" or self.has_clusters
+        }
+        d["cpus"] = [
+            {
+                "id": c.id,
+                "index": c.index,
+                "socket": c.socket,
+                "node": c.node,
+                "llc": c.llc,
+                "cluster": c.cluster,
+                "core": c.core,
+                "thread": c.thread,
+            }
+            for c in self.cpus
+        ]
+        d["provenance"] = {
+            "machine": self.provenance.machine,
+            "sources": list(self.provenance.sources),
+            "notes": self.provenance.notes,
+            "derived_from": self.provenance.derived_from,
+        }
+        return d
+
+
+# ======================================================================================
+# Loading
+# ======================================================================================
+
+TOP_KEYS = {"name", "description", "arch", "cpu", "topology", "groups", "numa", "provenance"}
+CPU_KEYS = {"vendor", "model", "family"}
+SHAPE_KEYS = {
+    "sockets",
+    "nodes_per_socket",
+    "sockets_per_node",
+    "llcs_per_node",
+    "clusters_per_llc",
+    "cores_per_cluster",
+    "threads_per_core",
+    "numbering",
+    "cpus",
+}
+GROUP_KEYS = {"nodes", "sockets", "llcs", "clusters", "cores", "numbering"}
+NUMA_KEYS = {"distances", "memory_mb"}
+PROV_KEYS = {"machine", "sources", "notes", "derived_from"}
+
+
+class _Ctx:
+    """Error helper: every message starts with 'file: field:'."""
+
+    def __init__(self, where: str):
+        self.where = where
+
+    def err(self, fieldname: str, msg: str) -> SpecError:
+        return SpecError(f"{self.where}: {fieldname}: {msg}")
+
+    def table(self, data: Mapping, key: str, required: bool = True) -> Mapping:
+        v = data.get(key)
+        if v is None:
+            if required:
+                raise self.err(key, "missing table")
+            return {}
+        if not isinstance(v, Mapping):
+            raise self.err(key, f"must be a table, not {type(v).__name__}")
+        return v
+
+    def keys(self, data: Mapping, allowed: set[str], prefix: str) -> None:
+        for k in data:
+            if k not in allowed:
+                from .errors import nearest
+
+                close = nearest(k, sorted(allowed), 1)
+                hint = f" (did you mean '{close[0]}'?)" if close else ""
+                raise self.err(f"{prefix}{k}", f"unknown key{hint}")
+
+    def pos_int(self, data: Mapping, key: str, prefix: str, default: int | None = None) -> int:
+        v = data.get(key, default)
+        if v is None:
+            raise self.err(f"{prefix}{key}", "missing")
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise self.err(f"{prefix}{key}", f"must be a whole number, not {v!r}")
+        if v <= 0:
+            raise self.err(f"{prefix}{key}", f"must be at least 1, not {v}")
+        return v
+
+    def string(self, data: Mapping, key: str, prefix: str, default: str | None = None) -> str:
+        v = data.get(key, default)
+        if v is None:
+            raise self.err(f"{prefix}{key}", "missing")
+        if not isinstance(v, str):
+            raise self.err(f"{prefix}{key}", f"must be a string, not {v!r}")
+        return v
+
+    def cpulist(self, text: Any, fieldname: str) -> list[int]:
+        if isinstance(text, list) and all(isinstance(x, int) for x in text):
+            return list(text)
+        if not isinstance(text, str):
+            raise self.err(fieldname, f"must be a cpulist string like '0-7,16-23', not {text!r}")
+        try:
+            cpus = cpulist.parse(text)
+        except ValueError as e:
+            raise self.err(fieldname, str(e)) from None
+        if not cpus:
+            raise self.err(fieldname, "empty cpulist")
+        if len(set(cpus)) != len(cpus):
+            raise self.err(fieldname, f"CPU listed twice in {text!r}")
+        return cpus
+
+
+def catalog_names(directory: Path = TOPOLOGIES) -> list[str]:
+    return sorted(p.stem for p in directory.glob("*.toml"))
+
+
+def resolve(name_or_path: str | Path, directory: Path = TOPOLOGIES) -> Path:
+    """A catalog name or a file path -> the spec file.  Unknown names suggest the nearest."""
+    p = Path(name_or_path)
+    if p.suffix == ".toml" or "/" in str(name_or_path):
+        if not p.exists():
+            raise UserError(f"{p}: no such topology file")
+        return p
+    cand = directory / f"{name_or_path}.toml"
+    if cand.exists():
+        return cand
+    if p.exists() and p.is_file():
+        return p
+    raise unknown("topology", str(name_or_path), catalog_names(directory))
+
+
+def load(name_or_path: str | Path, directory: Path = TOPOLOGIES) -> Topology:
+    """Load and validate a spec by catalog name or path."""
+    path = resolve(name_or_path, directory)
+    try:
+        raw = path.read_bytes().decode("utf-8")
+    except OSError as e:
+        raise UserError(f"{path}: cannot read: {e.strerror}") from None
+    except UnicodeDecodeError:
+        raise UserError(f"{path}: not UTF-8 text") from None
+    return loads(raw, where=_display(path), default_name=path.stem)
+
+
+def _display(path: Path) -> str:
+    try:
+        return str(path.resolve().relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
+
+
+def loads(text: str, where: str = "<spec>", default_name: str = "spec") -> Topology:
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise SpecError(f"{where}: TOML syntax: {e}") from None
+    return from_dict(data, where=where, default_name=default_name)
+
+
+def from_dict(data: Mapping[str, Any], where: str = "<spec>", default_name: str = "spec") -> Topology:
+    ctx = _Ctx(where)
+    ctx.keys(data, TOP_KEYS, "")
+    name = ctx.string(data, "name", "", default_name)
+    arch = ctx.string(data, "arch", "", "x86_64")
+    if arch not in ARCHES:
+        raise ctx.err("arch", f"must be one of {', '.join(ARCHES)}, not {arch!r}")
+    cpu_t = ctx.table(data, "cpu")
+    ctx.keys(cpu_t, CPU_KEYS, "cpu.")
+    vendor = ctx.string(cpu_t, "vendor", "cpu.").lower()
+    if vendor not in VENDORS:
+        raise ctx.err("cpu.vendor", f"must be one of {', '.join(VENDORS)}, not {vendor!r}")
+    model = ctx.string(cpu_t, "model", "cpu.", "")
+    family = cpu_t.get("family")
+    if family is not None and (isinstance(family, bool) or not isinstance(family, int) or family < 0):
+        raise ctx.err("cpu.family", f"must be a whole number, not {family!r}")
+    if vendor == "amd" and family is None:
+        raise ctx.err("cpu.family", "required for AMD CPUs (family 0x17+ changes node_reclaim_distance)")
+
+    has_shape = "topology" in data
+    has_groups = "groups" in data
+    if has_shape == has_groups:
+        raise ctx.err("topology", "give exactly one of [topology] (counts) or [groups] (cpulists)")
+
+    if has_shape:
+        cpus, shape, numbering, has_clusters = _from_shape(ctx, ctx.table(data, "topology"))
+    else:
+        cpus, shape, numbering, has_clusters = _from_groups(ctx, ctx.table(data, "groups"))
+
+    node_ids = _node_order(cpus)
+    numa = ctx.table(data, "numa")
+    ctx.keys(numa, NUMA_KEYS, "numa.")
+    distances = _distances(ctx, numa.get("distances"), len(node_ids))
+    memory = _memory(ctx, numa.get("memory_mb", 512), len(node_ids))
+
+    prov = ctx.table(data, "provenance", required=False)
+    ctx.keys(prov, PROV_KEYS, "provenance.")
+    sources = prov.get("sources", [])
+    if isinstance(sources, str):
+        sources = [sources]
+    if not isinstance(sources, list) or not all(isinstance(s, str) for s in sources):
+        raise ctx.err("provenance.sources", "must be a list of strings")
+    provenance = Provenance(
+        machine=ctx.string(prov, "machine", "provenance.", ""),
+        sources=tuple(sources),
+        notes=ctx.string(prov, "notes", "provenance.", ""),
+        derived_from=ctx.string(prov, "derived_from", "provenance.", ""),
+    )
+    if arch == "arm64" and vendor in ("intel", "amd"):
+        raise ctx.err("cpu.vendor", f"an arm64 machine cannot have vendor {vendor!r}")
+    if arch == "x86_64" and vendor not in ("intel", "amd", "generic"):
+        raise ctx.err("cpu.vendor", f"an x86_64 machine cannot have vendor {vendor!r}")
+
+    return Topology(
+        name=name,
+        arch=arch,
+        vendor=vendor,
+        model=model,
+        family=family,
+        cpus=tuple(cpus),
+        node_ids=node_ids,
+        distances=distances,
+        memory_mb=memory,
+        numbering=numbering,
+        shape=shape,
+        has_clusters=has_clusters,
+        provenance=provenance,
+        path=where,
+        description=ctx.string(data, "description", "", ""),
+    )
+
+
+def _node_order(cpus: list[Cpu]) -> tuple[int, ...]:
+    seen: list[int] = []
+    for c in sorted(cpus, key=lambda c: c.index):
+        if c.node not in seen:
+            seen.append(c.node)
+    return tuple(seen)
+
+
+def _distances(ctx: _Ctx, raw: Any, n: int) -> tuple[tuple[int, ...], ...]:
+    if raw is None:
+        if n == 1:
+            return ((10,),)
+        raise ctx.err("numa.distances", f"missing: give the full {n} x {n} matrix")
+    if not isinstance(raw, list) or len(raw) != n:
+        got = len(raw) if isinstance(raw, list) else type(raw).__name__
+        raise ctx.err("numa.distances", f"must be {n} x {n} (one row per node), got {got} rows")
+    rows = []
+    for i, row in enumerate(raw):
+        if not isinstance(row, list) or len(row) != n:
+            got = len(row) if isinstance(row, list) else type(row).__name__
+            raise ctx.err(f"numa.distances[{i}]", f"row must have {n} entries, got {got}")
+        for j, v in enumerate(row):
+            if isinstance(v, bool) or not isinstance(v, int):
+                raise ctx.err(f"numa.distances[{i}][{j}]", f"must be a whole number, not {v!r}")
+            if i == j and v != 10:
+                raise ctx.err(f"numa.distances[{i}][{j}]", f"the diagonal must be 10 (local), not {v}")
+            if i != j and v <= 10:
+                raise ctx.err(f"numa.distances[{i}][{j}]", f"a remote distance must be more than 10, not {v}")
+            if v > 255:
+                raise ctx.err(f"numa.distances[{i}][{j}]", f"distances fit in a byte (ACPI SLIT), not {v}")
+        rows.append(tuple(row))
+    return tuple(rows)
+
+
+def _memory(ctx: _Ctx, raw: Any, n: int) -> tuple[int, ...]:
+    if isinstance(raw, int) and not isinstance(raw, bool):
+        vals = [raw] * n
+    elif isinstance(raw, list) and len(raw) == n:
+        vals = raw
+    else:
+        raise ctx.err("numa.memory_mb", f"must be a number (MiB per node) or a list of {n}, not {raw!r}")
+    for i, v in enumerate(vals):
+        if isinstance(v, bool) or not isinstance(v, int) or v < 64:
+            raise ctx.err("numa.memory_mb", f"node {i}: at least 64 MiB per node, not {v!r}")
+    return tuple(vals)
+
+
+# ---- shape form --------------------------------------------------------------------------
+
+
+def _from_shape(ctx: _Ctx, t: Mapping) -> tuple[list[Cpu], Shape, str, bool]:
+    p = "topology."
+    ctx.keys(t, SHAPE_KEYS, p)
+    sockets = ctx.pos_int(t, "sockets", p)
+    nps = ctx.pos_int(t, "nodes_per_socket", p, 1)
+    spn = ctx.pos_int(t, "sockets_per_node", p, 1)
+    if nps > 1 and spn > 1:
+        raise ctx.err(f"{p}sockets_per_node", "a node cannot both split and span sockets")
+    if sockets % spn:
+        raise ctx.err(f"{p}sockets_per_node", f"{sockets} sockets do not divide into nodes of {spn}")
+    llcs = ctx.pos_int(t, "llcs_per_node", p, 1)
+    clusters = ctx.pos_int(t, "clusters_per_llc", p, 1)
+    cores = ctx.pos_int(t, "cores_per_cluster", p)
+    threads = ctx.pos_int(t, "threads_per_core", p, 1)
+    has_clusters = "clusters_per_llc" in t and clusters > 1
+    shape = Shape(sockets, nps, spn, llcs, clusters, cores, threads)
+    numbering = ctx.string(t, "numbering", p, "linear")
+    if numbering not in NUMBERINGS:
+        raise ctx.err(f"{p}numbering", f"must be one of {', '.join(NUMBERINGS)}, not {numbering!r}")
+    n = shape.cpus
+    ids = _number(ctx, shape, numbering, t.get("cpus"))
+    if numbering != "explicit" and "cpus" in t:
+        raise ctx.err(f"{p}cpus", "only with numbering = 'explicit'")
+
+    cpus: list[Cpu] = []
+    idx = 0
+    for s in range(sockets):
+        for nl in range(nps):
+            node = s // spn if spn > 1 else s * nps + nl
+            for ll in range(llcs):
+                if spn > 1:
+                    llc = s * llcs + ll
+                else:
+                    llc = (s * nps + nl) * llcs + ll
+                for cl in range(clusters):
+                    cluster = llc * clusters + cl
+                    for co in range(cores):
+                        core = cluster * cores + co
+                        for th in range(threads):
+                            cpus.append(Cpu(ids[idx], idx, s, node, llc, cluster, core, th))
+                            idx += 1
+    assert idx == n
+    return cpus, shape, numbering, has_clusters
+
+
+def _number(ctx: _Ctx, shape: Shape, numbering: str, explicit: Any) -> list[int]:
+    """Map canonical index -> CPU id for a numbering style."""
+    n, t = shape.cpus, shape.threads_per_core
+    ncores = n // t
+    if numbering == "linear":
+        return list(range(n))
+    if numbering == "smt-last":
+        if t == 1:
+            return list(range(n))
+        return [(i % t) * ncores + i // t for i in range(n)]
+    if numbering == "socket-interleaved":
+        # Socket s's k-th core is core number k*S + s (socket 0 even, socket 1 odd for
+        # S=2); SMT siblings follow all first threads, as on the Ice Lake of seed 000
+        # (cpu8's L2 is shared with 72 on 2 x 32C/64T).
+        S = shape.sockets
+        cps = shape.cores_per_socket
+        out = []
+        for i in range(n):
+            core, th = divmod(i, t)
+            s, k = divmod(core, cps)
+            out.append(th * ncores + k * S + s)
+        return out
+    # explicit
+    if explicit is None:
+        raise ctx.err("topology.cpus", "numbering = 'explicit' needs cpus = [...] (ids in canonical order)")
+    if not isinstance(explicit, list) or not all(isinstance(x, int) and not isinstance(x, bool) for x in explicit):
+        raise ctx.err("topology.cpus", "must be a list of CPU ids")
+    if len(explicit) != n:
+        raise ctx.err("topology.cpus", f"must list {n} CPU ids (one per CPU of the shape), got {len(explicit)}")
+    if len(set(explicit)) != n:
+        dup = sorted({x for x in explicit if explicit.count(x) > 1})
+        raise ctx.err("topology.cpus", f"CPU {dup[0]} listed twice")
+    if min(explicit) < 0:
+        raise ctx.err("topology.cpus", "CPU ids must be >= 0")
+    return list(explicit)
+
+
+# ---- groups form -------------------------------------------------------------------------
+
+
+def _from_groups(ctx: _Ctx, t: Mapping) -> tuple[list[Cpu], Shape | None, str, bool]:
+    p = "groups."
+    ctx.keys(t, GROUP_KEYS, p)
+    nodes_raw = t.get("nodes")
+    if not isinstance(nodes_raw, Mapping) or not nodes_raw:
+        raise ctx.err(f"{p}nodes", 'must be a table of node id -> cpulist, e.g. { 0 = "0-7" }')
+    nodes: dict[int, list[int]] = {}
+    for k, v in nodes_raw.items():
+        try:
+            nid = int(k)
+        except ValueError:
+            raise ctx.err(f"{p}nodes.{k}", "node ids must be whole numbers") from None
+        nodes[nid] = ctx.cpulist(v, f"{p}nodes.{k}")
+    all_cpus = _partition(ctx, f"{p}nodes", {f"node {k}": v for k, v in nodes.items()}, None)
+
+    def group_list(key: str, required: bool) -> list[list[int]] | None:
+        raw = t.get(key)
+        if raw is None:
+            if required:
+                raise ctx.err(f"{p}{key}", "missing list of cpulists")
+            return None
+        if not isinstance(raw, list) or not raw:
+            raise ctx.err(f"{p}{key}", "must be a non-empty list of cpulists")
+        return [ctx.cpulist(v, f"{p}{key}[{i}]") for i, v in enumerate(raw)]
+
+    sockets = group_list("sockets", True)
+    llcs = group_list("llcs", True)
+    clusters = group_list("clusters", False)
+    cores = group_list("cores", True)
+    assert sockets is not None and llcs is not None and cores is not None
+    for key, groups in (("sockets", sockets), ("llcs", llcs), ("clusters", clusters), ("cores", cores)):
+        if groups is not None:
+            _partition(ctx, f"{p}{key}", {f"{key}[{i}]": g for i, g in enumerate(groups)}, all_cpus)
+
+    node_of = {c: n for n, cs in nodes.items() for c in cs}
+    sock_of = {c: i for i, g in enumerate(sockets) for c in g}
+    llc_of = {c: i for i, g in enumerate(llcs) for c in g}
+    core_of = {c: i for i, g in enumerate(cores) for c in g}
+    has_clusters = clusters is not None and any(
+        len(g) > len(cores[core_of[g[0]]]) for g in clusters
+    )
+    if clusters is None:
+        clusters = llcs
+    clu_of = {c: i for i, g in enumerate(clusters) for c in g}
+
+    # Nesting: core in cluster in LLC in node-and-socket.
+    _nest(ctx, f"{p}cores", cores, clu_of, "cluster" if has_clusters else "LLC", p + ("clusters" if has_clusters else "llcs"))
+    _nest(ctx, f"{p}clusters", clusters, llc_of, "LLC", f"{p}llcs")
+    _nest(ctx, f"{p}llcs", llcs, node_of, "node", f"{p}nodes")
+    _nest(ctx, f"{p}llcs", llcs, sock_of, "socket", f"{p}sockets")
+    # Nodes nest in sockets, or sockets in nodes.
+    node_in_socket = all(len({sock_of[c] for c in cs}) == 1 for cs in nodes.values())
+    socket_in_node = all(len({node_of[c] for c in g}) == 1 for g in sockets)
+    if not node_in_socket and not socket_in_node:
+        raise ctx.err(f"{p}nodes", "nodes and sockets overlap without one nesting in the other")
+
+    # Canonical order: by socket, node, llc, cluster, core (groups ordered by lowest CPU id).
+    def rank(groups: list[list[int]]) -> dict[int, int]:
+        order = sorted(range(len(groups)), key=lambda i: min(groups[i]))
+        return {gi: r for r, gi in enumerate(order)}
+
+    sr, lr, clr, cor = rank(sockets), rank(llcs), rank(clusters), rank(cores)
+    node_rank = {n: r for r, n in enumerate(sorted(nodes, key=lambda n: min(nodes[n])))}
+
+    def order_key(c: int):
+        return (
+            sr[sock_of[c]],
+            node_rank[node_of[c]],
+            lr[llc_of[c]],
+            clr[clu_of[c]],
+            cor[core_of[c]],
+            c,
+        )
+
+    ordered = sorted(all_cpus, key=order_key)
+    thread_no: dict[int, int] = {}
+    for g in cores:
+        for th, c in enumerate(sorted(g)):
+            thread_no[c] = th
+    cpus = [
+        Cpu(c, i, sr[sock_of[c]], node_of[c], lr[llc_of[c]], clr[clu_of[c]], cor[core_of[c]], thread_no[c])
+        for i, c in enumerate(ordered)
+    ]
+    shape = _regular_shape(cpus, node_in_socket)
+    numbering = t.get("numbering", "explicit")
+    if numbering not in NUMBERINGS:
+        raise ctx.err(f"{p}numbering", f"must be one of {', '.join(NUMBERINGS)}")
+    if shape is not None:
+        # Name the style when the ids follow one (imports of a Zen3 read 'smt-last').
+        ids = [c.id for c in cpus]
+        for style in ("linear", "smt-last", "socket-interleaved"):
+            if _number(ctx, shape, style, None) == ids:
+                numbering = style
+                break
+        else:
+            numbering = "explicit"
+    return cpus, shape, "explicit" if shape is None else numbering, has_clusters
+
+
+def _partition(
+    ctx: _Ctx, fieldname: str, groups: dict[str, list[int]], universe: set[int] | None
+) -> set[int]:
+    owner: dict[int, str] = {}
+    for gname, cs in groups.items():
+        for c in cs:
+            if c in owner:
+                raise ctx.err(fieldname, f"CPU {c} is in both {owner[c]} and {gname}")
+            owner[c] = gname
+    got = set(owner)
+    if universe is not None:
+        missing = sorted(universe - got)
+        if missing:
+            raise ctx.err(fieldname, f"CPU {missing[0]} is in no group ({len(missing)} CPUs missing)")
+        extra = sorted(got - universe)
+        if extra:
+            raise ctx.err(fieldname, f"CPU {extra[0]} is in no node")
+    return got
+
+
+def _nest(ctx: _Ctx, fieldname: str, inner: list[list[int]], outer_of: dict[int, int], outer_name: str, outer_field: str) -> None:
+    for i, g in enumerate(inner):
+        outs = {outer_of[c] for c in g}
+        if len(outs) > 1:
+            raise ctx.err(
+                f"{fieldname}[{i}]",
+                f"group {cpulist.format(g)} straddles {len(outs)} {outer_name}s of {outer_field}",
+            )
+
+
+def _regular_shape(cpus: list[Cpu], node_in_socket: bool) -> Shape | None:
+    def counts(parent, child) -> set[int]:
+        m: dict[int, set[int]] = {}
+        for c in cpus:
+            m.setdefault(parent(c), set()).add(child(c))
+        return {len(v) for v in m.values()}
+
+    sockets = len({c.socket for c in cpus})
+    per = [
+        counts(lambda c: c.socket, lambda c: c.node),
+        counts(lambda c: c.node, lambda c: c.socket),
+        counts(lambda c: (c.node, c.socket), lambda c: c.llc),
+        counts(lambda c: c.llc, lambda c: c.cluster),
+        counts(lambda c: c.cluster, lambda c: c.core),
+        counts(lambda c: c.core, lambda c: c.thread),
+    ]
+    if any(len(s) != 1 for s in per):
+        return None
+    nps, spn, llcs, clusters, cores, threads = (next(iter(s)) for s in per)
+    shape = Shape(sockets, nps, spn, llcs, clusters, cores, threads)
+    # Canonical indices must enumerate like the shape form does (so QEMU's order matches).
+    return shape if shape.cpus == len(cpus) else None
+
+
+# ---- convenience ---------------------------------------------------------------------------
+
+
+def catalog() -> list[Topology]:
+    return [load(n) for n in catalog_names()]
+
+
+def parse_cpus(text: str) -> list[int]:
+    """Parse a cpulist for the CLI; raises UserError."""
+    try:
+        return cpulist.parse(text)
+    except ValueError as e:
+        raise UserError(str(e)) from None
+
+
+def fmt(cpus: Iterable[int]) -> str:
+    return cpulist.format(cpus)
