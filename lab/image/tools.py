@@ -1,0 +1,404 @@
+"""Stage real host tools (perf, hackbench, stress-ng, numactl) into an initramfs root.
+
+Each tool is copied at its own path with every shared library it needs and the ELF
+interpreter at the exact path its PT_INTERP names, so it runs in a busybox
+initramfs that has no libc of its own.
+
+Libraries are found the way ``ld.so`` finds them (DT_NEEDED, then DT_RPATH /
+DT_RUNPATH with ``$ORIGIN``, then the ld.so.conf directories, then the system
+directories), by reading the ELF files here rather than running ``ldd``: that
+works on files of another architecture too, and runs no foreign code.  The unit
+tests check the result against ``ldd``.
+
+Only the host's own architecture is supported: a guest of another architecture
+gets no host tools (``stage_tools`` returns ``[]`` and logs why).  Staging arm64
+tools would mean fetching Debian's arm64 packages (``apt-get download
+linux-perf:arm64`` after ``dpkg --add-architecture arm64``), extracting them and
+resolving libraries inside that tree; the resolver below takes a sysroot for
+that reason, but nothing fetches the packages yet.
+"""
+
+from __future__ import annotations
+
+import glob
+import hashlib
+import logging
+import os
+import platform
+import re
+import shutil
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import UserError
+
+log = logging.getLogger("lab.image.tools")
+
+# Tool -> Debian package that provides it.
+PACKAGES = {
+    "perf": "linux-perf",
+    "hackbench": "rt-tests",
+    "stress-ng": "stress-ng",
+    "numactl": "numactl",
+}
+DEFAULT_TOOLS = tuple(PACKAGES)
+
+# lab arch -> (ELF e_machine, Debian multiarch triplet, uname -m values)
+_ARCHES = {
+    "x86_64": (62, "x86_64-linux-gnu", ("x86_64", "amd64")),
+    "arm64": (183, "aarch64-linux-gnu", ("aarch64", "arm64")),
+}
+
+# Libraries glibc dlopen()s itself rather than naming in DT_NEEDED: libgcc_s for
+# unwinding on pthread_exit()/pthread_cancel() since glibc 2.34.  Staged whenever
+# libc.so.6 is, if the host has them.
+_DLOPENED_BY = {"libc.so.6": ("libgcc_s.so.1",)}
+
+
+# --- ELF reading -------------------------------------------------------------
+
+PT_LOAD, PT_DYNAMIC, PT_INTERP = 1, 2, 3
+DT_NULL, DT_NEEDED, DT_STRTAB, DT_RPATH, DT_RUNPATH = 0, 1, 5, 15, 29
+
+
+@dataclass(frozen=True)
+class Elf:
+    path: Path
+    elfclass: int  # 1 = 32-bit, 2 = 64-bit
+    machine: int
+    interp: str | None
+    needed: tuple[str, ...]
+    rpath: tuple[str, ...]
+    runpath: tuple[str, ...]
+
+
+class NotElf(Exception):
+    pass
+
+
+def read_elf(path: Path) -> Elf:
+    """The dynamic-linking facts of one ELF file (NotElf if it is not one)."""
+    data = Path(path).read_bytes()
+    if data[:4] != b"\x7fELF":
+        raise NotElf(str(path))
+    elfclass, endian = data[4], "<" if data[5] == 1 else ">"
+    if elfclass == 2:
+        machine, phoff = struct.unpack_from(endian + "H12xQ", data, 18)
+        phentsize, phnum = struct.unpack_from(endian + "HH", data, 54)
+        ph_fmt, dyn_fmt = endian + "IIQQQQ", endian + "qQ"
+    elif elfclass == 1:
+        machine, phoff = struct.unpack_from(endian + "H8xI", data, 18)
+        phentsize, phnum = struct.unpack_from(endian + "HH", data, 42)
+        ph_fmt, dyn_fmt = endian + "IIIII", endian + "iI"
+    else:
+        raise NotElf(str(path))
+
+    loads, dynamic, interp = [], None, None
+    for i in range(phnum):
+        fields = struct.unpack_from(ph_fmt, data, phoff + i * phentsize)
+        if elfclass == 2:
+            p_type, _flags, p_offset, p_vaddr, _paddr, p_filesz = fields
+        else:
+            p_type, p_offset, p_vaddr, _paddr, p_filesz = fields
+        if p_type == PT_LOAD:
+            loads.append((p_vaddr, p_offset, p_filesz))
+        elif p_type == PT_DYNAMIC:
+            dynamic = (p_offset, p_filesz)
+        elif p_type == PT_INTERP:
+            interp = data[p_offset : p_offset + p_filesz].split(b"\0")[0].decode()
+
+    needed_off: list[int] = []
+    rpath_off = runpath_off = strtab = None
+    if dynamic:
+        step = struct.calcsize(dyn_fmt)
+        off, size = dynamic
+        for pos in range(off, off + size, step):
+            tag, val = struct.unpack_from(dyn_fmt, data, pos)
+            if tag == DT_NULL:
+                break
+            if tag == DT_NEEDED:
+                needed_off.append(val)
+            elif tag == DT_STRTAB:
+                strtab = val
+            elif tag == DT_RPATH:
+                rpath_off = val
+            elif tag == DT_RUNPATH:
+                runpath_off = val
+
+    def string(offset: int | None) -> str:
+        if offset is None or strtab is None:
+            return ""
+        for vaddr, foff, fsize in loads:  # DT_STRTAB is an address: map it to the file
+            if vaddr <= strtab < vaddr + fsize:
+                start = strtab - vaddr + foff + offset
+                return data[start : data.index(b"\0", start)].decode()
+        return ""
+
+    def dirs(offset: int | None) -> tuple[str, ...]:
+        return tuple(d for d in string(offset).split(":") if d)
+
+    return Elf(
+        path=Path(path),
+        elfclass=elfclass,
+        machine=machine,
+        interp=interp,
+        needed=tuple(string(o) for o in needed_off),
+        rpath=dirs(rpath_off),
+        runpath=dirs(runpath_off),
+    )
+
+
+# --- library resolution --------------------------------------------------------
+
+
+def _ld_so_conf_dirs(sysroot: Path, conf: str = "/etc/ld.so.conf", seen=None) -> list[str]:
+    seen = set() if seen is None else seen
+    out: list[str] = []
+    path = sysroot / conf.lstrip("/")
+    if conf in seen or not path.is_file():
+        return out
+    seen.add(conf)
+    for line in path.read_text(errors="replace").splitlines():
+        line = line.split("#", 1)[0].strip()
+        if not line:
+            continue
+        if line.startswith("include "):
+            for pattern in line.split()[1:]:
+                if not pattern.startswith("/"):
+                    pattern = str(Path(conf).parent / pattern)
+                for inc in sorted(glob.glob(str(sysroot / pattern.lstrip("/")))):
+                    guest = "/" + str(Path(inc).relative_to(sysroot))
+                    out += _ld_so_conf_dirs(sysroot, guest, seen)
+        else:
+            out.append(line)
+    return out
+
+
+def system_dirs(arch: str) -> list[str]:
+    """Where ld.so looks with no cache: Debian glibc's built-in search path."""
+    triplet = _ARCHES[arch][1]
+    return [f"/lib/{triplet}", f"/usr/lib/{triplet}", "/lib", "/usr/lib"]
+
+
+@dataclass(frozen=True)
+class _Resolver:
+    arch: str
+    sysroot: Path
+
+    def find(self, soname: str, needer: Elf, exe: Elf) -> tuple[str, str] | None:
+        """(host path, guest path) of *soname* as needed by *needer* in program *exe*.
+
+        Both are paths inside the sysroot; they differ only for a library that
+        the host finds through ld.so.conf and the guest must find without it.
+        """
+        if "/" in soname:
+            return (soname, soname) if self._compatible(soname, needer) else None
+        dirs: list[str] = []
+        if not needer.runpath:
+            dirs += self._expand(needer.rpath, needer)
+            if needer is not exe and not exe.runpath:
+                dirs += self._expand(exe.rpath, exe)
+        dirs += self._expand(needer.runpath, needer)
+        conf = [d for d in _ld_so_conf_dirs(self.sysroot) if d not in dirs]
+        system = system_dirs(self.arch)
+        for d in [*dirs, *conf, *system]:
+            cand = os.path.normpath(os.path.join(d, soname))
+            if self._compatible(cand, needer):
+                if d in conf and d not in system:
+                    # Found through ld.so.cache on the host; the guest has no
+                    # cache, so the library must go where ld.so looks anyway.
+                    return cand, os.path.join(system[0], soname)
+                return cand, cand
+        return None
+
+    def host(self, guest: str) -> Path:
+        return self.sysroot / guest.lstrip("/")
+
+    def _expand(self, dirs: tuple[str, ...], obj: Elf) -> list[str]:
+        origin = "/" + str(obj.path.parent.relative_to(self.sysroot)).lstrip(".")
+        return [
+            d.replace("$ORIGIN", origin)
+            .replace("${ORIGIN}", origin)
+            .replace("$LIB", "lib")
+            .replace("${LIB}", "lib")
+            for d in dirs
+        ]
+
+    def _compatible(self, guest: str, needer: Elf) -> bool:
+        p = self.host(guest)
+        if not p.is_file():
+            return False
+        try:
+            e = read_elf(p)
+        except (NotElf, struct.error, OSError):
+            return False
+        return e.elfclass == needer.elfclass and e.machine == needer.machine
+
+
+# --- the staging plan ----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One path in the guest: a file copied from *source*, or a symlink to *link*."""
+
+    guest: str
+    source: Path | None = None
+    link: str | None = None
+
+
+def host_arch() -> str:
+    machine = platform.machine().lower()
+    for arch, (_m, _t, names) in _ARCHES.items():
+        if machine in names:
+            return arch
+    return machine
+
+
+def _missing(tool: str) -> UserError:
+    pkg = PACKAGES.get(tool)
+    how = f"install the Debian package {pkg}" if pkg else "is it installed and on PATH?"
+    return UserError(f"host tool '{tool}' not found ({how})")
+
+
+def _which(tool: str) -> Path:
+    search = os.pathsep.join(
+        [os.environ.get("PATH", ""), "/usr/local/bin", "/usr/bin", "/bin", "/usr/sbin", "/sbin"]
+    )
+    found = shutil.which(tool, path=search)
+    if not found:
+        raise _missing(tool)
+    return Path(os.path.abspath(found))
+
+
+def _version_key(path: Path) -> tuple:
+    return tuple(int(n) for n in re.findall(r"\d+", path.name.split("_", 1)[-1]))
+
+
+def _real_binary(tool: str, path: Path) -> tuple[Path, list[Entry]]:
+    """The ELF file behind *path*, and the symlinks that make *path* reach it.
+
+    Debian's linux-perf has shipped /usr/bin/perf as a shell wrapper that execs
+    /usr/bin/perf_<major.minor> for the running kernel; a busybox guest would run
+    the wrapper with the wrong uname.  Stage the newest perf_* and point perf at it.
+    """
+    head = path.read_bytes()[:4]
+    if head == b"\x7fELF":
+        return path, []
+    if head[:2] == b"#!":
+        candidates = [
+            Path(p)
+            for p in glob.glob(str(path.parent / f"{tool}_*"))
+            if Path(p).read_bytes()[:4] == b"\x7fELF"
+        ]
+        if candidates:
+            real = max(candidates, key=_version_key)
+            return real, [Entry(str(path), link=real.name)]
+        raise UserError(
+            f"{path} is a script and no {path.parent}/{tool}_* binary exists beside it; "
+            f"reinstall the Debian package {PACKAGES.get(tool, tool)}"
+        )
+    raise UserError(f"{path} is not an ELF executable; lab can only stage ELF tools")
+
+
+def plan(arch: str, tools: list[str] | tuple[str, ...]) -> list[Entry]:
+    """Everything ``stage_tools`` would put in the root, sorted by guest path."""
+    if arch not in _ARCHES:
+        raise UserError(f"unknown arch '{arch}' (known: {', '.join(_ARCHES)})")
+    if arch != host_arch():
+        return []
+    resolver = _Resolver(arch, Path("/"))
+    entries: dict[str, Entry] = {}
+    by_real: dict[str, str] = {}  # host realpath -> guest path holding its content
+
+    def add_file(guest: str, source: Path) -> None:
+        if guest in entries:
+            return
+        real = os.path.realpath(source)
+        if real in by_real and by_real[real] != guest:
+            # Same file under a second name (ld.so as PT_INTERP and as libc's
+            # DT_NEEDED): one copy, and a relative symlink for the other name.
+            rel = os.path.relpath(by_real[real], os.path.dirname(guest))
+            entries[guest] = Entry(guest, link=rel)
+            return
+        by_real[real] = guest
+        entries[guest] = Entry(guest, source=Path(real))
+
+    for tool in tools:
+        path = _which(tool)
+        real, links = _real_binary(tool, path)
+        exe = read_elf(real)
+        if exe.machine != _ARCHES[arch][0]:
+            raise UserError(f"{real} is not an {arch} binary (ELF machine {exe.machine})")
+        add_file(str(real), real)
+        for link in links:
+            entries.setdefault(link.guest, link)
+        if exe.interp:
+            if not os.path.exists(exe.interp):
+                raise UserError(f"{real} needs the ELF interpreter {exe.interp}, which is missing")
+            add_file(exe.interp, Path(exe.interp))
+
+        queue, done = [exe], set()
+        while queue:
+            obj = queue.pop()
+            names = list(obj.needed)
+            for n in obj.needed:
+                names += [x for x in _DLOPENED_BY.get(n, ()) if resolver.find(x, obj, exe)]
+            for soname in names:
+                found = resolver.find(soname, obj, exe)
+                if found is None:
+                    raise UserError(
+                        f"{real} needs {soname} (via {obj.path}), which is not installed; "
+                        f"reinstall the Debian package {PACKAGES.get(tool, tool)}"
+                    )
+                host, guest = found
+                if guest in done:
+                    continue
+                done.add(guest)
+                add_file(guest, resolver.host(host))
+                queue.append(read_elf(resolver.host(host)))
+    return sorted(entries.values(), key=lambda e: e.guest)
+
+
+def stage_tools(root: Path, arch: str, tools: list[str] | tuple[str, ...]) -> list[str]:
+    """Copy *tools* and their libraries into *root*; return the guest paths staged.
+
+    Parent directories that already exist in *root* are used as they are (a
+    ``lib -> usr/lib`` symlink made by the image builder is followed).
+    """
+    if arch != host_arch():
+        log.warning(
+            "no host tools for an %s guest on this %s host: lab stages tools only for the "
+            "host's own architecture",
+            arch,
+            host_arch(),
+        )
+    root = Path(root)
+    staged = []
+    for e in plan(arch, tools):
+        dest = root / e.guest.lstrip("/")
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        if dest.is_symlink() or dest.exists():
+            dest.unlink()
+        if e.link is not None:
+            os.symlink(e.link, dest)
+        else:
+            shutil.copyfile(e.source, dest)
+            os.chmod(dest, os.stat(e.source).st_mode & 0o7777)
+        staged.append(e.guest)
+    return staged
+
+
+def tools_hash(arch: str, tools: list[str] | tuple[str, ...]) -> str:
+    """sha256 over the guest path and content of everything ``stage_tools`` would stage."""
+    h = hashlib.sha256(f"arch={arch}\ntools={','.join(tools)}\n".encode())
+    for e in plan(arch, tools):
+        h.update(f"\n--- {e.guest}\n".encode())
+        if e.link is not None:
+            h.update(f"-> {e.link}".encode())
+        else:
+            with open(e.source, "rb") as f:
+                for chunk in iter(lambda: f.read(1 << 20), b""):
+                    h.update(chunk)
+    return h.hexdigest()
