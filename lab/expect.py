@@ -1,0 +1,317 @@
+"""What a guest kernel should see for a topology, and the check against what it saw.
+
+The expected scheduler domains follow Linux 6.1's construction:
+arch topology table (x86: SMT, CLS, MC, DIE; or SMT, CLS, MC when a package
+holds several nodes; arm64: SMT, CLS, MC, DIE), then NODE and one NUMA level per
+distinct distance (kernel/sched/topology.c: sched_init_numa()), then removal of
+degenerate levels (a level whose span equals its child's).  Flags are checked
+for the ones placement depends on.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from . import cpulist
+from .render.qemu import VmPlan
+from .sysfs import MachineView
+from .topology import Topology
+
+# Flags verify compares; the rest are recorded in the JSON but not judged.
+KEY_FLAGS = (
+    "SD_SHARE_CPUCAPACITY",
+    "SD_SHARE_PKG_RESOURCES",
+    "SD_BALANCE_FORK",
+    "SD_BALANCE_EXEC",
+    "SD_WAKE_AFFINE",
+    "SD_NUMA",
+    "SD_SERIALIZE",
+)
+RECLAIM_SENSITIVE = ("SD_BALANCE_FORK", "SD_BALANCE_EXEC", "SD_WAKE_AFFINE")
+
+
+@dataclass(frozen=True)
+class ExpDomain:
+    name: str
+    span: frozenset[int]
+    flags: frozenset[str]
+    distance: int | None = None  # for NUMA levels: the distance that defines them
+
+
+def expected_domains(
+    topo: Topology,
+    *,
+    reclaim_distance: int,
+    cluster_level: bool,
+    cache_info: bool = True,
+) -> dict[int, list[ExpDomain]]:
+    """Per CPU (spec ids), the sched-domain levels the guest kernel should build."""
+    arch = topo.arch
+    nodes = topo.node_ids
+    node_set = {n: frozenset(topo.node_cpus(n)) for n in nodes}
+    numa_in_package = arch == "x86_64" and any(
+        len(node_set[n]) < len(topo.group_of("socket", next(iter(node_set[n])))) for n in nodes
+    )
+    dists = sorted({d for row in topo.distances for d in row})
+    out: dict[int, list[ExpDomain]] = {}
+    for c in topo.cpus:
+        core = frozenset(topo.group_of("core", c.id))
+        llc = frozenset(topo.group_of("llc", c.id))
+        node = node_set[c.node]
+        sock = frozenset(topo.group_of("socket", c.id))
+        if arch == "x86_64":
+            # x86 cluster = CPUs sharing L2; lab's Intel model has a private L2 per core.
+            cls = core
+            mc = llc
+        else:
+            cls = frozenset(topo.group_of("cluster", c.id)) if topo.has_clusters else core
+            # arch_topology.c cpu_coregroup_mask(): smaller of node and package, then LLC
+            # siblings if the firmware describes caches, widened to the cluster.
+            mc = node if node <= sock else sock
+            if cache_info and llc <= mc:
+                mc = llc
+            if cluster_level and mc <= cls:
+                mc = cls
+        base = frozenset({"SD_BALANCE_NEWIDLE", "SD_BALANCE_EXEC", "SD_BALANCE_FORK", "SD_WAKE_AFFINE"})
+        levels: list[ExpDomain] = []
+        if topo.smt:
+            levels.append(ExpDomain("SMT", core, base | {"SD_SHARE_CPUCAPACITY", "SD_SHARE_PKG_RESOURCES"}))
+        if cluster_level:
+            levels.append(ExpDomain("CLS", cls, base | {"SD_SHARE_PKG_RESOURCES"}))
+        levels.append(ExpDomain("MC", mc, base | {"SD_SHARE_PKG_RESOURCES"}))
+        if not numa_in_package:
+            levels.append(ExpDomain("DIE", node, base))  # cpu_cpu_mask() is the node
+        levels.append(ExpDomain("NODE", node, base, 10))
+        row = topo.distances[nodes.index(c.node)]
+        for d in dists[1:]:
+            span = frozenset().union(*(node_set[m] for j, m in enumerate(nodes) if row[j] <= d))
+            flags = set(base) | {"SD_NUMA", "SD_SERIALIZE"}
+            if d > reclaim_distance:
+                flags -= set(RECLAIM_SENSITIVE)
+            levels.append(ExpDomain("NUMA", span, frozenset(flags), d))
+        out[c.id] = _degenerate(levels)
+    return out
+
+
+def _degenerate(levels: list[ExpDomain]) -> list[ExpDomain]:
+    kept = [d for d in levels if len(d.span) > 1]
+    out: list[ExpDomain] = []
+    for d in kept:
+        if out and out[-1].span == d.span:
+            continue  # the parent adds nothing: sd_parent_degenerate()
+        out.append(d)
+    return out
+
+
+# ---- the check ----------------------------------------------------------------------------
+
+
+@dataclass
+class Check:
+    name: str
+    expected: str
+    actual: str
+    ok: bool
+    known: str = ""  # a known, named deviation (counts as ok unless --strict)
+
+    @property
+    def status(self) -> str:
+        if self.ok:
+            return "ok"
+        return "known" if self.known else "FAIL"
+
+    def to_dict(self) -> dict:
+        d = {"name": self.name, "expected": self.expected, "actual": self.actual, "ok": self.ok}
+        if self.known:
+            d["known_deviation"] = self.known
+        return d
+
+
+@dataclass
+class Verdict:
+    checks: list[Check] = field(default_factory=list)
+    numbering: str = "native"
+
+    def ok(self, strict: bool = False) -> bool:
+        return all(c.ok or (c.known and not strict) for c in self.checks)
+
+
+def translate(view: MachineView, plan: VmPlan) -> MachineView:
+    """Rewrite a guest view into the spec's CPU and node numbering."""
+    g2s = plan.guest_to_spec
+    n2s = plan.guest_node_to_spec
+
+    def m(cpus):
+        return tuple(sorted(g2s[c] for c in cpus if c < len(g2s)))
+
+    from .sysfs import Cache, CpuView, Domain
+
+    out = MachineView(
+        online=m(view.online),
+        vendor=view.vendor,
+        model=view.model,
+        family=view.family,
+        release=view.release,
+        cmdline=view.cmdline,
+    )
+    for g, cv in view.cpus.items():
+        if g >= len(g2s):
+            continue
+        s = g2s[g]
+        out.cpus[s] = CpuView(
+            s,
+            cv.package,
+            cv.die_id,
+            cv.cluster_id,
+            cv.core_id,
+            {k: m(v) for k, v in cv.lists.items()},
+            [Cache(c.level, c.type, m(c.shared)) for c in cv.caches],
+            [Domain(d.level, d.name, m(d.span), d.flags) for d in cv.domains],
+        )
+    for gn, cpus in view.nodes.items():
+        sn = n2s[gn] if gn < len(n2s) else gn
+        out.nodes[sn] = m(cpus)
+    for gn, row in view.distances.items():
+        sn = n2s[gn] if gn < len(n2s) else gn
+        out.distances[sn] = row
+    return out
+
+
+def _fmt(cpus) -> str:
+    return cpulist.format(cpus)
+
+
+def _groups(topo: Topology, level: str) -> str:
+    gs = topo.groups(level)
+    if len(gs) <= 4:
+        return " | ".join(_fmt(g) for g in gs)
+    return f"{len(gs)} groups: {_fmt(gs[0])} | {_fmt(gs[1])} | ... | {_fmt(gs[-1])}"
+
+
+def _compare_groups(name: str, topo: Topology, level: str, actual_of) -> Check:
+    """Every CPU's sibling list must equal its group at *level*."""
+    bad = []
+    for c in topo.cpus:
+        want = topo.group_of(level, c.id)
+        got = actual_of(c.id)
+        if got is None or tuple(got) != want:
+            bad.append((c.id, want, got))
+    if not bad:
+        return Check(name, _groups(topo, level), "same", True)
+    cpu, want, got = bad[0]
+    return Check(
+        name,
+        _groups(topo, level),
+        f"CPU {cpu}: {'missing' if got is None else _fmt(got)} (want {_fmt(want)}); {len(bad)} CPUs differ",
+        False,
+    )
+
+
+def verify(topo: Topology, plan: VmPlan, guest: MachineView, *, cluster_level: bool, cache_info: bool = True) -> Verdict:
+    """Compare the guest's view (guest numbering) with the spec.  Returns the checks."""
+    v = translate(guest, plan)
+    vd = Verdict(numbering=plan.numbering_mode)
+    checks = vd.checks
+    fmt = _fmt
+
+    checks.append(Check("CPUs online", f"{topo.n_cpus} ({fmt(topo.cpu_ids)})", f"{len(v.online)} ({fmt(v.online)})", tuple(v.online) == topo.cpu_ids))
+    # Nodes and distances.
+    want_nodes = {n: topo.node_cpus(n) for n in topo.node_ids}
+    checks.append(
+        Check("NUMA nodes", str(len(want_nodes)), str(len([n for n, c in v.nodes.items() if c])), len(want_nodes) == len([1 for c in v.nodes.values() if c]))
+    )
+    for i, n in enumerate(topo.node_ids):
+        got = v.nodes.get(n)
+        checks.append(Check(f"node {n} CPUs", fmt(want_nodes[n]), fmt(got) if got is not None else "missing", got == want_nodes[n]))
+    for i, n in enumerate(topo.node_ids):
+        want = topo.distances[i]
+        got = v.distances.get(n)
+        checks.append(Check(f"node {n} distances", " ".join(map(str, want)), " ".join(map(str, got)) if got else "missing", tuple(got or ()) == want))
+
+    # Per-CPU sibling groups.
+    checks.append(_compare_groups("SMT siblings", topo, "core", lambda c: v.cpus[c].siblings("thread") if c in v.cpus else None))
+    checks.append(_compare_groups("packages", topo, "socket", lambda c: v.cpus[c].siblings("package") if c in v.cpus else None))
+    if topo.arch == "arm64" and topo.has_clusters:
+        checks.append(_compare_groups("clusters", topo, "cluster", lambda c: v.cpus[c].siblings("cluster") if c in v.cpus else None))
+    llc_level = v.llc_level
+    if topo.arch == "x86_64" or cache_info:
+        def llc_of(c):
+            cv = v.cpus.get(c)
+            if cv is None or llc_level is None:
+                return None
+            cache = cv.cache(llc_level)
+            return cache.shared if cache else None
+
+        ck = _compare_groups(f"LLC (L{llc_level or '?'} shared_cpu_list)", topo, "llc", llc_of)
+        checks.append(ck)
+
+    # Scheduler domains.
+    exp = expected_domains(topo, reclaim_distance=plan.guest_reclaim_distance, cluster_level=cluster_level, cache_info=cache_info)
+    real = expected_domains(topo, reclaim_distance=topo.node_reclaim_distance, cluster_level=cluster_level, cache_info=cache_info)
+    have_domains = any(cv.domains for cv in v.cpus.values())
+    if not have_domains:
+        checks.append(Check("sched domains", "readable", "no /proc/schedstat or debugfs domains in the guest", False))
+        return vd
+    names_bad = []
+    span_bad: dict[str, list] = {}
+    flag_bad: dict[str, list] = {}
+    flag_known: dict[str, list] = {}
+    for c in topo.cpus:
+        want = exp[c.id]
+        got = v.cpus.get(c.id).domains if c.id in v.cpus else []
+        wn = [d.name for d in want]
+        gn = [d.name for d in got]
+        if wn != gn:
+            names_bad.append((c.id, wn, gn))
+            continue
+        for w, g, r in zip(want, got, real[c.id]):
+            label = f"{w.name}" + (f" (distance {w.distance})" if w.name == "NUMA" else "")
+            if frozenset(g.span) != w.span:
+                span_bad.setdefault(label, []).append((c.id, w.span, g.span))
+            gk = set(g.flags) & set(KEY_FLAGS)
+            wk = set(w.flags) & set(KEY_FLAGS)
+            rk = set(r.flags) & set(KEY_FLAGS)
+            if gk != rk:
+                if gk == wk:
+                    flag_known.setdefault(label, []).append((c.id, rk, gk))
+                else:
+                    flag_bad.setdefault(label, []).append((c.id, wk, gk))
+    c0 = topo.cpus[0].id
+    ex0 = exp[c0]
+    checks.append(
+        Check(
+            "sched-domain levels",
+            " > ".join(d.name for d in ex0) + f" (CPU {c0})",
+            "same on every CPU" if not names_bad else f"CPU {names_bad[0][0]}: {' > '.join(names_bad[0][2]) or 'none'}; {len(names_bad)} CPUs differ",
+            not names_bad,
+        )
+    )
+    if not names_bad:
+        for d in ex0:
+            label = f"{d.name}" + (f" (distance {d.distance})" if d.name == "NUMA" else "")
+            bad = span_bad.get(label, [])
+            checks.append(
+                Check(
+                    f"{label} spans",
+                    f"CPU {c0}: {fmt(d.span)}",
+                    "same on every CPU" if not bad else f"CPU {bad[0][0]}: {fmt(bad[0][2])} (want {fmt(bad[0][1])}); {len(bad)} CPUs differ",
+                    not bad,
+                )
+            )
+            rdom = next(r for r in real[c0] if r.name == d.name and r.distance == d.distance)
+            want_flags = " ".join(sorted(f.removeprefix("SD_") for f in set(rdom.flags) & set(KEY_FLAGS)))
+            bad = flag_bad.get(label, [])
+            known = flag_known.get(label, [])
+            if bad:
+                actual = f"CPU {bad[0][0]}: {' '.join(sorted(f.removeprefix('SD_') for f in bad[0][2]))}; {len(bad)} CPUs differ"
+                checks.append(Check(f"{label} flags", want_flags, actual, False))
+            elif known:
+                got = " ".join(sorted(f.removeprefix("SD_") for f in known[0][2]))
+                why = (
+                    f"vendor effect: the spec's {topo.vendor} CPU has node_reclaim_distance={topo.node_reclaim_distance}, "
+                    f"the guest's {plan.cpu_vendor} CPU model gives {plan.guest_reclaim_distance}"
+                )
+                checks.append(Check(f"{label} flags", want_flags, got, False, known=why))
+            else:
+                checks.append(Check(f"{label} flags", want_flags, "same on every CPU", True))
+    return vd

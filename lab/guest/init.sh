@@ -1,0 +1,114 @@
+#!/bin/sh
+# lab's guest agent: /init of the initramfs (busybox sh).
+#
+# Mounts the pseudo filesystems, finds lab's virtio-serial ports by name, says
+# "ready" on lab.log, snapshots the topology the guest kernel built, runs the
+# job (/lab/job.sh, appended per run), and streams /tmp/out as a tar archive to
+# the lab.out port.  Results never go through the console: the console is only
+# for humans and for the host's "guest lost" message.
+export PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin
+/bin/busybox mkdir -p /proc /sys /dev /tmp /run
+/bin/busybox mount -t proc proc /proc
+/bin/busybox mount -t sysfs sysfs /sys
+/bin/busybox mount -t devtmpfs devtmpfs /dev 2>/dev/null
+/bin/busybox --install -s /bin 2>/dev/null
+mount -t tmpfs tmpfs /tmp
+mount -t tmpfs tmpfs /run
+mount -t debugfs debugfs /sys/kernel/debug 2>/dev/null
+mount -t tracefs tracefs /sys/kernel/tracing 2>/dev/null
+[ -d /sys/kernel/tracing/events ] || mount -t tracefs tracefs /sys/kernel/debug/tracing 2>/dev/null
+mkdir -p /dev/pts /dev/shm && mount -t devpts devpts /dev/pts 2>/dev/null
+mount -t tmpfs tmpfs /dev/shm 2>/dev/null
+ln -sf /proc/self/fd /dev/fd 2>/dev/null
+
+[ -f /lab/config ] && . /lab/config
+
+# Drivers the kernel built as modules (Debian's kernel: virtio_pci, virtio_console).
+if [ -f /lab/modules ]; then
+    while read -r m; do
+        [ -n "$m" ] && insmod "/lib/modules/$m" 2>/dev/null
+    done < /lab/modules
+fi
+
+LOG=/dev/null
+OUT=
+i=0
+while [ $i -lt 50 ]; do
+    for p in /sys/class/virtio-ports/*; do
+        [ -f "$p/name" ] || continue
+        case "$(cat "$p/name")" in
+            lab.log) LOG=/dev/${p##*/} ;;
+            lab.out) OUT=/dev/${p##*/} ;;
+        esac
+    done
+    [ -n "$OUT" ] && [ -c "$OUT" ] && break
+    i=$((i + 1))
+    sleep 0.1
+done
+
+say() { echo "lab: $*" > "$LOG"; }
+up() { cut -d' ' -f1 /proc/uptime; }
+
+say "ready uptime=$(up)"
+
+finish() {
+    say "done rc=$1 uptime=$(up)"
+    if [ -n "$OUT" ]; then
+        tar -C /tmp/out -cf "$OUT" .
+    fi
+    sync
+    reboot -f
+    sleep 5
+    echo b > /proc/sysrq-trigger
+}
+
+if [ -z "$OUT" ]; then
+    echo "lab: no lab.out virtio-serial port (is CONFIG_VIRTIO_CONSOLE built in or loaded?)" > /dev/console
+fi
+
+if [ -f /lab/interactive ]; then
+    echo "lab: interactive shell; 'reboot -f' ends the VM" > /dev/console
+    setsid cttyhack sh -l
+    reboot -f
+fi
+
+mkdir -p /tmp/out
+cd /tmp/out
+
+# The topology the guest kernel built, in the same layout `lab topo capture` writes.
+snapshot() {
+    dest=$1
+    mkdir -p "$dest"
+    {
+        uname -r
+    } > "$dest/uname"
+    grep -H '' /sys/devices/system/cpu/online /sys/devices/system/cpu/possible \
+        /sys/devices/system/cpu/cpu[0-9]*/topology/* \
+        /sys/devices/system/cpu/cpu[0-9]*/cache/index*/level \
+        /sys/devices/system/cpu/cpu[0-9]*/cache/index*/type \
+        /sys/devices/system/cpu/cpu[0-9]*/cache/index*/shared_cpu_list \
+        /sys/devices/system/node/online /sys/devices/system/node/possible \
+        /sys/devices/system/node/node[0-9]*/cpulist \
+        /sys/devices/system/node/node[0-9]*/distance \
+        /sys/kernel/debug/sched/domains/cpu[0-9]*/domain[0-9]*/name \
+        /sys/kernel/debug/sched/domains/cpu[0-9]*/domain[0-9]*/flags \
+        > "$dest/sysfs.txt" 2>/dev/null
+    cp /proc/schedstat "$dest/schedstat" 2>/dev/null
+    cp /proc/cpuinfo "$dest/cpuinfo" 2>/dev/null
+    cp /proc/cmdline "$dest/cmdline" 2>/dev/null
+}
+
+if [ "${LAB_SNAPSHOT:-1}" = 1 ]; then
+    snapshot /tmp/out/guest
+    say "snapshot uptime=$(up)"
+fi
+
+rc=0
+if [ -x /lab/job.sh ]; then
+    say "job start uptime=$(up)"
+    /lab/job.sh > /tmp/out/stdout 2> /tmp/out/stderr
+    rc=$?
+    echo "$rc" > /tmp/out/rc
+fi
+dmesg > /tmp/out/dmesg 2>/dev/null
+finish "$rc"

@@ -1,0 +1,132 @@
+"""What this host can do: QEMU binaries and versions, KVM, cross compilers.
+
+Probed once per process (cached) and passed around as a frozen ``Host`` so the
+renderers stay pure functions of (Topology, Host, options).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import platform
+import re
+import shutil
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+
+from . import proc
+from .errors import UserError
+
+QEMU_BINARIES = {"x86_64": "qemu-system-x86_64", "arm64": "qemu-system-aarch64"}
+KVM_CREATE_VM = 0xAE01  # _IO(KVMIO, 0x01)
+
+
+@dataclass(frozen=True)
+class Host:
+    arch: str  # "x86_64" | "arm64"
+    cpus: int
+    qemu: dict[str, tuple[int, int, int] | None] = field(default_factory=dict)  # arch -> version
+    kvm: bool = False
+    kvm_reason: str = ""
+
+    def qemu_version(self, arch: str) -> tuple[int, int, int]:
+        v = self.qemu.get(arch)
+        if v is None:
+            binary = QEMU_BINARIES[arch]
+            raise UserError(f"{binary} not found ({proc.hint_package(binary)})")
+        return v
+
+    def accel(self, requested: str, guest_arch: str) -> tuple[str, str]:
+        """Resolve --accel auto|kvm|tcg into ('kvm'|'tcg', why)."""
+        if requested not in ("auto", "kvm", "tcg"):
+            raise UserError(f"--accel must be auto, kvm or tcg, not {requested!r}")
+        same_arch = guest_arch == self.arch
+        if requested == "tcg":
+            return "tcg", "asked for"
+        if requested == "kvm":
+            if not same_arch:
+                raise UserError(f"--accel kvm: a {guest_arch} guest cannot use KVM on this {self.arch} host")
+            if not self.kvm:
+                raise UserError(f"--accel kvm: KVM is not usable here: {self.kvm_reason}")
+            return "kvm", "asked for"
+        if not same_arch:
+            return "tcg", f"{guest_arch} guest on a {self.arch} host"
+        if self.kvm:
+            return "kvm", "KVM usable"
+        return "tcg", f"KVM not usable: {self.kvm_reason}"
+
+    def describe(self) -> dict:
+        return {
+            "arch": self.arch,
+            "cpus": self.cpus,
+            "qemu": {a: (".".join(map(str, v)) if v else None) for a, v in self.qemu.items()},
+            "kvm": self.kvm,
+            "kvm_reason": self.kvm_reason,
+        }
+
+
+def _host_arch() -> str:
+    m = platform.machine()
+    return {"x86_64": "x86_64", "amd64": "x86_64", "aarch64": "arm64", "arm64": "arm64"}.get(m, m)
+
+
+def _qemu_version(binary: str) -> tuple[int, int, int] | None:
+    path = shutil.which(binary)
+    if not path:
+        return None
+    cp = proc.run([path, "--version"], check=False, timeout=20)
+    m = re.search(r"version (\d+)\.(\d+)(?:\.(\d+))?", cp.stdout.decode(errors="replace"))
+    if not m:
+        return None
+    return (int(m.group(1)), int(m.group(2)), int(m.group(3) or 0))
+
+
+def kvm_usable(arch: str | None = None, cpuinfo: str | None = None, dev: str = "/dev/kvm") -> tuple[bool, str]:
+    """Whether a KVM guest would actually run, and why not.
+
+    /dev/kvm opening and KVM_CREATE_VM succeeding is not enough: inside a VM
+    whose hypervisor exposes /dev/kvm but not the VMX/SVM extensions (nested
+    virtualisation switched off) KVM_CREATE_VM succeeds and the guest then hangs
+    at boot.  So on x86 the CPU must also advertise vmx or svm.
+    """
+    arch = arch or _host_arch()
+    if not os.path.exists(dev):
+        return False, f"{dev} does not exist (no KVM module, or not a VM host)"
+    try:
+        fd = os.open(dev, os.O_RDWR | os.O_CLOEXEC)
+    except OSError as e:
+        return False, f"cannot open {dev}: {e.strerror} (add yourself to the kvm group)"
+    try:
+        try:
+            vm = fcntl.ioctl(fd, KVM_CREATE_VM, 0)
+        except OSError as e:
+            return False, f"KVM_CREATE_VM failed: {e.strerror}"
+        os.close(vm)
+    finally:
+        os.close(fd)
+    if arch == "x86_64":
+        if cpuinfo is None:
+            try:
+                cpuinfo = Path("/proc/cpuinfo").read_text()
+            except OSError:
+                cpuinfo = ""
+        flags = set()
+        for line in cpuinfo.splitlines():
+            if line.startswith("flags"):
+                flags.update(line.split(":", 1)[1].split())
+                break
+        if not flags & {"vmx", "svm"}:
+            return False, (
+                f"{dev} answers but the CPU has no vmx/svm flag (nested virtualisation "
+                "without VMX/SVM: guests hang at boot)"
+            )
+    return True, "ok"
+
+
+@lru_cache(maxsize=1)
+def probe() -> Host:
+    arch = _host_arch()
+    qemu = {a: _qemu_version(b) for a, b in QEMU_BINARIES.items()}
+    ok, why = kvm_usable(arch)
+    return Host(arch=arch, cpus=os.cpu_count() or 1, qemu=qemu, kvm=ok, kvm_reason=why)

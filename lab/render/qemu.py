@@ -1,0 +1,312 @@
+"""Topology -> QEMU command line.  Pure functions: no files, no processes.
+
+``plan()`` decides everything about the VM that depends on the topology and the
+host (machine, CPU model, -smp, NUMA, numbering, vendor behaviour) and raises a
+UserError for what this QEMU cannot express.  ``argv()`` turns a plan plus the
+run's file paths into the exact argv.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..errors import UserError
+from ..host import QEMU_BINARIES, Host
+from ..topology import RECLAIM_DISTANCE, Topology
+
+# Intel model for x86 guests under TCG: with -smp dies=D it gives one L3 per die and
+# SMT siblings.  AMD models lose both under TCG (no topoext), so they are used only
+# when asked for, or under KVM on an AMD host.
+INTEL_MODEL = "Skylake-Server"
+AMD_MODEL = "EPYC-Milan"
+# Features QEMU 7.2's TCG cannot emulate; switching them off silences a warning per
+# feature and keeps the guest from seeing a CPUID bit it cannot use.
+TCG_UNSUPPORTED = (
+    "3dnowprefetch", "avx512bw", "avx512cd", "avx512dq", "avx512f", "avx512vl",
+    "hle", "invpcid", "pcid", "rdseed", "rtm", "tsc-deadline", "x2apic", "xsavec",
+)  # fmt: skip
+ARM_MODEL = "cortex-a72"  # no SMT: an arm64 spec with threads > 1 is refused
+MAX_ARM_CPUS = 512  # GICv3 on virt, QEMU 7.2
+MAX_GICV2_CPUS = 8
+
+# QEMU versions that first express something (for the refusal messages).
+QEMU_X86_CLUSTERS = (9, 1, 0)
+QEMU_X86_DIES = (4, 1, 0)
+QEMU_ARM_CLUSTERS = (7, 0, 0)
+QEMU_TCG_X2APIC = (9, 0, 0)
+
+
+def _v(v: tuple[int, int, int]) -> str:
+    return ".".join(map(str, v))
+
+
+@dataclass(frozen=True)
+class VmPlan:
+    topo: Topology
+    arch: str
+    qemu: str
+    qemu_version: tuple[int, int, int]
+    accel: str
+    accel_reason: str
+    machine: str
+    cpu_model: str
+    cpu_vendor: str  # vendor the guest kernel sees: intel | amd | arm
+    smp: str
+    memory_mb: int
+    numa_cpu_args: tuple[str, ...]
+    guest_to_spec: tuple[int, ...]  # guest logical CPU -> spec CPU id
+    guest_node_to_spec: tuple[int, ...]  # guest node -> spec node id
+    guest_reclaim_distance: int
+    cmdline_extra: tuple[str, ...]
+    numbering_mode: str  # "native" (guest numbers as the spec) | "translated"
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def spec_to_guest(self) -> dict[int, int]:
+        return {s: g for g, s in enumerate(self.guest_to_spec)}
+
+    @property
+    def console(self) -> str:
+        return "ttyS0" if self.arch == "x86_64" else "ttyAMA0"
+
+
+def plan(
+    topo: Topology,
+    host: Host,
+    *,
+    accel: str = "auto",
+    cpu_model: str = "auto",
+    kernel_features: frozenset[str] = frozenset(),
+) -> VmPlan:
+    """Decide the VM for *topo* on *host*, or refuse with the QEMU version that can."""
+    arch = topo.arch
+    version = host.qemu_version(arch)
+    acc, why = host.accel(accel, arch)
+    shape = topo.shape
+    if shape is None:
+        raise UserError(
+            f"{topo.path or topo.name}: groups: the machine is irregular (group sizes differ); "
+            "QEMU's -smp can only build regular machines"
+        )
+    notes: list[str] = []
+    if arch == "x86_64":
+        machine, model, vendor, smp, numa_cpu = _x86(topo, version, acc, cpu_model, host)
+        if acc == "tcg" and topo.n_cpus > 255 and version < QEMU_TCG_X2APIC:
+            raise UserError(
+                f"{topo.name}: {topo.n_cpus} vCPUs need x2APIC, which TCG in QEMU {_v(version)} "
+                f"cannot emulate (at most 255; QEMU {_v(QEMU_TCG_X2APIC)} can); use a -mini "
+                "topology or a KVM host"
+            )
+    else:
+        machine, model, vendor, smp, numa_cpu = _arm64(topo, version, acc, cpu_model)
+
+    # Vendor behaviour: the NUMA domain keeps SD_BALANCE_FORK/EXEC/WAKE_AFFINE only at
+    # distances <= node_reclaim_distance, which AMD family 17h+ kernels lower to 32
+    # (arch/x86/kernel/cpu/amd.c: init_amd_zen_common()).
+    want = topo.node_reclaim_distance
+    guest = 32 if vendor == "amd" else RECLAIM_DISTANCE
+    extra: list[str] = []
+    if want != guest:
+        if "node_reclaim_distance_param" in kernel_features:
+            extra.append(f"node_reclaim_distance={want}")
+            notes.append(
+                f"node_reclaim_distance={want} passed to the kernel: the spec's {topo.vendor} "
+                f"CPU uses {want}, the guest's {vendor} CPU model would give {guest}"
+            )
+            guest = want
+        else:
+            affected = sorted({d for row in topo.distances for d in row if min(want, guest) < d <= max(want, guest)})
+            if affected:
+                notes.append(
+                    f"vendor effect: the real {topo.vendor} machine uses node_reclaim_distance={want}, "
+                    f"this guest ({vendor} CPU model {model.split(',')[0]}) uses {guest}, so NUMA domains at distance "
+                    f"{', '.join(map(str, affected))} {'lose' if guest < want else 'keep'} "
+                    "SD_BALANCE_FORK/EXEC/WAKE_AFFINE; a lab-built kernel (--kernel lab-6.1) "
+                    "takes node_reclaim_distance= and fixes this"
+                )
+    mode = "translated" if list(topo.cpu_ids) != [c.id for c in topo.cpus] else "native"
+    return VmPlan(
+        topo=topo,
+        arch=arch,
+        qemu=QEMU_BINARIES[arch],
+        qemu_version=version,
+        accel=acc,
+        accel_reason=why,
+        machine=machine,
+        cpu_model=model,
+        cpu_vendor=vendor,
+        smp=smp,
+        memory_mb=sum(topo.memory_mb),
+        numa_cpu_args=tuple(numa_cpu),
+        guest_to_spec=tuple(c.id for c in topo.cpus),
+        guest_node_to_spec=topo.node_ids,
+        guest_reclaim_distance=guest,
+        cmdline_extra=tuple(extra),
+        numbering_mode=mode,
+        notes=tuple(notes),
+    )
+
+
+def _x86(topo: Topology, version, acc: str, cpu_model: str, host: Host):
+    s = topo.shape
+    assert s is not None
+    if topo.has_clusters:
+        raise UserError(
+            f"{topo.name}: x86 clusters need QEMU {_v(QEMU_X86_CLUSTERS)} (-smp clusters= on x86); "
+            f"this is QEMU {_v(version)}"
+        )
+    dies = s.llcs_per_socket
+    if dies > 1 and version < QEMU_X86_DIES:
+        raise UserError(f"{topo.name}: several LLCs per socket need -smp dies=, QEMU {_v(QEMU_X86_DIES)}+")
+    if cpu_model == "auto":
+        if acc == "kvm":
+            model = "host"
+        else:
+            model = INTEL_MODEL
+    elif cpu_model == "intel":
+        model = INTEL_MODEL
+    elif cpu_model == "amd":
+        model = AMD_MODEL
+    else:
+        model = cpu_model
+    if model == "host":
+        vendor = "amd" if _host_is_amd() else "intel"
+    elif model.upper().startswith(("EPYC", "OPTERON", "PHENOM")):
+        vendor = "amd"
+    else:
+        vendor = "intel"
+    cpu = model
+    if acc == "tcg" and model == INTEL_MODEL:
+        cpu += "".join(f",-{f}" for f in TCG_UNSUPPORTED)
+    if acc == "kvm" and vendor == "amd":
+        cpu += ",topoext=on"
+    smp = (
+        f"{topo.n_cpus},sockets={s.sockets},dies={dies},"
+        f"cores={s.cores_per_llc},threads={s.threads_per_core}"
+    )
+    if dies == 1:
+        smp = f"{topo.n_cpus},sockets={s.sockets},cores={s.cores_per_llc},threads={s.threads_per_core}"
+    # Nodes are whole sockets (or span several): one "-numa cpu" per socket.  Nodes
+    # inside a socket are groups of dies (one die per LLC): one per (socket, die).
+    guest_node = {n: i for i, n in enumerate(topo.node_ids)}
+    numa_cpu: list[str] = []
+    for c in topo.cpus:
+        if s.nodes_per_socket > 1:
+            arg = f"cpu,node-id={guest_node[c.node]},socket-id={c.socket},die-id={c.llc % dies}"
+        else:
+            arg = f"cpu,node-id={guest_node[c.node]},socket-id={c.socket}"
+        if arg not in numa_cpu:
+            numa_cpu.append(arg)
+    machine = "q35"
+    return machine, cpu, vendor, smp, numa_cpu
+
+
+def _host_is_amd() -> bool:
+    try:
+        with open("/proc/cpuinfo") as f:
+            return "AuthenticAMD" in f.read(4096)
+    except OSError:
+        return False
+
+
+def _arm64(topo: Topology, version, acc: str, cpu_model: str):
+    s = topo.shape
+    assert s is not None
+    if topo.n_cpus > MAX_ARM_CPUS:
+        raise UserError(f"{topo.name}: {topo.n_cpus} CPUs; QEMU's arm64 virt machine takes at most {MAX_ARM_CPUS}")
+    model = ("host" if acc == "kvm" else ARM_MODEL) if cpu_model == "auto" else cpu_model
+    if s.threads_per_core > 1 and model != "host":
+        raise UserError(
+            f"{topo.path or topo.name}: topology.threads_per_core: {s.threads_per_core} SMT threads, "
+            f"but the CPU model {model} has no SMT; use threads_per_core = 1"
+        )
+    if topo.has_clusters and version < QEMU_ARM_CLUSTERS:
+        raise UserError(f"{topo.name}: arm64 clusters need QEMU {_v(QEMU_ARM_CLUSTERS)}")
+    smp = (
+        f"{topo.n_cpus},sockets={s.sockets},clusters={s.llcs_per_socket * s.clusters_per_llc},"
+        f"cores={s.cores_per_cluster},threads={s.threads_per_core}"
+    )
+    guest_node = {n: i for i, n in enumerate(topo.node_ids)}
+    numa_cpu = []
+    clusters_per_socket = s.llcs_per_socket * s.clusters_per_llc
+    seen = set()
+    for c in topo.cpus:
+        cl = c.cluster % clusters_per_socket
+        key = (c.socket, cl)
+        if key in seen:
+            continue
+        seen.add(key)
+        numa_cpu.append(f"cpu,node-id={guest_node[c.node]},socket-id={c.socket},cluster-id={cl}")
+    machine = "virt,gic-version=3" if topo.n_cpus > MAX_GICV2_CPUS else "virt"
+    return machine, model, "arm", smp, numa_cpu
+
+
+@dataclass(frozen=True)
+class RunFiles:
+    """Where a run's VM writes: console log, agent log port, result port."""
+
+    console: Path
+    agent_log: Path
+    results: Path
+
+
+BASE_CMDLINE = ("panic=-1", "oops=panic", "rdinit=/init", "loglevel=4")
+
+
+def cmdline(p: VmPlan, extra: tuple[str, ...] = ()) -> str:
+    parts = [f"console={p.console}", *BASE_CMDLINE]
+    if p.arch == "x86_64" and p.accel == "tcg":
+        # The TSC and timer checks calibrate against a clock TCG runs unevenly.
+        parts += ["tsc=reliable", "no_timer_check"]
+    parts += list(p.cmdline_extra) + list(extra)
+    return " ".join(parts)
+
+
+def argv(
+    p: VmPlan,
+    *,
+    kernel: Path,
+    initrd: Path,
+    files: RunFiles | None,
+    append: str | None = None,
+    dtb: Path | None = None,
+    interactive: bool = False,
+    tcg_threads: str = "multi",
+) -> list[str]:
+    """The exact QEMU argv for *p*."""
+    a = [p.qemu, "-nodefaults", "-no-user-config", "-nographic", "-no-reboot"]
+    a += ["-machine", p.machine]
+    if p.accel == "tcg":
+        a += ["-accel", f"tcg,thread={tcg_threads}"]
+    else:
+        a += ["-accel", "kvm"]
+    a += ["-cpu", p.cpu_model, "-smp", p.smp, "-m", f"{p.memory_mb}M"]
+    for i, node in enumerate(p.topo.node_ids):
+        mb = p.topo.memory_mb[i]
+        a += ["-object", f"memory-backend-ram,id=mem{i},size={mb}M"]
+        a += ["-numa", f"node,nodeid={i},memdev=mem{i}"]
+    for arg in p.numa_cpu_args:
+        a += ["-numa", arg]
+    n = p.topo.n_nodes
+    for i in range(n):
+        for j in range(n):
+            if i != j:
+                a += ["-numa", f"dist,src={i},dst={j},val={p.topo.distances[i][j]}"]
+    a += ["-kernel", str(kernel), "-initrd", str(initrd)]
+    if dtb is not None:
+        a += ["-dtb", str(dtb)]
+    a += ["-append", append if append is not None else cmdline(p)]
+    if interactive:
+        a += ["-serial", "mon:stdio"]
+    elif files is not None:
+        a += ["-chardev", f"file,id=con,path={files.console}", "-serial", "chardev:con"]
+    else:
+        a += ["-serial", "stdio"]
+    a += ["-device", "virtio-serial-pci,id=vs"]
+    if files is not None:
+        a += ["-chardev", f"file,id=agentlog,path={files.agent_log}"]
+        a += ["-device", "virtserialport,bus=vs.0,chardev=agentlog,name=lab.log"]
+        a += ["-chardev", f"file,id=results,path={files.results}"]
+        a += ["-device", "virtserialport,bus=vs.0,chardev=results,name=lab.out"]
+    return a
