@@ -1,0 +1,399 @@
+"""Streaming parser for the ftrace text format.
+
+Reads what /sys/kernel/tracing/trace or trace_pipe print (6.1's
+trace_print_context(): ``%16s-%-7d [(%7d) ][%03d] [irq-info ] %5lu.%06lu: name: body``),
+with or without the ``# tracer:`` header, one line at a time, so memory does
+not grow with the trace.  Lines that are not events are accounted for in
+``TraceStats`` instead of being silently dropped: the ``CPU:N [LOST n EVENTS]``
+markers (the ring buffer overflowed; a run with any is not trustworthy), the
+header's entries-in-buffer/entries-written (overwritten events), and any
+line that could not be parsed.
+"""
+
+from __future__ import annotations
+
+import gzip
+import lzma
+import re
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+from .events import (
+    Event,
+    GenericEvent,
+    SchedMigrateTask,
+    SchedMoveNuma,
+    SchedProcessExit,
+    SchedProcessFork,
+    SchedStickNuma,
+    SchedSwapNuma,
+    SchedSwitch,
+    SchedWakeup,
+    SchedWakeupNew,
+    SchedWaking,
+    fast_constructor,
+)
+
+# The context part of a line.  The comm is right-aligned in 16 columns and may
+# itself hold spaces and dashes ('kworker/0:1-events', 'perf-exec'); the lazy
+# match stops at the last '-<digits>' that is followed by the tgid or CPU
+# column, so 'perf-exec-123  [001]' gives comm 'perf-exec', pid 123.  The
+# irq-info column ('d..2.', 'dNh1.', older kernels' 4-wide 'd.h1') is optional
+# because the irq-info trace option can turn it off; it never holds ':' so it
+# cannot swallow the timestamp.  Timestamps are 'secs.usecs' for the
+# nanosecond clocks and a bare integer for counter/tsc clocks.
+_LINE = re.compile(
+    r" *(.*?)-(\d+) +(?:\( *(\d+|-+)\) +)?\[(\d+)\] +(?:([^ :]+) +)?(\d+(?:\.\d+)?): (\w+):(?: |$)"
+)
+_LOST = re.compile(r"CPU:(\d+) \[LOST (?:(\d+) )?EVENTS\]")
+_ENTRIES = re.compile(r"# entries-in-buffer/entries-written: (\d+)/(\d+) +#P:(\d+)")
+_STARTED = re.compile(r"##### CPU (\d+) buffer started ####")
+
+# Body formats (include/trace/events/sched.h, 6.1).  Comms are matched greedily
+# lazily up to the next key, so a comm holding spaces still parses (lazy rather
+# than greedy: greedy runs to the end of the line and backtracks, twice as slow).
+_WAKEUP = re.compile(r"comm=(.*?) pid=(\d+) prio=(-?\d+)(?: success=\d+)? target_cpu=(\d+)")
+_SWITCH = re.compile(
+    r"prev_comm=(.*?) prev_pid=(\d+) prev_prio=(-?\d+) prev_state=(\S+) ==> "
+    r"next_comm=(.*?) next_pid=(\d+) next_prio=(-?\d+)"
+)
+_MIGRATE = re.compile(r"comm=(.*?) pid=(\d+) prio=(-?\d+) orig_cpu=(\d+) dest_cpu=(\d+)")
+_MOVE_NUMA = re.compile(
+    r"pid=(\d+) tgid=(\d+) ngid=(\d+) src_cpu=(-?\d+) src_nid=(-?\d+) dst_cpu=(-?\d+) dst_nid=(-?\d+)"
+)
+_NUMA_PAIR = re.compile(
+    r"src_pid=(\d+) src_tgid=(\d+) src_ngid=(\d+) src_cpu=(-?\d+) src_nid=(-?\d+) "
+    r"dst_pid=(\d+) dst_tgid=(\d+) dst_ngid=(\d+) dst_cpu=(-?\d+) dst_nid=(-?\d+)"
+)
+_FORK = re.compile(r"comm=(.*?) pid=(\d+) child_comm=(.*?) child_pid=(\d+)")
+_EXIT = re.compile(r"comm=(.*?) pid=(\d+) prio=(-?\d+)")
+
+_UNPARSED_SAMPLES = 20  # keep a few bad lines for the error message, not all of them
+
+
+@dataclass
+class TraceStats:
+    """What the parser saw besides events.  Complete once iteration has finished."""
+
+    lines: int = 0
+    events: Counter[str] = field(default_factory=Counter)
+    lost_events: int = 0  # sum of the n in 'CPU:N [LOST n EVENTS]'
+    lost_markers: int = 0  # number of LOST lines, including those without a count
+    lost_unknown: int = 0  # 'CPU:N [LOST EVENTS]' lines: the kernel could not count them
+    lost_by_cpu: Counter[int] = field(default_factory=Counter)
+    entries_in_buffer: int | None = None  # from the '# entries-in-buffer/...' header
+    entries_written: int | None = None
+    header_cpus: int | None = None  # '#P:N' in that header
+    buffer_started: set[int] = field(default_factory=set)  # '##### CPU N buffer started'
+    unparsed_lines: int = 0
+    unparsed_samples: list[str] = field(default_factory=list)  # first few, for messages
+    mismatched: Counter[str] = field(default_factory=Counter)  # known event, unexpected body
+    first_ts: float | None = None
+    last_ts: float | None = None
+
+    @property
+    def total_events(self) -> int:
+        return sum(self.events.values())
+
+    @property
+    def overwritten(self) -> int:
+        """Events the ring buffer overwrote (written but no longer in the buffer)."""
+        if self.entries_in_buffer is None or self.entries_written is None:
+            return 0
+        return max(0, self.entries_written - self.entries_in_buffer)
+
+    @property
+    def lossy(self) -> bool:
+        """True when the trace is known to be missing events."""
+        return bool(self.lost_markers or self.overwritten or self.buffer_started)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "lines": self.lines,
+            "events": dict(sorted(self.events.items())),
+            "total_events": self.total_events,
+            "lost_events": self.lost_events,
+            "lost_markers": self.lost_markers,
+            "lost_unknown": self.lost_unknown,
+            "lost_by_cpu": {str(k): v for k, v in sorted(self.lost_by_cpu.items())},
+            "entries_in_buffer": self.entries_in_buffer,
+            "entries_written": self.entries_written,
+            "overwritten": self.overwritten,
+            "buffer_started": sorted(self.buffer_started),
+            "unparsed_lines": self.unparsed_lines,
+            "unparsed_samples": list(self.unparsed_samples),
+            "mismatched": dict(sorted(self.mismatched.items())),
+            "first_ts": self.first_ts,
+            "last_ts": self.last_ts,
+            "lossy": self.lossy,
+        }
+
+
+# ---- body decoders ---------------------------------------------------------------------
+# Each takes the line's context fields, the line and where its body starts, and
+# returns an Event, or None when the body does not match its format (the caller
+# then yields a GenericEvent and counts a mismatch).
+
+
+def _wakeup_decoder(cls: type[SchedWakeup]) -> Callable[..., Event | None]:
+    make = fast_constructor(cls)
+    match = _WAKEUP.match
+
+    def decode(cpu, ts, comm, pid, tgid, flags, line, pos):
+        m = match(line, pos)
+        if m is None:
+            return None
+        c, p, pr, t = m.groups()
+        return make(cpu, ts, comm, pid, tgid, flags, c, int(p), int(pr), int(t))
+
+    return decode
+
+
+def _switch_decoder() -> Callable[..., Event | None]:
+    make = fast_constructor(SchedSwitch)
+    match = _SWITCH.match
+
+    def decode(cpu, ts, comm, pid, tgid, flags, line, pos):
+        m = match(line, pos)
+        if m is None:
+            return None
+        pc, pp, ppr, st, nc, np_, npr = m.groups()
+        return make(
+            cpu, ts, comm, pid, tgid, flags, pc, int(pp), int(ppr), st, nc, int(np_), int(npr)
+        )
+
+    return decode
+
+
+def _migrate_decoder() -> Callable[..., Event | None]:
+    make = fast_constructor(SchedMigrateTask)
+    match = _MIGRATE.match
+
+    def decode(cpu, ts, comm, pid, tgid, flags, line, pos):
+        m = match(line, pos)
+        if m is None:
+            return None
+        c, p, pr, o, d = m.groups()
+        return make(cpu, ts, comm, pid, tgid, flags, c, int(p), int(pr), int(o), int(d))
+
+    return decode
+
+
+def _move_numa_decoder() -> Callable[..., Event | None]:
+    make = fast_constructor(SchedMoveNuma)
+    match = _MOVE_NUMA.match
+
+    def decode(cpu, ts, comm, pid, tgid, flags, line, pos):
+        m = match(line, pos)
+        if m is None:
+            return None
+        return make(cpu, ts, comm, pid, tgid, flags, *map(int, m.groups()))
+
+    return decode
+
+
+def _pair_decoder(cls: type[SchedSwapNuma] | type[SchedStickNuma]) -> Callable[..., Event | None]:
+    make = fast_constructor(cls)
+    match = _NUMA_PAIR.match
+    old = _MOVE_NUMA.match
+
+    def decode(cpu, ts, comm, pid, tgid, flags, line, pos):
+        m = match(line, pos)
+        if m is not None:
+            return make(cpu, ts, comm, pid, tgid, flags, *map(int, m.groups()))
+        m = old(line, pos)  # pre-pair-template sched_stick_numa
+        if m is None:
+            return None
+        p, tg, ng, sc, sn, dc, dn = map(int, m.groups())
+        return make(cpu, ts, comm, pid, tgid, flags, p, tg, ng, sc, sn, 0, 0, 0, dc, dn)
+
+    return decode
+
+
+def _fork_decoder() -> Callable[..., Event | None]:
+    make = fast_constructor(SchedProcessFork)
+    match = _FORK.match
+
+    def decode(cpu, ts, comm, pid, tgid, flags, line, pos):
+        m = match(line, pos)
+        if m is None:
+            return None
+        c, p, cc, cp = m.groups()
+        return make(cpu, ts, comm, pid, tgid, flags, c, int(p), cc, int(cp))
+
+    return decode
+
+
+def _exit_decoder() -> Callable[..., Event | None]:
+    make = fast_constructor(SchedProcessExit)
+    match = _EXIT.match
+
+    def decode(cpu, ts, comm, pid, tgid, flags, line, pos):
+        m = match(line, pos)
+        if m is None:
+            return None
+        c, p, pr = m.groups()
+        return make(cpu, ts, comm, pid, tgid, flags, c, int(p), int(pr))
+
+    return decode
+
+
+def _decoders() -> dict[str, Callable[..., Event | None]]:
+    # Built per parse() call: no module-level mutable state for tests to patch.
+    return {
+        "sched_switch": _switch_decoder(),
+        "sched_wakeup": _wakeup_decoder(SchedWakeup),
+        "sched_waking": _wakeup_decoder(SchedWaking),
+        "sched_wakeup_new": _wakeup_decoder(SchedWakeupNew),
+        "sched_migrate_task": _migrate_decoder(),
+        "sched_move_numa": _move_numa_decoder(),
+        "sched_swap_numa": _pair_decoder(SchedSwapNuma),
+        "sched_stick_numa": _pair_decoder(SchedStickNuma),
+        "sched_process_fork": _fork_decoder(),
+        "sched_process_exit": _exit_decoder(),
+    }
+
+
+# ---- the stream --------------------------------------------------------------------------
+
+
+class TraceReader:
+    """An iterator of events whose ``stats`` are complete once it is exhausted.
+
+    ``for ev in reader`` iterates the underlying generator directly, so the
+    wrapper costs nothing per event.
+    """
+
+    def __init__(self, lines: Iterable[str], only: Iterable[str] | None = None):
+        self.stats = TraceStats()
+        self._gen = _events(lines, self.stats, frozenset(only) if only is not None else None)
+
+    def __iter__(self) -> Iterator[Event]:
+        return self._gen
+
+    def __next__(self) -> Event:
+        return next(self._gen)
+
+    def close(self) -> None:
+        self._gen.close()
+
+
+def parse(lines: Iterable[str], only: Iterable[str] | None = None) -> TraceReader:
+    """Parse ftrace text lines into events, lazily.
+
+    *only*, if given, is a set of event names to decode; other events are
+    counted in the stats but not built (cheaper when a trace has many
+    events the caller does not need).
+    """
+    return TraceReader(lines, only)
+
+
+def open_trace(path: str | Path) -> IO[str]:
+    """Open a trace file as text, decompressing .gz/.xz by suffix."""
+    p = Path(path)
+    # errors='replace': a comm is 16 arbitrary bytes and need not be UTF-8.
+    if p.suffix == ".gz":
+        return gzip.open(p, "rt", encoding="utf-8", errors="replace")
+    if p.suffix == ".xz":
+        return lzma.open(p, "rt", encoding="utf-8", errors="replace")
+    return open(p, encoding="utf-8", errors="replace")
+
+
+def parse_file(path: str | Path, only: Iterable[str] | None = None) -> TraceReader:
+    """Parse a trace file; the file is closed when iteration ends."""
+
+    def lines() -> Iterator[str]:
+        with open_trace(path) as f:
+            yield from f
+
+    return TraceReader(lines(), only)
+
+
+def parse_line(line: str) -> Event | None:
+    """Parse one line; None when it is not an event (header, LOST marker, junk)."""
+    for ev in parse([line]):
+        return ev
+    return None
+
+
+def _events(
+    lines: Iterable[str], stats: TraceStats, only: frozenset[str] | None
+) -> Iterator[Event]:
+    match = _LINE.match
+    decoders = _decoders()
+    generic = fast_constructor(GenericEvent)
+    counts = stats.events
+    n = 0
+    first_ts = last_ts = None  # kept as strings: float() only once, at the end
+    try:
+        for line in lines:
+            n += 1
+            m = match(line)
+            if m is None:
+                _other_line(line, stats)
+                continue
+            comm, pid, tgid, cpu, flags, ts_s, name = m.groups()
+            counts[name] += 1
+            last_ts = ts_s
+            if first_ts is None:
+                first_ts = ts_s
+            if only is not None and name not in only:
+                continue
+            ts = float(ts_s)
+            if tgid is not None:
+                tgid = int(tgid) if tgid[0] != "-" else None
+            cpu = int(cpu)
+            pid = int(pid)
+            if flags is None:
+                flags = ""
+            dec = decoders.get(name)
+            if dec is not None:
+                # The body regex runs on the line from the header's end: no slice copy.
+                ev = dec(cpu, ts, comm, pid, tgid, flags, line, m.end())
+                if ev is not None:
+                    yield ev
+                    continue
+                stats.mismatched[name] += 1
+            yield generic(cpu, ts, comm, pid, tgid, flags, name, line[m.end() :].rstrip())
+    finally:
+        # Runs on exhaustion and on close(): the stats are right even if the
+        # consumer stopped early.
+        stats.lines += n
+        if first_ts is not None and stats.first_ts is None:
+            stats.first_ts = float(first_ts)
+        if last_ts is not None:
+            stats.last_ts = float(last_ts)
+
+
+def _other_line(line: str, stats: TraceStats) -> None:
+    s = line.strip()
+    if not s:
+        return
+    if s[0] == "#":
+        m = _ENTRIES.match(s)
+        if m:
+            stats.entries_in_buffer = int(m.group(1))
+            stats.entries_written = int(m.group(2))
+            stats.header_cpus = int(m.group(3))
+        else:
+            m = _STARTED.match(s)
+            if m:
+                stats.buffer_started.add(int(m.group(1)))
+        return
+    m = _LOST.match(s)
+    if m:
+        cpu = int(m.group(1))
+        stats.lost_markers += 1
+        if m.group(2) is None:
+            stats.lost_unknown += 1
+        else:
+            k = int(m.group(2))
+            stats.lost_events += k
+            stats.lost_by_cpu[cpu] += k
+        return
+    stats.unparsed_lines += 1
+    if len(stats.unparsed_samples) < _UNPARSED_SAMPLES:
+        stats.unparsed_samples.append(s)
