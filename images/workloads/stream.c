@@ -17,6 +17,7 @@ struct worker {
 	long tid;
 	int cpu_create; /* main thread's CPU when it created this worker */
 	int cpu_start, cpu_end;
+	int allowed; /* CPUs in this worker's affinity mask */
 	unsigned long iterations;
 	double seconds;
 	double mbps;
@@ -31,9 +32,12 @@ static void *worker_main(void *arg)
 	struct worker *w = arg;
 	double *a, *b, *c, t0, t;
 	const double scalar = 3.0;
+	cpu_set_t mask;
 
 	w->tid = gettid_();
 	w->cpu_start = sched_getcpu();
+	if (sched_getaffinity(0, sizeof(mask), &mask) == 0)
+		w->allowed = CPU_COUNT(&mask);
 	a = malloc(elems * sizeof(*a));
 	b = malloc(elems * sizeof(*b));
 	c = malloc(elems * sizeof(*c));
@@ -73,7 +77,8 @@ static void help(void)
 	       "  -m, --mib M         size of each array in MiB (default 8)\n"
 	       "      --pin-main CPU  move the main thread to CPU before creating workers, then\n"
 	       "                      restore its affinity so workers inherit the process mask\n"
-	       "Output: one JSON line with per-thread tid, cpu_start, cpu_end, iterations, mbps.\n",
+	       "Output: one JSON line with per-thread tid, cpu_start, cpu_end, allowed (CPUs in\n"
+	       "its mask), iterations, mbps, and a {cpu: samples} histogram; total_mbps.\n",
 	       prog);
 }
 
@@ -149,9 +154,10 @@ int main(int argc, char **argv)
 
 		total += w->mbps;
 		printf("%s{\"thread\":%d,\"tid\":%ld,\"cpu_create\":%d,\"cpu_start\":%d,"
-		       "\"cpu_end\":%d,\"iterations\":%lu,\"seconds\":%.3f,\"mbps\":%.1f,\"cpus\":",
+		       "\"cpu_end\":%d,\"allowed\":%d,\"iterations\":%lu,\"seconds\":%.3f,"
+		       "\"mbps\":%.1f,\"cpus\":",
 		       i ? "," : "", w->index, w->tid, w->cpu_create, w->cpu_start, w->cpu_end,
-		       w->iterations, w->seconds, w->mbps);
+		       w->allowed, w->iterations, w->seconds, w->mbps);
 		hist_print(stdout, &w->hist);
 		putchar('}');
 	}
