@@ -1,8 +1,170 @@
-"""`lab topo ...`."""
+"""`lab topo ...`: list, show, render, capture, import."""
+
+from __future__ import annotations
+
+import json
+import shlex
+from pathlib import Path
 
 import click
+
+from .common import TOPOLOGY, console
 
 
 @click.group()
 def topo() -> None:
     """Topologies: list, show, render, capture, import."""
+
+
+@topo.command("list")
+def list_() -> None:
+    """The catalog (topologies/*.toml)."""
+    from rich.table import Table
+
+    from .. import topology
+
+    t = Table(title="lab topologies", title_justify="left")
+    cols = ("name", "arch", "vCPUs", "sockets", "nodes", "LLCs", "clusters", "cores", "SMT", "numbering", "vendor")
+    for col in cols:
+        t.add_column(col, justify="left" if col in ("name", "arch", "numbering", "vendor") else "right")
+    for name in topology.catalog_names():
+        tp = topology.load(name)
+        t.add_row(
+            tp.name,
+            tp.arch,
+            str(tp.n_cpus),
+            str(len(tp.groups("socket"))),
+            str(tp.n_nodes),
+            str(len(tp.groups("llc"))),
+            str(len(tp.groups("cluster"))) if tp.has_clusters else "-",
+            str(len(tp.groups("core"))),
+            str(tp.threads_per_core),
+            tp.numbering,
+            tp.vendor,
+        )
+    console().print(t)
+
+
+@topo.command()
+@click.argument("spec", type=TOPOLOGY)
+def show(spec) -> None:
+    """A tree socket > node > LLC > cluster > core > CPUs, and the distance matrix."""
+    from rich.table import Table
+    from rich.tree import Tree
+
+    from .. import cpulist
+
+    tp = spec
+    root = Tree(f"[bold]{tp.name}[/]  {tp.arch}, {tp.vendor} {tp.model}\n{tp.summary()}")
+    sockets = tp.groups("socket")
+    for si, sock in enumerate(sockets):
+        st = root.add(f"socket {si}: CPUs {cpulist.format(sock)}")
+        nodes = [n for n in tp.node_ids if set(tp.node_cpus(n)) & set(sock)]
+        for n in nodes:
+            ncpus = [c for c in tp.node_cpus(n) if c in sock]
+            nt = st.add(f"node {n}: CPUs {cpulist.format(ncpus)}")
+            for llc in tp.groups("llc"):
+                if llc[0] not in ncpus:
+                    continue
+                lt = nt.add(f"LLC: {cpulist.format(llc)}")
+                parents = [lt]
+                if tp.has_clusters:
+                    parents = []
+                    for cl in tp.groups("cluster"):
+                        if cl[0] in llc:
+                            parents.append((lt.add(f"cluster: {cpulist.format(cl)}"), cl))
+                else:
+                    parents = [(lt, llc)]
+                for pt, members in parents:
+                    cores = [c for c in tp.groups("core") if c[0] in members]
+                    if len(cores) > 16:
+                        pt.add(f"{len(cores)} cores: " + ", ".join(cpulist.format(c) for c in cores[:4]) + ", ...")
+                    else:
+                        for c in cores:
+                            pt.add(f"core: CPU{'s' if len(c) > 1 else ''} {cpulist.format(c)}")
+    c = console()
+    c.print(root)
+    dt = Table(title="NUMA distances", title_justify="left")
+    dt.add_column("node")
+    for n in tp.node_ids:
+        dt.add_column(str(n), justify="right")
+    for i, n in enumerate(tp.node_ids):
+        dt.add_row(str(n), *[str(d) for d in tp.distances[i]])
+    c.print(dt)
+    p = tp.provenance
+    if p.machine or p.sources:
+        c.print(f"[bold]provenance[/]: {p.machine}")
+        for s in p.sources:
+            c.print(f"  - {s}")
+        if p.notes:
+            c.print(f"  notes: {p.notes}")
+
+
+@topo.command()
+@click.argument("spec", type=TOPOLOGY)
+@click.option("--format", "fmt", type=click.Choice(["qemu", "json"]), default="qemu", show_default=True)
+@click.option("--accel", type=click.Choice(["auto", "kvm", "tcg"]), default="auto", show_default=True)
+@click.option("--cpu-model", default="auto", show_default=True, help="auto, intel, amd, or a QEMU -cpu model")
+@click.option("--kernel", "kernel_path", default="KERNEL", show_default=True, help="Path shown for -kernel.")
+def render(spec, fmt: str, accel: str, cpu_model: str, kernel_path: str) -> None:
+    """The exact QEMU argv for a topology, or the model as JSON."""
+    if fmt == "json":
+        click.echo(json.dumps(spec.to_dict(), indent=1))
+        return
+    from .. import host
+    from ..render import qemu
+
+    plan = qemu.plan(spec, host.probe(), accel=accel, cpu_model=cpu_model)
+    argv = qemu.argv(
+        plan,
+        kernel=Path(kernel_path),
+        initrd=Path("INITRD"),
+        files=qemu.RunFiles(Path("RUN/console.log"), Path("RUN/agent.log"), Path("RUN/results.tar")),
+    )
+    click.echo(shlex.join(argv))
+    for n in plan.notes:
+        click.echo(f"# {n}", err=True)
+    if plan.numbering_mode == "translated":
+        click.echo(
+            f"# numbering: QEMU numbers vCPUs with SMT siblings adjacent; lab translates guest CPU ids "
+            f"to the spec's {spec.numbering} numbering",
+            err=True,
+        )
+
+
+@topo.command()
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), required=True, help="FILE.tar.gz")
+def capture(output: Path) -> None:
+    """Capture this machine's topology (sysfs and /proc files) into a tarball."""
+    from .. import sysfs
+
+    n = sysfs.capture(output)
+    click.echo(f"wrote {output} ({n} files)")
+
+
+@topo.command("import")
+@click.argument("capture", type=click.Path(path_type=Path))
+@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), required=True, help="NAME.toml")
+@click.option("--mini", is_flag=True, help="Also write NAME-mini.toml, shrunk to <= 32 CPUs keeping the shape.")
+def import_(capture: Path, output: Path, mini: bool) -> None:
+    """Turn a capture (directory or tarball) into a spec that keeps the real numbering."""
+    from .. import importer, sysfs, topology
+    from ..errors import UserError
+
+    if output.suffix != ".toml":
+        raise UserError(f"{output}: the spec must be a .toml file")
+    view = sysfs.read_capture(capture)
+    name = output.stem
+    text, notes = importer.view_to_spec(view, name, str(capture))
+    mini_text = None
+    if mini:
+        tp = topology.loads(text, where=str(output), default_name=name)
+        mini_text = importer.mini(tp, f"{name}-mini")
+    importer.write(output, text)
+    click.echo(f"wrote {output}")
+    for n in notes:
+        click.echo(f"  note: {n}")
+    if mini_text is not None:
+        mp = output.with_name(f"{name}-mini.toml")
+        importer.write(mp, mini_text)
+        click.echo(f"wrote {mp}")

@@ -1,3 +1,138 @@
 """`lab boot` and `lab verify`."""
 
-COMMANDS: list = []
+from __future__ import annotations
+
+import json
+import shlex
+import sys
+import time
+
+import click
+
+from .common import TOPOLOGY, console
+
+KERNEL_HELP = "debian (Debian's prebuilt, the default), a recipe, a store id, or a path to a bzImage/Image."
+
+
+def vm_options(f):
+    f = click.option("--cpu-model", default="auto", show_default=True, help="auto, intel, amd, or a QEMU -cpu model.")(f)
+    f = click.option(
+        "--accel", type=click.Choice(["auto", "kvm", "tcg"]), default="auto", show_default=True,
+        help="auto picks KVM only where a guest can really run under it.",
+    )(f)  # fmt: skip
+    f = click.option("--kernel", "kernel_spec", default="debian", show_default=True, help=KERNEL_HELP)(f)
+    return f
+
+
+@click.command(context_settings={"ignore_unknown_options": False})
+@click.argument("topology", type=TOPOLOGY)
+@vm_options
+@click.option("--dry-run", is_flag=True, help="Print the exact QEMU command and exit.")
+@click.option("--timeout", type=float, default=600, show_default=True, help="Seconds before the VM is killed.")
+@click.argument("cmd", nargs=-1, type=click.UNPROCESSED)
+def boot(topology, kernel_spec: str, accel: str, cpu_model: str, dry_run: bool, timeout: float, cmd) -> None:
+    """Boot TOPOLOGY; run CMD in the guest (after --) or open a console.
+
+    With CMD, prints its output and exits with its status.
+    """
+    from .. import session
+    from ..backends import qemu as backend
+    from ..render import qemu as render
+
+    s = session.prepare(topology, kernel_spec, accel=accel, cpu_model=cpu_model, build=not dry_run)
+    err = click.get_text_stream("stderr")
+    for n in s.plan.notes:
+        click.echo(f"lab: {n}", err=True)
+    if dry_run:
+        files = render.RunFiles(*(session.runs_dir() / "RUN" / f for f in ("console.log", "agent.log", "results.tar")))
+        argv = render.argv(s.plan, kernel=s.kernel.image, initrd=session.runs_dir() / "RUN" / "initrd.cpio", files=files)
+        click.echo(shlex.join(argv))
+        return
+    run_dir = session.new_run_dir("boot", topology, s.kernel_label)
+    session.write_plan(run_dir, s)
+    click.echo(f"lab: {topology.name} on {s.kernel.name} ({s.kernel.release}), accel {s.plan.accel} ({s.plan.accel_reason}); run dir {run_dir}", err=True)
+    if not cmd:
+        rc = backend.interactive(s.plan, s.kernel, run_dir)
+        sys.exit(rc)
+    script = "#!/bin/sh\n" + shlex.join(cmd) + "\n"
+    res = backend.boot(s.plan, s.kernel, run_dir, job=script, timeout=timeout)
+    sys.stdout.write(res.stdout)
+    sys.stdout.flush()
+    if res.stderr:
+        err.write(res.stderr)
+    click.echo(f"lab: ready in {res.ready_s:.1f}s, finished in {res.wall_s:.1f}s", err=True)
+    sys.exit(res.rc if res.rc is not None else 3)
+
+
+@click.command()
+@click.argument("topology", type=TOPOLOGY)
+@vm_options
+@click.option("--json", "as_json", is_flag=True, help="Print the checks and the guest's view as JSON.")
+@click.option("--strict", is_flag=True, help="Known deviations (the vendor effect) fail too.")
+@click.option("--timeout", type=float, default=600, show_default=True)
+def verify(topology, kernel_spec: str, accel: str, cpu_model: str, as_json: bool, strict: bool, timeout: float) -> None:
+    """Boot TOPOLOGY and check that the guest kernel sees it: nodes, distances,
+    siblings, caches and every CPU's sched-domain tree.  Exit 1 on a mismatch."""
+    from .. import expect, session, sysfs
+    from ..backends import qemu as backend
+
+    t0 = time.monotonic()
+    s = session.prepare(topology, kernel_spec, accel=accel, cpu_model=cpu_model)
+    run_dir = session.new_run_dir("verify", topology, s.kernel_label)
+    session.write_plan(run_dir, s)
+    res = backend.boot(s.plan, s.kernel, run_dir, job=None, timeout=timeout)
+    view = sysfs.read_snapshot(res.out_dir / "guest")
+    vd = expect.verify(topology, s.plan, view, cluster_level=s.cluster_level, cache_info=topology.arch == "x86_64")
+    wall = time.monotonic() - t0
+    ok = vd.ok(strict)
+    doc = {
+        "topology": topology.name,
+        "accel": s.plan.accel,
+        "accel_reason": s.plan.accel_reason,
+        "kernel": {"name": s.kernel.name, "id": s.kernel.id, "release": view.release or s.kernel.release},
+        "numbering": vd.numbering,
+        "notes": list(s.plan.notes),
+        "checks": [c.to_dict() for c in vd.checks],
+        "guest": view.to_dict(),
+        "timing": {"wall_s": round(wall, 2), "boot_to_agent_s": round(res.ready_s or 0, 2), "vm_s": round(res.wall_s, 2)},
+        "run_dir": str(run_dir),
+        "ok": ok,
+    }
+    (run_dir / "verify.json").write_text(json.dumps(doc, indent=1))
+    if as_json:
+        click.echo(json.dumps(doc, indent=1))
+    else:
+        _table(topology, s, vd, res, wall, run_dir, ok)
+    sys.exit(0 if ok else 1)
+
+
+def _table(topology, s, vd, res, wall, run_dir, ok) -> None:
+    from rich.table import Table
+
+    c = console()
+    t = Table(title=f"lab verify {topology.name}", title_justify="left")
+    t.add_column("check")
+    t.add_column("expected")
+    t.add_column("actual")
+    t.add_column("ok")
+    for ck in vd.checks:
+        mark = {"ok": "[green]ok[/]", "FAIL": "[red]FAIL[/]", "known": "[yellow]known[/]"}[ck.status]
+        t.add_row(ck.name, ck.expected, ck.actual, mark)
+    c.print(t)
+    for ck in vd.checks:
+        if ck.status == "known":
+            c.print(f"[yellow]known deviation[/] {ck.name}: {ck.known}")
+    numbering = (
+        "the guest numbers CPUs as the spec does"
+        if vd.numbering == "native"
+        else f"guest CPU ids translated to the spec's {topology.numbering} numbering (QEMU numbers SMT siblings adjacently)"
+    )
+    c.print(f"numbering: {numbering}")
+    c.print(
+        f"kernel {s.kernel.name} ({s.kernel.release}), accel {s.plan.accel} ({s.plan.accel_reason}), "
+        f"CPU model {s.plan.cpu_model.split(',')[0]}; boot to agent {res.ready_s:.1f}s, total {wall:.1f}s; run dir {run_dir}"
+    )
+    c.print("[green]PASS[/]" if ok else "[red]FAIL[/]")
+
+
+COMMANDS = [boot, verify]

@@ -1,0 +1,275 @@
+"""Boot a plan under QEMU directly, run a job in the guest, bring the results back.
+
+The guest agent (lab/guest/init.sh) says "ready" on the lab.log port, runs the job
+and streams /tmp/out as a tar to the lab.out port, then reboots; QEMU runs with
+-no-reboot, so the reboot ends it.  A guest that never says ready, or never
+finishes, is killed and reported as LostGuest with the console tail.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import shlex
+import signal
+import tarfile
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .. import proc
+from ..errors import InfraError, LostGuest, UserError
+from ..image import initramfs
+from ..render import qemu as render
+from ..render.qemu import VmPlan
+
+
+@dataclass
+class BootResult:
+    run_dir: Path
+    out_dir: Path
+    argv: list[str]
+    accel: str
+    wall_s: float  # QEMU start to exit
+    ready_s: float | None  # QEMU start to the agent's "ready"
+    guest_ready_uptime: float | None
+    rc: int | None  # the job's exit status
+    events: list[tuple[float, str]] = field(default_factory=list)
+
+    def read(self, name: str) -> str:
+        p = self.out_dir / name
+        return p.read_text(errors="replace") if p.exists() else ""
+
+    @property
+    def stdout(self) -> str:
+        return self.read("stdout")
+
+    @property
+    def stderr(self) -> str:
+        return self.read("stderr")
+
+
+def boot_timeout(plan: VmPlan) -> float:
+    """How long to wait for "ready": SMP bring-up under TCG grows with vCPUs."""
+    n = plan.topo.n_cpus
+    if plan.accel == "kvm":
+        return 60 + n * 0.2
+    per = 1.0 if plan.arch == "x86_64" else 1.5
+    return 90 + n * per
+
+
+def console_tail(path: Path, lines: int = 25) -> str:
+    try:
+        text = path.read_bytes().decode(errors="replace")
+    except OSError:
+        return ""
+    # Drop the firmware's terminal escape sequences.
+    import re
+
+    text = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", text).replace("\r", "")
+    return "\n".join(text.splitlines()[-lines:])
+
+
+def build_initrd(
+    dest: Path,
+    plan: VmPlan,
+    kernel,
+    *,
+    job: str | None,
+    config: Mapping[str, str] | None = None,
+    layers: list[Path] | None = None,
+    interactive: bool = False,
+) -> Path:
+    base = initramfs.base_layer(plan.arch)
+    mods = None
+    if getattr(kernel, "modules", None) is not None:
+        paths = kernel.module_paths(["virtio_pci", "virtio_console"])
+        mods = initramfs.modules_layer(kernel.release, paths)
+    job_cpio = initramfs.job_layer(dest.with_name("job.cpio"), job, config, interactive)
+    return initramfs.assemble(dest, [base, mods, *(layers or []), job_cpio])
+
+
+def boot(
+    plan: VmPlan,
+    kernel,
+    run_dir: Path,
+    *,
+    job: str | None = None,
+    config: Mapping[str, str] | None = None,
+    layers: list[Path] | None = None,
+    timeout: float = 600,
+    append_extra: tuple[str, ...] = (),
+    dtb: Path | None = None,
+    on_event: Callable[[float, str], None] | None = None,
+    tcg_threads: str = "multi",
+) -> BootResult:
+    """Boot, run *job* (a shell script) in the guest, wait, collect.  Always stops QEMU."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    files = render.RunFiles(run_dir / "console.log", run_dir / "agent.log", run_dir / "results.tar")
+    for f in (files.console, files.agent_log, files.results):
+        f.unlink(missing_ok=True)
+    initrd = build_initrd(run_dir / "initrd.cpio", plan, kernel, job=job, config=config, layers=layers)
+    cmdline = render.cmdline(plan, append_extra)
+    argv = render.argv(
+        plan, kernel=kernel.image, initrd=initrd, files=files, append=cmdline, dtb=dtb, tcg_threads=tcg_threads
+    )
+    (run_dir / "qemu.argv").write_text(shlex.join(argv) + "\n")
+    stderr_path = run_dir / "qemu.stderr"
+    t0 = time.monotonic()
+    with open(stderr_path, "wb") as err:
+        p = proc.popen(argv, stdin=subprocess_devnull(), stdout=err, stderr=err, start_new_session=True)
+        ready_s = None
+        ready_uptime = None
+        events: list[tuple[float, str]] = []
+        seen = 0
+        deadline_ready = t0 + boot_timeout(plan)
+        deadline = t0 + timeout
+        try:
+            while True:
+                rc = p.poll()
+                now = time.monotonic()
+                try:
+                    text = files.agent_log.read_text(errors="replace")
+                except OSError:
+                    text = ""
+                lines = text.splitlines()
+                complete = lines if text.endswith("\n") else lines[:-1]
+                for line in complete[seen:]:
+                    events.append((now - t0, line))
+                    if on_event:
+                        on_event(now - t0, line)
+                    if line.startswith("lab: ready") and ready_s is None:
+                        ready_s = now - t0
+                        ready_uptime = _field(line, "uptime")
+                seen = len(complete)
+                if rc is not None:
+                    break
+                if ready_s is None and now > deadline_ready:
+                    raise LostGuest(
+                        f"guest never reported ready within {boot_timeout(plan):.0f}s (console: {files.console})",
+                        console_tail(files.console),
+                    )
+                if now > deadline:
+                    raise LostGuest(
+                        f"guest did not finish within {timeout:.0f}s (console: {files.console})",
+                        console_tail(files.console),
+                    )
+                time.sleep(0.05)
+        finally:
+            _stop(p)
+        wall = time.monotonic() - t0
+    if p.returncode not in (0, None):
+        msg = stderr_path.read_text(errors="replace").strip().splitlines()
+        msg = [m for m in msg if "TCG doesn't support" not in m]
+        raise InfraError(
+            f"QEMU exited with status {p.returncode}: {msg[-1] if msg else 'no message'} (argv: {run_dir / 'qemu.argv'})"
+        )
+    out_dir = run_dir / "out"
+    _extract(files.results, out_dir)
+    rc_text = (out_dir / "rc").read_text().strip() if (out_dir / "rc").exists() else None
+    if ready_s is None or not any(line.startswith("lab: done") for _, line in events):
+        raise LostGuest(
+            f"guest stopped without reporting its results (console: {files.console})",
+            console_tail(files.console),
+        )
+    result = BootResult(
+        run_dir=run_dir,
+        out_dir=out_dir,
+        argv=argv,
+        accel=plan.accel,
+        wall_s=wall,
+        ready_s=ready_s,
+        guest_ready_uptime=ready_uptime,
+        rc=int(rc_text) if rc_text and rc_text.lstrip("-").isdigit() else None,
+        events=events,
+    )
+    (run_dir / "boot.json").write_text(
+        json.dumps(
+            {
+                "accel": plan.accel,
+                "accel_reason": plan.accel_reason,
+                "wall_s": round(wall, 3),
+                "ready_s": round(ready_s, 3) if ready_s else None,
+                "guest_ready_uptime": ready_uptime,
+                "rc": result.rc,
+                "events": [[round(t, 3), e] for t, e in events],
+            },
+            indent=1,
+        )
+    )
+    return result
+
+
+def subprocess_devnull():
+    import subprocess
+
+    return subprocess.DEVNULL
+
+
+def _field(line: str, key: str) -> float | None:
+    for part in line.split():
+        if part.startswith(key + "="):
+            try:
+                return float(part.split("=", 1)[1])
+            except ValueError:
+                return None
+    return None
+
+
+def _stop(p) -> None:
+    """Never leave a VM running: TERM the session, then KILL."""
+    if p.poll() is not None:
+        return
+    try:
+        os.killpg(p.pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    try:
+        p.wait(timeout=5)
+    except Exception:
+        try:
+            os.killpg(p.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        p.wait()
+
+
+def _extract(tar_path: Path, out_dir: Path) -> None:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    if not tar_path.exists() or tar_path.stat().st_size == 0:
+        return
+    data = tar_path.read_bytes()
+    try:
+        with tarfile.open(fileobj=io.BytesIO(data)) as tf:
+            for m in tf.getmembers():
+                if m.name.startswith("/") or ".." in Path(m.name).parts:
+                    continue
+                if m.isdir():
+                    (out_dir / m.name).mkdir(parents=True, exist_ok=True)
+                elif m.isfile():
+                    dest = out_dir / m.name
+                    dest.parent.mkdir(parents=True, exist_ok=True)
+                    fh = tf.extractfile(m)
+                    if fh is not None:
+                        dest.write_bytes(fh.read())
+    except (tarfile.TarError, EOFError):
+        # A truncated archive still yields the members before the cut.
+        pass
+
+
+def interactive(plan: VmPlan, kernel, run_dir: Path, dtb: Path | None = None) -> int:
+    """Boot with the console on this terminal and a shell in the guest."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    base = initramfs.base_layer(plan.arch)
+    mods = None
+    if getattr(kernel, "modules", None) is not None:
+        mods = initramfs.modules_layer(kernel.release, kernel.module_paths(["virtio_pci", "virtio_console"]))
+    job = initramfs.job_layer(run_dir / "job.cpio", None, None, interactive=True)
+    initrd = initramfs.assemble(run_dir / "initrd.cpio", [base, mods, job])
+    argv = render.argv(plan, kernel=kernel.image, initrd=initrd, files=None, interactive=True, dtb=dtb)
+    (run_dir / "qemu.argv").write_text(shlex.join(argv) + "\n")
+    if not os.isatty(0):
+        raise UserError("an interactive console needs a terminal; give a command after --")
+    return proc.run(argv, capture=False, check=False).returncode

@@ -1,0 +1,223 @@
+"""A captured machine (sysfs files) -> a topology spec, and shrinking a spec to a -mini.
+
+Import keeps the real numbering, node cpulists, LLC / cluster / SMT groups and
+distance matrix by writing the *groups* form of the spec.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from . import cpulist, topology
+from .errors import UserError
+from .sysfs import MachineView
+
+MINI_MAX_CPUS = 32
+
+
+def _toml_str(s: str) -> str:
+    return json.dumps(s, ensure_ascii=False)
+
+
+def view_to_spec(view: MachineView, name: str, source: str) -> tuple[str, list[str]]:
+    """TOML text (groups form) for a captured machine, and the notes made on the way."""
+    notes: list[str] = []
+    online = set(view.online) or set(view.cpus)
+    offline = sorted(set(view.cpus) - online)
+    if offline:
+        notes.append(f"CPUs {cpulist.format(offline)} were offline and are left out")
+    cpus = sorted(c for c in online if c in view.cpus and view.cpus[c].package is not None)
+    if not cpus:
+        raise UserError(f"{source}: no online CPU with topology files")
+
+    # Nodes: only those with CPUs; distances rows follow the node ids in order.
+    all_nodes = sorted(view.distances) or sorted(view.nodes)
+    nodes = {n: tuple(c for c in view.nodes[n] if c in online) for n in sorted(view.nodes)}
+    cpu_nodes = [n for n in sorted(nodes) if nodes[n]]
+    memless = [n for n in sorted(nodes) if not nodes[n]]
+    if memless:
+        notes.append(f"nodes {', '.join(map(str, memless))} have no CPUs and are left out")
+    in_node = {c for n in cpu_nodes for c in nodes[n]}
+    orphans = sorted(set(cpus) - in_node)
+    if orphans:
+        raise UserError(f"{source}: CPU {orphans[0]} is in no node's cpulist")
+    dist = []
+    for n in cpu_nodes:
+        row = view.distances.get(n)
+        if row is None:
+            raise UserError(f"{source}: missing sys/devices/system/node/node{n}/distance")
+        if len(row) != len(all_nodes):
+            raise UserError(
+                f"{source}: node{n}/distance has {len(row)} entries for {len(all_nodes)} nodes"
+            )
+        dist.append([row[all_nodes.index(m)] for m in cpu_nodes])
+
+    def groups_by(key) -> list[tuple[int, ...]]:
+        seen: dict[tuple[int, ...], None] = {}
+        for c in cpus:
+            g = tuple(x for x in key(c) if x in online)
+            seen.setdefault(tuple(sorted(g)), None)
+        return sorted(seen, key=lambda g: g[0])
+
+    by_pkg: dict[int, list[int]] = {}
+    for c in cpus:
+        by_pkg.setdefault(view.cpus[c].package, []).append(c)
+    sockets = sorted((tuple(v) for v in by_pkg.values()), key=lambda g: g[0])
+    cores = groups_by(lambda c: view.cpus[c].siblings("thread") or (c,))
+    node_of = {c: n for n in cpu_nodes for c in nodes[n]}
+    pkg_of = {c: view.cpus[c].package for c in cpus}
+
+    llc_level = view.llc_level
+    if llc_level is None:
+        notes.append("no cache information: one LLC per node and socket assumed")
+        llcs = groups_by(lambda c: [o for o in cpus if node_of[o] == node_of[c] and pkg_of[o] == pkg_of[c]])
+    else:
+        def llc(c):
+            cache = view.cpus[c].cache(llc_level)
+            shared = cache.shared if cache else (c,)
+            # Like the kernel, an LLC never crosses a node (x86 topology_sane()).
+            return [o for o in shared if node_of.get(o) == node_of[c]]
+
+        llcs = groups_by(llc)
+        raw = groups_by(lambda c: (view.cpus[c].cache(llc_level).shared if view.cpus[c].cache(llc_level) else (c,)))
+        if len(raw) != len(llcs):
+            notes.append(f"L{llc_level} groups crossing nodes were split at node boundaries")
+    clusters = None
+    if any(view.cpus[c].siblings("cluster") for c in cpus):
+        cl = groups_by(lambda c: view.cpus[c].siblings("cluster") or (c,))
+        if set(cl) != set(cores) and set(cl) != set(llcs):
+            clusters = cl
+
+    vendor = (view.vendor or "generic").lower()
+    if vendor not in topology.VENDORS:
+        vendor = "generic"
+    arch = "x86_64" if vendor in ("intel", "amd") else ("arm64" if vendor in ("hisilicon", "arm", "ampere") else "x86_64")
+    lines = [
+        f"# Imported by `lab topo import` from {source}",
+        f"name = {_toml_str(name)}",
+        f"description = {_toml_str((view.model or 'captured machine') + f', {len(cpus)} CPUs')}",
+        f"arch = {_toml_str(arch)}",
+        "",
+        "[cpu]",
+        f"vendor = {_toml_str(vendor)}",
+        f"model = {_toml_str(view.model or '')}",
+    ]
+    if view.family is not None:
+        lines.append(f"family = {view.family:#x}")
+    elif vendor == "amd":
+        lines.append("family = 0x17  # not in the capture; assumed Zen")
+        notes.append("AMD CPU family not in the capture: 0x17 assumed")
+    lines += ["", "[groups]", "nodes = { " + ", ".join(f'"{n}" = "{cpulist.format(nodes[n])}"' for n in cpu_nodes) + " }"]
+
+    def glist(key: str, gs) -> list[str]:
+        out = [f"{key} = ["]
+        for g in gs:
+            out.append(f'  "{cpulist.format(g)}",')
+        out.append("]")
+        return out
+
+    lines += glist("sockets", sockets)
+    lines += glist("llcs", llcs)
+    if clusters is not None:
+        lines += glist("clusters", clusters)
+    lines += glist("cores", cores)
+    lines += ["", "[numa]", "distances = ["]
+    for row in dist:
+        lines.append("  [" + ", ".join(map(str, row)) + "],")
+    lines += ["]", "memory_mb = 512", "", "[provenance]"]
+    lines.append(f"machine = {_toml_str(view.model or 'captured machine')}")
+    lines.append(f"sources = [{_toml_str('lab topo capture: ' + source)}]")
+    if notes:
+        lines.append(f"notes = {_toml_str('; '.join(notes))}")
+    text = "\n".join(lines) + "\n"
+    # Validate what we wrote: an import that does not load is a bug here, not the user's.
+    topology.loads(text, where=f"import of {source}", default_name=name)
+    return text, notes
+
+
+def mini(topo: topology.Topology, name: str, max_cpus: int = MINI_MAX_CPUS) -> str:
+    """A shape-keeping spec of at most *max_cpus* CPUs: same levels, sockets, nodes,
+    distances, SMT and numbering style; the groups inside shrink, never below 2."""
+    s = topo.shape
+    if s is None:
+        raise UserError(f"{topo.name}: --mini needs a regular machine (every group the same size)")
+    counts = {
+        "llcs_per_node": s.llcs_per_node,
+        "clusters_per_llc": s.clusters_per_llc,
+        "cores_per_cluster": s.cores_per_cluster,
+    }
+
+    def total() -> int:
+        return topology.Shape(
+            s.sockets,
+            s.nodes_per_socket,
+            s.sockets_per_node,
+            counts["llcs_per_node"],
+            counts["clusters_per_llc"],
+            counts["cores_per_cluster"],
+            s.threads_per_core,
+        ).cpus
+
+    order = ["cores_per_cluster", "llcs_per_node", "clusters_per_llc"]
+    while total() > max_cpus:
+        for key in order:
+            if counts[key] > 2:
+                counts[key] = max(2, counts[key] // 2)
+                break
+        else:
+            raise UserError(
+                f"{topo.name}: cannot keep the shape in {max_cpus} CPUs "
+                f"({s.sockets} sockets x {topo.n_nodes} nodes x 2 of each level x {s.threads_per_core} threads "
+                f"is {total()})"
+            )
+    numbering = topo.numbering if topo.numbering != "explicit" else "linear"
+    lines = [
+        f"# Shape-keeping mini of {topo.name}, made by `lab topo import --mini`",
+        f"name = {_toml_str(name)}",
+        f"description = {_toml_str(f'{topo.name} shrunk to {total()} CPUs')}",
+        f"arch = {_toml_str(topo.arch)}",
+        "",
+        "[cpu]",
+        f"vendor = {_toml_str(topo.vendor)}",
+        f"model = {_toml_str(topo.model)}",
+    ]
+    if topo.family is not None:
+        lines.append(f"family = {topo.family:#x}")
+    lines += [
+        "",
+        "[topology]",
+        f"sockets = {s.sockets}",
+        f"nodes_per_socket = {s.nodes_per_socket}",
+        f"sockets_per_node = {s.sockets_per_node}",
+        f"llcs_per_node = {counts['llcs_per_node']}",
+        f"clusters_per_llc = {counts['clusters_per_llc']}",
+        f"cores_per_cluster = {counts['cores_per_cluster']}",
+        f"threads_per_core = {s.threads_per_core}",
+        f"numbering = {_toml_str(numbering)}",
+        "",
+        "[numa]",
+        "distances = [",
+        *["  [" + ", ".join(map(str, row)) + "]," for row in topo.distances],
+        "]",
+        f"memory_mb = {min(topo.memory_mb)}",
+        "",
+        "[provenance]",
+        f"machine = {_toml_str(topo.provenance.machine)}",
+        f"derived_from = {_toml_str(topo.name)}",
+        f"sources = [{', '.join(_toml_str(x) for x in topo.provenance.sources)}]",
+    ]
+    if topo.numbering == "explicit":
+        lines.append(f"notes = {_toml_str('the full machine numbers CPUs explicitly; the mini numbers them linearly')}")
+    text = "\n".join(lines) + "\n"
+    # Real node ids may be sparse; the mini numbers nodes 0..n-1 in the same order.
+    topology.loads(text, where=f"mini of {topo.name}", default_name=name)
+    return text
+
+
+def write(path: Path, text: str) -> None:
+    if path.exists():
+        raise UserError(f"{path}: exists; remove it or choose another -o")
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text)
+    tmp.replace(path)
