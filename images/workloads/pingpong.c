@@ -31,7 +31,6 @@ struct pair {
 	int error;        /* errno of a failed read/write, 0 if fine */
 	struct side waker, wakee;
 	pthread_t threads[2];
-	pid_t pids[2];
 };
 
 static double run_seconds = 0;
@@ -140,6 +139,7 @@ int main(int argc, char **argv)
 	int use_unix = 0, use_fork = 0, opt, failed = 0;
 	const char *cpus = NULL;
 	struct pair *pairs;
+	pid_t (*pids)[2]; /* private memory: a forked child must not overwrite them */
 	double total_rate = 0;
 	unsigned long total_rounds = 0;
 
@@ -176,6 +176,9 @@ int main(int argc, char **argv)
 		     MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	if (pairs == MAP_FAILED)
 		fail("mmap: %s", strerror(errno));
+	pids = calloc(npairs, sizeof(*pids));
+	if (!pids)
+		fail("out of memory");
 	signal(SIGPIPE, SIG_IGN);
 	for (long i = 0; i < npairs; i++) {
 		pairs[i].index = i;
@@ -189,10 +192,10 @@ int main(int argc, char **argv)
 
 		for (int s = 0; s < 2; s++) {
 			if (use_fork) {
-				p->pids[s] = fork();
-				if (p->pids[s] < 0)
+				pids[i][s] = fork();
+				if (pids[i][s] < 0)
 					fail("fork for pair %ld: %s", i, strerror(errno));
-				if (p->pids[s] == 0) {
+				if (pids[i][s] == 0) {
 					fn[s](p);
 					_exit(0);
 				}
@@ -209,7 +212,7 @@ int main(int argc, char **argv)
 			if (use_fork) {
 				int status;
 
-				if (waitpid(pairs[i].pids[s], &status, 0) < 0 || !WIFEXITED(status) ||
+				if (waitpid(pids[i][s], &status, 0) < 0 || !WIFEXITED(status) ||
 				    WEXITSTATUS(status))
 					failed = 1;
 			} else {

@@ -226,6 +226,14 @@ def test_pingpong_rounds(bins, extra):
         assert hist_cpus(p["waker_cpus"]) | hist_cpus(p["wakee_cpus"]) <= allowed_cpus()
 
 
+def test_pingpong_fork_reaps_every_pair(bins):
+    # Regression: the pids lived in the MAP_SHARED results, where a child's
+    # "pid = fork()" (= 0) could overwrite the parent's copy; 4 in 20 runs failed.
+    for _ in range(10):
+        out = ok(bins["pingpong"], "--fork", "-p", "8", "-n", "20")
+        assert out["total_rounds"] == 160
+
+
 def test_pingpong_seconds_and_cpus(bins):
     cpu = min(allowed_cpus())
     out = ok(bins["pingpong"], "-p", "1", "-s", "0.2", "--cpus", str(cpu))
