@@ -220,7 +220,7 @@ def verify(topo: Topology, plan: VmPlan, guest: MachineView, *, cluster_level: b
     checks.append(
         Check("NUMA nodes", str(len(want_nodes)), str(len([n for n, c in v.nodes.items() if c])), len(want_nodes) == len([1 for c in v.nodes.values() if c]))
     )
-    for i, n in enumerate(topo.node_ids):
+    for n in topo.node_ids:
         got = v.nodes.get(n)
         checks.append(Check(f"node {n} CPUs", fmt(want_nodes[n]), fmt(got) if got is not None else "missing", got == want_nodes[n]))
     for i, n in enumerate(topo.node_ids):
@@ -264,7 +264,7 @@ def verify(topo: Topology, plan: VmPlan, guest: MachineView, *, cluster_level: b
         if wn != gn:
             names_bad.append((c.id, wn, gn))
             continue
-        for w, g, r in zip(want, got, real[c.id]):
+        for w, g, r in zip(want, got, real[c.id], strict=True):
             label = f"{w.name}" + (f" (distance {w.distance})" if w.name == "NUMA" else "")
             if frozenset(g.span) != w.span:
                 span_bad.setdefault(label, []).append((c.id, w.span, g.span))

@@ -285,7 +285,7 @@ def read_capture(path: Path) -> MachineView:
                         if fh is not None:
                             files[m.name] = fh.read().decode(errors="replace")
         except (tarfile.TarError, OSError, EOFError) as e:
-            raise UserError(f"{path}: not a readable tarball: {e}") from None
+            raise UserError(f"{path}: not a readable tarball: {str(e).splitlines()[0]}") from None
     view = parse_files(files, where=str(path))
     if not any(cv.package is not None for cv in view.cpus.values()):
         raise UserError(f"{path}: capture has no CPU topology files (needs {REQUIRED})")

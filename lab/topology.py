@@ -496,7 +496,7 @@ def from_dict(data: Mapping[str, Any], where: str = "<spec>", default_name: str 
         cpus, shape, numbering, has_clusters = _from_groups(ctx, ctx.table(data, "groups"))
 
     node_ids = _node_order(cpus)
-    numa = ctx.table(data, "numa")
+    numa = ctx.table(data, "numa", required=False)
     ctx.keys(numa, NUMA_KEYS, "numa.")
     distances = _distances(ctx, numa.get("distances"), len(node_ids))
     memory = _memory(ctx, numa.get("memory_mb", 512), len(node_ids))

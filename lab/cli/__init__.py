@@ -20,7 +20,9 @@ class LabGroup(click.Group):
         try:
             return super().invoke(ctx)
         except LabError as e:
-            click.echo(f"lab: error: {e}", err=True)
+            # One line, always: the message says what and where; details live in logs.
+            msg = " ".join(str(e).split("\n"))
+            click.echo(f"lab: error: {msg}", err=True)
             tail = getattr(e, "console_tail", "")
             if tail:
                 click.echo("--- console tail ---", err=True)

@@ -282,7 +282,7 @@ def argv(
     else:
         a += ["-accel", "kvm"]
     a += ["-cpu", p.cpu_model, "-smp", p.smp, "-m", f"{p.memory_mb}M"]
-    for i, node in enumerate(p.topo.node_ids):
+    for i in range(len(p.topo.node_ids)):
         mb = p.topo.memory_mb[i]
         a += ["-object", f"memory-backend-ram,id=mem{i},size={mb}M"]
         a += ["-numa", f"node,nodeid={i},memdev=mem{i}"]

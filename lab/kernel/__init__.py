@@ -1,0 +1,156 @@
+"""Kernels: recipes, checked configs, builds, the store, and Debian's prebuilt kernel.
+
+The boot code calls :func:`resolve`; recipes are documented in kernels/README.md.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+import re
+from pathlib import Path
+
+from ..errors import UserError
+from .artifact import KernelArtifact
+
+__all__ = ["KernelArtifact", "resolve", "fetch_debian", "DEFAULT"]
+
+DEFAULT = "debian"
+
+
+def fetch_debian(arch: str = "x86_64", *, refresh: bool = False) -> KernelArtifact:
+    """Download Debian's newest 6.1 kernel for *arch* into the store (once)."""
+    from .debian import fetch_debian as _fetch
+
+    return _fetch(arch, refresh=refresh)
+
+
+def resolve(spec: str, arch: str, *, build: bool = True, progress=None) -> KernelArtifact:
+    """The kernel *spec* names, for *arch* ("x86_64" or "arm64").
+
+    *spec* is, in the order tried:
+
+    - ``debian``: Debian's prebuilt 6.1 kernel (fetched if missing and *build*);
+    - a path to a bzImage / arm64 Image (or a gzipped arm64 vmlinuz);
+    - a store id or a unique prefix of one (``lab kernel list``);
+    - a recipe name (``kernels/<name>/recipe.toml``), built on demand if *build*.
+    """
+    from . import recipe as krecipe
+    from . import store
+
+    if arch not in ("x86_64", "arm64"):
+        raise UserError(f"arch '{arch}': lab kernels are x86_64 or arm64")
+    spec = spec or DEFAULT
+    if spec == "debian":
+        have = [a for a in store.entries() if a.name == "debian" and a.arch == arch]
+        if have:
+            return max(have, key=lambda a: _release_key(a.release))
+        if not build:
+            raise UserError(
+                f"Debian's {arch} kernel is not fetched yet; run: lab kernel fetch debian --arch {arch}"
+            )
+        return fetch_debian(arch)
+
+    p = Path(spec).expanduser()
+    if "/" in spec or p.is_file():
+        if not p.is_file():
+            raise UserError(f"kernel image {p} does not exist")
+        return from_image(p, arch)
+
+    if spec in krecipe.names():
+        r = krecipe.load(spec)
+        _check_arch(r.arch, arch, f"recipe {spec}")
+        from . import build as kbuild
+
+        found = kbuild.lookup_built(r)
+        if found is not None:
+            return found
+        if not build:
+            raise UserError(f"kernel recipe {spec} is not built; run: lab kernel build {spec}")
+        return kbuild.build(r, progress=progress or kbuild._noop)
+
+    if len(spec) >= 4 or spec.startswith("debian-"):
+        a = store.get(spec)
+        if a is not None:
+            _check_arch(a.arch, arch, f"kernel {a.id}")
+            return a
+
+    from ..errors import unknown
+
+    choices = krecipe.names() + ["debian"] + [a.id[:12] for a in store.entries()]
+    raise unknown("kernel (recipe, store id, 'debian' or a path)", spec, choices)
+
+
+def _check_arch(have: str, want: str, what: str) -> None:
+    if have != want:
+        raise UserError(f"{what} is {have}, but an {want} kernel was asked for")
+
+
+def _release_key(release: str) -> tuple:
+    return tuple(int(x) if x.isdigit() else x for x in re.split(r"[.-]", release))
+
+
+def from_image(path: Path, arch: str) -> KernelArtifact:
+    """An artifact for a bare image file; a gzipped arm64 image is decompressed into
+    the cache, because QEMU's -kernel needs the raw arm64 Image."""
+    from .. import paths
+
+    path = path.resolve()
+    data = path.read_bytes()
+    sha = hashlib.sha256(data).hexdigest()
+    image = path
+    if data[:2] == b"\x1f\x8b":
+        data = gzip.decompress(data)
+        out = paths.cache_dir() / "images" / f"{sha[:16]}-Image"
+        out.parent.mkdir(parents=True, exist_ok=True)
+        if not out.is_file():
+            tmp = out.with_suffix(".tmp")
+            tmp.write_bytes(data)
+            tmp.rename(out)
+        image = out
+    kind = image_arch(data)
+    if kind is None:
+        raise UserError(f"{path} is neither an x86 bzImage nor an arm64 Image")
+    _check_arch(kind, arch, f"{path}")
+    release = image_release(data, kind) or "unknown"
+    meta: dict = {}
+    features: frozenset[str] = frozenset()
+    side = path.parent / "metadata.json"
+    if side.is_file():
+        try:
+            meta = json.loads(side.read_text())
+            features = frozenset(meta.get("features", []))
+        except ValueError:
+            meta = {}
+    config = path.parent / "config" if (path.parent / "config").is_file() else None
+    return KernelArtifact(
+        name=path.name,
+        arch=kind,
+        image=image,
+        release=release,
+        modules=None,
+        config=config,
+        features=features,
+        id=f"file-{sha[:16]}",
+        metadata={"source_path": str(path), **meta},
+    )
+
+
+def image_arch(data: bytes) -> str | None:
+    if len(data) > 0x210 and data[0x202:0x206] == b"HdrS":
+        return "x86_64"
+    if len(data) > 0x40 and data[0x38:0x3C] == b"ARM\x64":
+        return "arm64"
+    return None
+
+
+def image_release(data: bytes, arch: str) -> str | None:
+    """uname -r of an image: from the bzImage header's version string, or the
+    'Linux version' banner of an uncompressed arm64 Image."""
+    if arch == "x86_64":
+        off = int.from_bytes(data[0x20E:0x210], "little") + 0x200
+        s = data[off : off + 256].split(b"\0", 1)[0].decode(errors="replace")
+        return s.split(" ", 1)[0] or None
+    m = re.search(rb"Linux version (\S+)", data)
+    return m[1].decode(errors="replace") if m else None

@@ -1,0 +1,107 @@
+"""What the boot code gets: a kernel image and what it needs to know about it."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..errors import UserError
+
+
+@dataclass(frozen=True)
+class KernelArtifact:
+    name: str  # recipe name, "debian", or the image file's name
+    arch: str  # "x86_64" | "arm64"
+    image: Path  # bzImage, or an uncompressed arm64 Image (what QEMU -kernel takes)
+    release: str  # uname -r
+    modules: Path | None  # a /lib/modules/<release> tree, None when all is built in
+    config: Path | None
+    features: frozenset[str]  # e.g. "node_reclaim_distance_param"
+    id: str  # store hash, or "debian-<release>", or "file-<sha>"
+    metadata: dict = field(default_factory=dict, compare=False, hash=False)
+
+    @classmethod
+    def from_entry(cls, entry: Path) -> KernelArtifact:
+        """The artifact for a store directory holding metadata.json."""
+        meta = json.loads((entry / "metadata.json").read_text())
+        modules = meta.get("modules")
+        config = meta.get("config")
+        return cls(
+            name=meta["name"],
+            arch=meta["arch"],
+            image=entry / meta["image"],
+            release=meta["release"],
+            modules=entry / modules if modules else None,
+            config=entry / config if config else None,
+            features=frozenset(meta.get("features", [])),
+            id=meta["id"],
+            metadata=meta,
+        )
+
+    def config_value(self, symbol: str) -> str | None:
+        """The value of CONFIG_<symbol> in this kernel's config ("n" if not set)."""
+        if self.config is None:
+            return None
+        from .config import read_config
+
+        return read_config(self.config).get(symbol.removeprefix("CONFIG_"), "n")
+
+    def module_paths(self, names: list[str]) -> list[Path]:
+        """The .ko files for module *names* and their dependencies, dependencies
+        first (the order to insmod them).  Built-in modules are skipped.  Empty for
+        kernels without modules."""
+        if self.modules is None or not names:
+            return []
+        deps = _modules_dep(self.modules)
+        builtin = _builtin(self.modules)
+        by_name = {_modname(p): p for p in deps}
+        out: list[str] = []
+
+        def visit(rel: str, stack: tuple[str, ...]) -> None:
+            if rel in out or rel in stack:
+                return
+            for d in deps.get(rel, []):
+                visit(d, (*stack, rel))
+            out.append(rel)
+
+        for n in names:
+            key = n.replace("-", "_")
+            if key in by_name:
+                visit(by_name[key], ())
+            elif key not in builtin:
+                from ..errors import nearest
+
+                close = nearest(key, list(by_name))
+                hint = f"; did you mean {', '.join(close)}?" if close else ""
+                raise UserError(f"kernel {self.id}: no module '{n}' in {self.modules}{hint}")
+        return [self.modules / rel for rel in out]
+
+
+def _modname(rel: str) -> str:
+    base = rel.rsplit("/", 1)[-1]
+    for ext in (".ko.xz", ".ko.zst", ".ko.gz", ".ko"):
+        if base.endswith(ext):
+            base = base[: -len(ext)]
+            break
+    return base.replace("-", "_")
+
+
+def _modules_dep(moddir: Path) -> dict[str, list[str]]:
+    f = moddir / "modules.dep"
+    if not f.is_file():
+        raise UserError(f"{f} is missing; re-fetch the kernel (lab kernel fetch debian)")
+    out = {}
+    for line in f.read_text().splitlines():
+        if ":" not in line:
+            continue
+        mod, _, rest = line.partition(":")
+        out[mod.strip()] = rest.split()
+    return out
+
+
+def _builtin(moddir: Path) -> set[str]:
+    f = moddir / "modules.builtin"
+    if not f.is_file():
+        return set()
+    return {_modname(line.strip()) for line in f.read_text().splitlines() if line.strip()}

@@ -1,0 +1,384 @@
+"""Recipe -> checked .config -> kernel build -> store entry.
+
+Layout under ``cache_dir()``:
+
+- ``work/<recipe>-<arch>/src``   patched copy of the source (refreshed per build)
+- ``work/<recipe>-<arch>/obj``   make O= directory (kept, so rebuilds are incremental)
+- ``work/<recipe>-<arch>/build.log``  the full log of the last build
+- ``kernels/<id>/``             the store entry (see store.py)
+
+src and obj are siblings and CCACHE_BASEDIR is their parent, so ccache sees the
+same relative paths for every recipe and reuses objects across recipes.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import platform
+import re
+import shlex
+import shutil
+import signal
+import subprocess
+import time
+from collections.abc import Callable
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+from .. import paths, proc
+from ..errors import InfraError, UserError
+from . import config as kconfig
+from . import source as ksource
+from . import store
+from .artifact import KernelArtifact
+from .recipe import Recipe, input_digest
+
+SRCARCH = {"x86_64": "x86", "arm64": "arm64"}
+IMAGE_PATH = {"x86_64": "arch/x86/boot/bzImage", "arm64": "arch/arm64/boot/Image"}
+HOST_ARCH = {"x86_64": "x86_64", "aarch64": "arm64"}.get(platform.machine(), platform.machine())
+LOG_TAIL = 40
+
+
+@dataclass(frozen=True)
+class Toolchain:
+    arch: str
+    cross_compile: str
+    cc: str  # what make gets as CC (with ccache in front when available)
+    versions: dict = field(hash=False, compare=False)
+
+    @classmethod
+    def for_arch(cls, arch: str) -> Toolchain:
+        prefix = "" if arch == HOST_ARCH else {"arm64": "aarch64-linux-gnu-", "x86_64": "x86_64-linux-gnu-"}[arch]
+        gcc = f"{prefix}gcc"
+        if shutil.which(gcc) is None:
+            raise UserError(f"{gcc} not found: {proc.hint_package(gcc)} to build {arch} kernels")
+        for tool in ("make", "flex", "bison", "bc"):
+            if shutil.which(tool) is None:
+                raise UserError(f"{tool} not found: install the Debian package {tool} to build kernels")
+        ccache = shutil.which("ccache")
+        versions = {
+            "cc": _first_line([gcc, "--version"]),
+            "ld": _first_line([f"{prefix}ld", "--version"]),
+            "make": _first_line(["make", "--version"]),
+            "ccache": _first_line(["ccache", "--version"]) if ccache else None,
+            "host": f"{platform.system()} {platform.machine()}",
+        }
+        return cls(arch, prefix, f"ccache {gcc}" if ccache else gcc, versions)
+
+    def make_args(self) -> list[str]:
+        args = [f"ARCH={SRCARCH[self.arch] if self.arch == 'x86_64' else self.arch}"]
+        if self.cross_compile:
+            args.append(f"CROSS_COMPILE={self.cross_compile}")
+        args.append(f"CC={self.cc}")
+        return args
+
+    def identity(self) -> dict:
+        # ccache does not change the output; leave it out of the content hash.
+        return {k: v for k, v in self.versions.items() if k in ("cc", "ld")}
+
+
+def _first_line(argv: list[str]) -> str:
+    try:
+        cp = proc.run(argv, check=False)
+    except UserError:
+        return "absent"
+    out = (cp.stdout or b"").decode(errors="replace").strip().splitlines()
+    return out[0] if out else "unknown"
+
+
+@dataclass
+class Prepared:
+    """A recipe with its source ready and its .config made and checked."""
+
+    recipe: Recipe
+    source: ksource.Source
+    toolchain: Toolchain
+    work: Path
+    src: Path
+    obj: Path
+    requests: dict[str, kconfig.Request]
+    problems: list[kconfig.Problem]
+    config_sha256: str
+    timings: dict
+
+    @property
+    def key(self) -> dict:
+        """Everything the kernel's content depends on; its hash is the store id."""
+        r = self.recipe
+        return {
+            "source": self.source.identity,
+            "patches": [
+                {"name": p.name, "sha256": p.sha256(), "revert": p.revert} for p in r.patches
+            ],
+            "config_sha256": self.config_sha256,
+            "arch": r.arch,
+            "toolchain": self.toolchain.identity(),
+            "make_vars": dict(r.make_vars),
+            "targets": list(self.targets),
+            "timestamp": self.source.timestamp,
+        }
+
+    @property
+    def targets(self) -> tuple[str, ...]:
+        return self.recipe.targets or (self.recipe.image_target(),)
+
+    @property
+    def id(self) -> str:
+        return hashlib.sha256(json.dumps(self.key, sort_keys=True).encode()).hexdigest()[:32]
+
+    def make_env(self) -> dict[str, str]:
+        return {
+            "KBUILD_BUILD_TIMESTAMP": self.source.timestamp,
+            "KBUILD_BUILD_USER": "lab",
+            "KBUILD_BUILD_HOST": "lab",
+            "CCACHE_BASEDIR": str(self.work),
+            "CCACHE_NOHASHDIR": "1",
+            "LC_ALL": "C",
+            "TZ": "UTC",
+        }
+
+    def make_argv(self, *targets: str, jobs: int | None = None) -> list[str]:
+        argv = ["make", "-C", str(self.src), f"O={self.obj}"]
+        if jobs:
+            argv.append(f"-j{jobs}")
+        argv += self.toolchain.make_args()
+        argv += [f"{k}={v}" for k, v in self.recipe.make_vars]
+        return argv + list(targets)
+
+
+def work_dir(recipe: Recipe) -> Path:
+    name = f"{recipe.name}-{recipe.arch}" + (f"-{recipe.variant}" if recipe.variant else "")
+    return paths.cache_dir() / "work" / name
+
+
+@contextmanager
+def _locked(work: Path):
+    work.mkdir(parents=True, exist_ok=True)
+    with open(work / ".lock", "w") as f:
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise UserError(f"another lab build is using {work}; wait for it to finish") from None
+        yield
+
+
+Progress = Callable[[str, str], None]  # (stage, detail)
+
+
+def _noop(stage: str, detail: str) -> None:
+    pass
+
+
+def prepare(recipe: Recipe, *, progress: Progress = _noop) -> Prepared:
+    """Source, patches and .config for *recipe*, with the kconfiglib check done."""
+    t0 = time.monotonic()
+    toolchain = Toolchain.for_arch(recipe.arch)
+    for f in recipe.all_fragments():
+        kconfig.parse_fragment(f)  # bad lines fail before any slow step
+    progress("source", recipe.source)
+    src_info = ksource.resolve(recipe.source, relative_to=recipe.file.parent if recipe.file else None)
+    work = work_dir(recipe)
+    progress("patch", f"{len(recipe.patches)} patches")
+    src = ksource.prepare(src_info, recipe.patches, work)
+    t1 = time.monotonic()
+    obj = work / "obj"
+    obj.mkdir(exist_ok=True)
+    p = Prepared(recipe, src_info, toolchain, work, src, obj, {}, [], "", {})
+    progress("config", recipe.base)
+    requests = kconfig.merge(recipe.all_fragments())
+    env = p.make_env()
+    if recipe.base.startswith("file:"):
+        shutil.copyfile(recipe.base[5:], obj / ".config")
+        base_cfg = obj / ".config"
+        proc.run(p.make_argv("olddefconfig"), env=env, timeout=600)
+    else:
+        proc.run(p.make_argv(recipe.base), env=env, timeout=600)
+    base_cfg = work / "base.config"
+    shutil.copyfile(obj / ".config", base_cfg)
+    kconfig.write_merged(base_cfg, requests, obj / ".config")
+    proc.run(p.make_argv("olddefconfig"), env=env, timeout=600)
+    progress("check", "kconfiglib")
+    kver = proc.run(p.make_argv("-s", "kernelversion"), env=env).stdout.decode().strip()
+    kenv = kconfig.kconfig_env(src, recipe.arch, toolchain.cc, f"{toolchain.cross_compile}ld", kver)
+    kconf = kconfig.load_kconfig(src, kenv, obj / ".config")
+    p.requests = requests
+    p.problems = kconfig.check(kconf, requests)
+    p.config_sha256 = hashlib.sha256((obj / ".config").read_bytes()).hexdigest()
+    p.timings = {"source_s": round(t1 - t0, 1), "config_s": round(time.monotonic() - t1, 1)}
+    return p
+
+
+_STAGE_RE = re.compile(r"^\s+([A-Z][A-Z0-9_]{1,11})\s+(\S.*)$")
+
+
+def build(
+    recipe: Recipe,
+    *,
+    jobs: int | None = None,
+    progress: Progress = _noop,
+    force: bool = False,
+) -> KernelArtifact:
+    """Build *recipe* (or find it already built) and return the store entry."""
+    digest = input_digest(recipe)
+    t0 = time.monotonic()
+    work = work_dir(recipe)
+    with _locked(work):
+        p = prepare(recipe, progress=progress)
+        if p.problems:
+            raise UserError(
+                f"kernel recipe {recipe.name}: config check failed: "
+                + "; ".join(str(x) for x in p.problems)
+            )
+        existing = store.get(p.id) if not force else None
+        if existing is not None and len(existing.id) == len(p.id):
+            _note_digest(existing, digest)
+            return existing
+        jobs = jobs or os.cpu_count() or 1
+        log_path = work / "build.log"
+        argv = p.make_argv(*p.targets, jobs=jobs)
+        t_build = time.monotonic()
+        _run_make(argv, p.make_env(), log_path, progress)
+        build_s = time.monotonic() - t_build
+        release = proc.run(p.make_argv("-s", "kernelrelease"), env=p.make_env()).stdout.decode().strip()
+        image = p.obj / IMAGE_PATH[recipe.arch]
+        if not image.is_file():
+            raise InfraError(f"make succeeded but {image} is missing; see {log_path}")
+        with store.staging(p.id) as tmp:
+            img_name = Path(IMAGE_PATH[recipe.arch]).name
+            shutil.copy2(image, tmp / img_name)
+            shutil.copy2(p.obj / ".config", tmp / "config")
+            for extra in ("System.map", "vmlinux"):
+                if (p.obj / extra).is_file() and extra == "System.map":
+                    shutil.copy2(p.obj / extra, tmp / extra)
+            shutil.copy2(log_path, tmp / "build.log")
+            meta = {
+                "id": p.id,
+                "name": recipe.name,
+                "arch": recipe.arch,
+                "image": img_name,
+                "config": "config",
+                "modules": None,
+                "release": release,
+                "features": sorted(recipe.all_features()),
+                "description": recipe.description,
+                "inputs": {
+                    "recipe": str(recipe.file) if recipe.file else None,
+                    "recipe_digest": digest,
+                    "source": p.source.as_dict(),
+                    "base": recipe.base,
+                    "fragments": [
+                        {"path": str(f), "sha256": hashlib.sha256(f.read_bytes()).hexdigest()}
+                        for f in recipe.all_fragments()
+                    ],
+                    "patches": p.key["patches"],
+                    "make_vars": dict(recipe.make_vars),
+                },
+                "key": p.key,
+                "hashes": {
+                    "config_sha256": p.config_sha256,
+                    "image_sha256": hashlib.sha256(image.read_bytes()).hexdigest(),
+                },
+                "image_size": image.stat().st_size,
+                "timings": {**p.timings, "build_s": round(build_s, 1),
+                            "total_s": round(time.monotonic() - t0, 1)},
+                "toolchain": p.toolchain.versions,
+                "jobs": jobs,
+                "build_command": shlex.join(argv),
+                "build_env": p.make_env(),
+                "built_at": datetime.now(UTC).isoformat(timespec="seconds"),
+                "log": "build.log",
+            }
+            (tmp / "metadata.json").write_text(json.dumps(meta, indent=2) + "\n")
+        return KernelArtifact.from_entry(store.root() / p.id)
+
+
+def _note_digest(a: KernelArtifact, digest: str) -> None:
+    """Remember that this recipe digest maps to entry *a* (for the fast lookup)."""
+    f = a.image.parent / "recipe-digests"
+    known = set(f.read_text().split()) if f.is_file() else set()
+    if digest not in known and digest != a.metadata.get("inputs", {}).get("recipe_digest"):
+        with open(f, "a") as fh:
+            fh.write(digest + "\n")
+
+
+def lookup_built(recipe: Recipe) -> KernelArtifact | None:
+    """A store entry built from exactly this recipe's files, without touching the
+    source or running make (the fast path for ``--kernel RECIPE``).  Sources are
+    checked cheaply: a Debian source by its package version, a local tree not at
+    all (None then, so the caller prepares and hashes it)."""
+    if not (recipe.source.startswith("debian:") or recipe.source.startswith("git+")):
+        return None
+    if recipe.source.startswith("git+") and "@" not in recipe.source.removeprefix("git+"):
+        return None
+    digest = input_digest(recipe)
+    try:
+        tc = Toolchain.for_arch(recipe.arch).identity()
+    except UserError:
+        tc = None
+    for a in store.entries():
+        if a.arch != recipe.arch or a.name != recipe.name:
+            continue
+        digs = {a.metadata.get("inputs", {}).get("recipe_digest")}
+        f = a.image.parent / "recipe-digests"
+        if f.is_file():
+            digs |= set(f.read_text().split())
+        if digest not in digs:
+            continue
+        if tc is not None and a.metadata.get("key", {}).get("toolchain") != tc:
+            continue
+        if recipe.source.startswith("debian:"):
+            ver = recipe.source.split(":", 1)[1]
+            pkgver = ksource._dpkg_version(f"linux-source-{ver}")
+            if f"={pkgver} " not in a.metadata.get("key", {}).get("source", ""):
+                continue
+        return a
+    return None
+
+
+def _run_make(argv: list[str], env: dict, log_path: Path, progress: Progress) -> None:
+    """Run make, streaming its output to *log_path* and stage lines to *progress*."""
+    with open(log_path, "w") as log:
+        log.write(f"# {shlex.join(f'{k}={v}' for k, v in env.items())} {shlex.join(argv)}\n")
+        log.flush()
+        p = proc.popen(
+            argv,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # so an interrupt can stop every make child
+        )
+        try:
+            assert p.stdout is not None
+            for raw in p.stdout:
+                line = raw.decode(errors="replace")
+                log.write(line)
+                m = _STAGE_RE.match(line)
+                if m:
+                    progress(m[1], m[2].strip())
+            rc = p.wait()
+        except BaseException:
+            _kill_group(p)
+            raise
+    if rc != 0:
+        lines = log_path.read_text(errors="replace").splitlines()
+        tail = "\n".join(lines[-LOG_TAIL:])
+        raise InfraError(f"make failed (exit {rc}); full log: {log_path}\n{tail}")
+
+
+def _kill_group(p: subprocess.Popen) -> None:
+    if p.poll() is not None:
+        return
+    try:
+        os.killpg(p.pid, signal.SIGTERM)
+        p.wait(timeout=10)
+    except (ProcessLookupError, subprocess.TimeoutExpired):
+        try:
+            os.killpg(p.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        p.wait()

@@ -1,0 +1,201 @@
+"""Debian's prebuilt 6.1 kernel: ``lab kernel fetch debian``.
+
+``apt-get download`` of the newest linux-image-6.1.0-NN-<arch> package, unpacked
+with dpkg-deb into ``cache_dir()/kernels/debian-<release>/``:
+
+- ``vmlinuz`` (x86_64 bzImage) or ``Image`` (arm64, decompressed: QEMU -kernel
+  wants the raw arm64 Image, and Debian ships it gzipped)
+- ``config``
+- ``lib/modules/<release>/`` with every .ko.xz/.ko.zst decompressed (busybox insmod
+  loads plain .ko only) and modules.dep rewritten to match.
+
+Debian builds the virtio transport and console as modules; metadata.json lists
+which of them are ``=m`` so the initramfs builder knows what to insmod.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import lzma
+import os
+import re
+import shutil
+import tempfile
+from datetime import UTC, datetime
+from pathlib import Path
+
+from .. import proc
+from ..errors import InfraError, UserError
+from . import store
+from .artifact import KernelArtifact
+
+DEB_ARCH = {"x86_64": "amd64", "arm64": "arm64"}
+# What the guest needs from the kernel: PCI transport, virtio-serial, and friends.
+VIRTIO_SYMBOLS = {
+    "VIRTIO": "virtio",
+    "VIRTIO_RING": "virtio_ring",
+    "VIRTIO_PCI_LIB": "virtio_pci_modern_dev",
+    "VIRTIO_PCI_LIB_LEGACY": "virtio_pci_legacy_dev",
+    "VIRTIO_PCI": "virtio_pci",
+    "VIRTIO_CONSOLE": "virtio_console",
+}
+_PKG_RE = re.compile(r"^linux-image-(6\.1\.0-(\d+))-(amd64|arm64)$")
+
+
+def installed_entries(arch: str) -> list[KernelArtifact]:
+    return [
+        a for a in store.entries() if a.name == "debian" and a.arch == arch
+    ]
+
+
+def newest_package(arch: str) -> tuple[str, str]:
+    """(package name, release) of the newest linux-image-6.1.0-NN-<debarch> apt knows."""
+    deb = DEB_ARCH[arch]
+    found = _search(deb)
+    if not found and deb != _native_deb_arch():
+        # Foreign architecture packages are only listed once dpkg knows the arch.
+        foreign = proc.run(["dpkg", "--print-foreign-architectures"]).stdout.decode().split()
+        if deb not in foreign:
+            proc.run(["dpkg", "--add-architecture", deb])
+        proc.run(["apt-get", "update", "-q"], timeout=1200)
+        found = _search(deb)
+    if not found:
+        raise UserError(
+            f"no linux-image-6.1.0-NN-{deb} package known to apt; run apt-get update "
+            "(Debian 12 'bookworm' sources are needed)"
+        )
+    found.sort(key=lambda t: t[0])
+    _, pkg, release = found[-1]
+    return pkg, release
+
+
+def _native_deb_arch() -> str:
+    return proc.run(["dpkg", "--print-architecture"]).stdout.decode().strip()
+
+
+def _search(deb: str) -> list[tuple[int, str, str]]:
+    cp = proc.run(
+        ["apt-cache", "search", "--names-only", rf"^linux-image-6\.1\.0-[0-9]+-{deb}$"],
+        check=False,
+    )
+    out = []
+    for line in cp.stdout.decode().splitlines():
+        name = line.split(" ", 1)[0]
+        m = _PKG_RE.match(name.removesuffix(f":{deb}"))
+        if m and m[3] == deb:
+            out.append((int(m[2]), name, f"{m[1]}-{deb}"))
+    return out
+
+
+def fetch_debian(arch: str = "x86_64", *, refresh: bool = False) -> KernelArtifact:
+    """Download and unpack Debian's newest 6.1 kernel for *arch* (once)."""
+    if arch not in DEB_ARCH:
+        raise UserError(f"arch '{arch}': Debian kernels are fetched for x86_64 or arm64")
+    have = installed_entries(arch)
+    try:
+        pkg, release = newest_package(arch)
+    except (UserError, InfraError):
+        if have and not refresh:
+            return have[0]  # offline: what we have is fine
+        raise
+    entry_id = f"debian-{release}"
+    existing = store.get(entry_id)
+    if existing is not None and existing.id == entry_id:
+        return existing
+    deb = DEB_ARCH[arch]
+    with tempfile.TemporaryDirectory(prefix="lab-deb-") as td:
+        tdp = Path(td)
+        spec = pkg if deb == _native_deb_arch() else f"{pkg}:{deb}"
+        # apt-get download writes into the current directory and drops privileges to
+        # _apt, which must be able to write there.
+        os.chmod(tdp, 0o777)
+        proc.run(["apt-get", "download", "-q", spec], cwd=tdp, timeout=1800)
+        debs = list(tdp.glob("*.deb"))
+        if len(debs) != 1:
+            raise InfraError(f"apt-get download {spec} left {len(debs)} .deb files in {tdp}")
+        version = proc.run(["dpkg-deb", "-f", debs[0], "Version"]).stdout.decode().strip()
+        with store.staging(entry_id) as tmp:
+            root = tmp / "root"
+            proc.run(["dpkg-deb", "-x", debs[0], root], timeout=1800)
+            _install(root, tmp, arch, release, pkg, version)
+    return KernelArtifact.from_entry(store.root() / entry_id)
+
+
+def _install(root: Path, tmp: Path, arch: str, release: str, pkg: str, version: str) -> None:
+    boot = root / "boot"
+    vmlinuz = boot / f"vmlinuz-{release}"
+    if not vmlinuz.is_file():
+        raise InfraError(f"{pkg}: no /boot/vmlinuz-{release} in the package")
+    if arch == "arm64":
+        data = vmlinuz.read_bytes()
+        if data[:2] == b"\x1f\x8b":
+            data = gzip.decompress(data)
+        (tmp / "Image").write_bytes(data)
+        image = "Image"
+    else:
+        shutil.copy2(vmlinuz, tmp / "vmlinuz")
+        image = "vmlinuz"
+    shutil.copy2(boot / f"config-{release}", tmp / "config")
+    if (boot / f"System.map-{release}").is_file():
+        shutil.copy2(boot / f"System.map-{release}", tmp / "System.map")
+    mods_src = root / "lib" / "modules" / release
+    mods = tmp / "lib" / "modules" / release
+    mods.parent.mkdir(parents=True)
+    mods_src.rename(mods)
+    shutil.rmtree(root)
+    n = decompress_modules(mods)
+
+    from .config import read_config
+
+    cfg = read_config(tmp / "config")
+    virtio = {sym: cfg.get(sym, "n") for sym in VIRTIO_SYMBOLS}
+    as_modules = [VIRTIO_SYMBOLS[s] for s, v in virtio.items() if v == "m"]
+    meta = {
+        "id": f"debian-{release}",
+        "name": "debian",
+        "arch": arch,
+        "image": image,
+        "config": "config",
+        "modules": f"lib/modules/{release}",
+        "release": release,
+        "features": [],
+        "description": f"Debian's {pkg} {version}",
+        "inputs": {"package": pkg, "version": version},
+        "virtio_config": virtio,
+        # insmod these (module_paths() adds their dependencies) for virtio-serial.
+        "guest_modules": as_modules,
+        "modules_decompressed": n,
+        "image_size": (tmp / image).stat().st_size,
+        "built_at": datetime.now(UTC).isoformat(timespec="seconds"),
+    }
+    (tmp / "metadata.json").write_text(json.dumps(meta, indent=2) + "\n")
+
+
+def decompress_modules(mods: Path) -> int:
+    """Decompress .ko.xz/.ko.gz (and .ko.zst with zstd) in place; fix modules.dep."""
+    n = 0
+    for ko in list(mods.rglob("*.ko.*")):
+        ext = ko.suffix
+        out = ko.with_suffix("")
+        if ext == ".xz":
+            out.write_bytes(lzma.decompress(ko.read_bytes()))
+        elif ext == ".gz":
+            out.write_bytes(gzip.decompress(ko.read_bytes()))
+        elif ext == ".zst":
+            proc.run(["zstd", "-q", "-d", "-f", "--rm", ko, "-o", out])
+            n += 1
+            continue
+        else:
+            continue
+        ko.unlink()
+        n += 1
+    for name in ("modules.dep", "modules.order", "modules.builtin", "modules.alias",
+                 "modules.softdep"):
+        f = mods / name
+        if f.is_file():
+            f.write_text(re.sub(r"\.ko\.(xz|zst|gz)\b", ".ko", f.read_text()))
+    for stale in ("modules.dep.bin", "modules.alias.bin", "modules.symbols.bin",
+                  "modules.builtin.bin", "modules.builtin.alias.bin"):
+        (mods / stale).unlink(missing_ok=True)
+    return n

@@ -1,0 +1,22 @@
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = ROOT / "tests" / "fixtures"
+
+
+@pytest.fixture(autouse=True)
+def _isolated_runs(tmp_path, monkeypatch):
+    """Runs go to a temp dir; the cache stays shared (kernels are big) unless a test overrides it."""
+    monkeypatch.setenv("LAB_RUNS", str(tmp_path / "runs"))
+
+
+def have_qemu(arch: str = "x86_64") -> bool:
+    return shutil.which({"x86_64": "qemu-system-x86_64", "arm64": "qemu-system-aarch64"}[arch]) is not None
+
+
+def in_ci() -> bool:
+    return os.environ.get("CI") == "true"

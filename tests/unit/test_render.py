@@ -1,0 +1,134 @@
+"""QEMU rendering: golden argv per catalog topology, host capabilities, refusals.
+
+Regenerate the golden files after an intended change with:
+    LAB_REGEN=1 .venv/bin/pytest tests/unit/test_render.py
+and review the diff.
+"""
+
+import os
+import shlex
+from pathlib import Path
+
+import pytest
+
+from lab import host as host_mod
+from lab import topology
+from lab.errors import UserError
+from lab.render import qemu
+
+GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "qemu"
+HOST_72 = host_mod.Host(arch="x86_64", cpus=2, qemu={"x86_64": (7, 2, 0), "arm64": (7, 2, 0)}, kvm=False, kvm_reason="test host")
+HOST_KVM = host_mod.Host(arch="x86_64", cpus=64, qemu={"x86_64": (9, 2, 0), "arm64": (9, 2, 0)}, kvm=True, kvm_reason="ok")
+FILES = qemu.RunFiles(Path("RUN/console.log"), Path("RUN/agent.log"), Path("RUN/results.tar"))
+
+
+def render(name: str, host=HOST_72, **kw) -> str:
+    t = topology.load(name)
+    try:
+        p = qemu.plan(t, host, **kw)
+    except UserError as e:
+        return f"refused: {e}\n"
+    lines = [shlex.join(qemu.argv(p, kernel=Path("KERNEL"), initrd=Path("INITRD"), files=FILES))]
+    lines += [f"# {n}" for n in p.notes]
+    lines.append(f"# numbering: {p.numbering_mode}; guest_to_spec: {list(p.guest_to_spec)}")
+    return "\n".join(lines) + "\n"
+
+
+@pytest.mark.parametrize("name", topology.catalog_names())
+def test_golden_argv(name):
+    got = render(name)
+    path = GOLDEN / f"{name}.argv"
+    if os.environ.get("LAB_REGEN") == "1":
+        path.write_text(got)
+    assert path.exists(), f"no golden file {path}; run LAB_REGEN=1 pytest {__file__}"
+    assert got == path.read_text(), f"{name}: argv changed; if intended, LAB_REGEN=1 and review the diff"
+
+
+def test_every_cpu_lands_in_its_node():
+    """-numa cpu args cover every (socket, die) exactly once, in the spec's node."""
+    for name in topology.catalog_names():
+        t = topology.load(name)
+        if t.arch != "x86_64" or t.n_cpus > 255:
+            continue
+        p = qemu.plan(t, HOST_72)
+        s = t.shape
+        dies = s.llcs_per_socket
+        cover = {}
+        for a in p.numa_cpu_args:
+            kv = dict(x.split("=") for x in a.split(",")[1:])
+            node = t.node_ids[int(kv["node-id"])]
+            sock = int(kv["socket-id"])
+            for d in ([int(kv["die-id"])] if "die-id" in kv else range(dies)):
+                assert (sock, d) not in cover
+                cover[(sock, d)] = node
+        for c in t.cpus:
+            assert cover[(c.socket, c.llc % dies)] == c.node
+
+
+def test_guest_numbering_is_qemu_order():
+    t = topology.load("zen3-2s-mini")
+    p = qemu.plan(t, HOST_72)
+    # QEMU: socket 0 = guest CPUs 0-15, SMT siblings adjacent; spec: socket 0 = 0-7,16-23.
+    assert p.guest_to_spec[:4] == (0, 16, 1, 17)
+    assert sorted(p.guest_to_spec[:16]) == list(t.node_cpus(0))
+    assert p.numbering_mode == "translated"
+    assert qemu.plan(topology.load("numa4-96-mini"), HOST_72).numbering_mode == "native"
+
+
+def test_vendor_effect_named_and_fixed_by_kernel_param():
+    t = topology.load("zen3-2s-mini")
+    p = qemu.plan(t, HOST_72)
+    assert p.guest_reclaim_distance == 30 and any("vendor effect" in n for n in p.notes)
+    p2 = qemu.plan(t, HOST_72, kernel_features=frozenset({"node_reclaim_distance_param"}))
+    assert p2.guest_reclaim_distance == 32 and "node_reclaim_distance=32" in qemu.cmdline(p2)
+    # Intel spec at distance 21: nothing to say.
+    assert qemu.plan(topology.load("xeon-2s22c-mini"), HOST_72).notes == ()
+
+
+def test_accel_auto():
+    t = topology.load("xeon-2s22c-mini")
+    assert qemu.plan(t, HOST_72).accel == "tcg"
+    assert qemu.plan(t, HOST_KVM).accel == "kvm"
+    assert qemu.plan(t, HOST_KVM).cpu_model == "host"
+    # arm64 on an x86 host is TCG whatever KVM can do.
+    assert qemu.plan(topology.load("kunpeng920-2s-mini"), HOST_KVM).accel == "tcg"
+    with pytest.raises(UserError, match="KVM is not usable"):
+        qemu.plan(t, HOST_72, accel="kvm")
+
+
+def test_refusals_name_the_qemu_version():
+    with pytest.raises(UserError, match=r"QEMU 9\.0\.0 can"):
+        qemu.plan(topology.load("zen3-2s"), HOST_72)
+    clusters = topology.loads(
+        """
+[cpu]
+vendor = "intel"
+[topology]
+sockets = 1
+clusters_per_llc = 2
+cores_per_cluster = 2
+"""
+    )
+    with pytest.raises(UserError, match=r"x86 clusters need QEMU 9\.1"):
+        qemu.plan(clusters, HOST_72)
+    smt_arm = topology.loads(
+        """
+arch = "arm64"
+[cpu]
+vendor = "arm"
+[topology]
+sockets = 1
+cores_per_cluster = 2
+threads_per_core = 2
+"""
+    )
+    with pytest.raises(UserError, match="threads_per_core"):
+        qemu.plan(smt_arm, HOST_72)
+
+
+def test_kvm_usable_needs_vmx_or_svm(tmp_path):
+    ok, why = host_mod.kvm_usable("x86_64", cpuinfo="flags : fpu hypervisor\n", dev=str(tmp_path / "nokvm"))
+    assert not ok and "does not exist" in why
+    if os.path.exists("/dev/kvm") and os.access("/dev/kvm", os.R_OK | os.W_OK):
+        ok, why = host_mod.kvm_usable("x86_64", cpuinfo="flags : fpu hypervisor\n")
+        assert not ok and "vmx/svm" in why
