@@ -70,9 +70,16 @@ def recipes_cmd() -> None:
 
 @kernel.command("config")
 @click.argument("recipe_name", metavar="RECIPE", type=RECIPE)
-@click.option("--patch", "patches", multiple=True, type=click.Path(exists=True, dir_okay=False),
-              help="Apply this patch on top of the recipe's series (repeatable).")
-@click.option("--all", "show_all", is_flag=True, help="Show every checked symbol, not just problems.")
+@click.option(
+    "--patch",
+    "patches",
+    multiple=True,
+    type=click.Path(exists=True, dir_okay=False),
+    help="Apply this patch on top of the recipe's series (repeatable).",
+)
+@click.option(
+    "--all", "show_all", is_flag=True, help="Show every checked symbol, not just problems."
+)
 def config_cmd(recipe_name: str, patches: tuple[str, ...], show_all: bool) -> None:
     """Make RECIPE's .config and check it with kconfiglib, without building."""
     from rich.console import Console
@@ -110,8 +117,13 @@ def config_cmd(recipe_name: str, patches: tuple[str, ...], show_all: bool) -> No
 
 @kernel.command("build")
 @click.argument("recipe_name", metavar="RECIPE", type=RECIPE)
-@click.option("--patch", "patches", multiple=True, type=click.Path(exists=True, dir_okay=False),
-              help="Apply this patch on top of the recipe's series (repeatable).")
+@click.option(
+    "--patch",
+    "patches",
+    multiple=True,
+    type=click.Path(exists=True, dir_okay=False),
+    help="Apply this patch on top of the recipe's series (repeatable).",
+)
 @click.option("-j", "--jobs", type=int, default=None, help="make -j (default: host cores).")
 @click.option("--force", is_flag=True, help="Rebuild even if the store has this kernel.")
 def build_cmd(recipe_name: str, patches: tuple[str, ...], jobs: int | None, force: bool) -> None:
@@ -155,7 +167,9 @@ def build_cmd(recipe_name: str, patches: tuple[str, ...], jobs: int | None, forc
 @kernel.command("fetch")
 @click.argument("what", type=click.Choice(["debian"]))
 @click.option("--arch", type=ARCH, default="x86_64", show_default=True)
-@click.option("--refresh", is_flag=True, help="Fail rather than keep an older kernel if apt is unreachable.")
+@click.option(
+    "--refresh", is_flag=True, help="Fail rather than keep an older kernel if apt is unreachable."
+)
 def fetch_cmd(what: str, arch: str, refresh: bool) -> None:
     """Download Debian's newest 6.1 kernel (image, config, modules) into the store."""
     from rich.console import Console
@@ -195,7 +209,9 @@ def list_cmd(as_json: bool) -> None:
             ", ".join(sorted(a.features)) or "-",
             a.metadata.get("built_at", "")[:16],
         )
-    Console().print(t if items else "no kernels yet: lab kernel build lab-6.1, or lab kernel fetch debian")
+    Console().print(
+        t if items else "no kernels yet: lab kernel build lab-6.1, or lab kernel fetch debian"
+    )
 
 
 @kernel.command("show")

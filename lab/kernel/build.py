@@ -53,13 +53,19 @@ class Toolchain:
 
     @classmethod
     def for_arch(cls, arch: str) -> Toolchain:
-        prefix = "" if arch == HOST_ARCH else {"arm64": "aarch64-linux-gnu-", "x86_64": "x86_64-linux-gnu-"}[arch]
+        prefix = (
+            ""
+            if arch == HOST_ARCH
+            else {"arm64": "aarch64-linux-gnu-", "x86_64": "x86_64-linux-gnu-"}[arch]
+        )
         gcc = f"{prefix}gcc"
         if shutil.which(gcc) is None:
             raise UserError(f"{gcc} not found: {proc.hint_package(gcc)} to build {arch} kernels")
         for tool in ("make", "flex", "bison", "bc"):
             if shutil.which(tool) is None:
-                raise UserError(f"{tool} not found: install the Debian package {tool} to build kernels")
+                raise UserError(
+                    f"{tool} not found: install the Debian package {tool} to build kernels"
+                )
         ccache = shutil.which("ccache")
         versions = {
             "cc": _first_line([gcc, "--version"]),
@@ -181,7 +187,9 @@ def prepare(recipe: Recipe, *, progress: Progress = _noop) -> Prepared:
     for f in recipe.all_fragments():
         kconfig.parse_fragment(f)  # bad lines fail before any slow step
     progress("source", recipe.source)
-    src_info = ksource.resolve(recipe.source, relative_to=recipe.file.parent if recipe.file else None)
+    src_info = ksource.resolve(
+        recipe.source, relative_to=recipe.file.parent if recipe.file else None
+    )
     work = work_dir(recipe)
     progress("patch", f"{len(recipe.patches)} patches")
     src = ksource.prepare(src_info, recipe.patches, work)
@@ -244,7 +252,9 @@ def build(
         t_build = time.monotonic()
         _run_make(argv, p.make_env(), log_path, progress)
         build_s = time.monotonic() - t_build
-        release = proc.run(p.make_argv("-s", "kernelrelease"), env=p.make_env()).stdout.decode().strip()
+        release = (
+            proc.run(p.make_argv("-s", "kernelrelease"), env=p.make_env()).stdout.decode().strip()
+        )
         image = p.obj / IMAGE_PATH[recipe.arch]
         if not image.is_file():
             raise InfraError(f"make succeeded but {image} is missing; see {log_path}")
@@ -284,8 +294,11 @@ def build(
                     "image_sha256": hashlib.sha256(image.read_bytes()).hexdigest(),
                 },
                 "image_size": image.stat().st_size,
-                "timings": {**p.timings, "build_s": round(build_s, 1),
-                            "total_s": round(time.monotonic() - t0, 1)},
+                "timings": {
+                    **p.timings,
+                    "build_s": round(build_s, 1),
+                    "total_s": round(time.monotonic() - t0, 1),
+                },
                 "toolchain": p.toolchain.versions,
                 "jobs": jobs,
                 "build_command": shlex.join(argv),

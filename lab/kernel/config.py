@@ -44,7 +44,9 @@ def parse_fragment(path: Path) -> list[Request]:
         if m:
             val = m[2]
             if val == "":
-                raise UserError(f"{path}:{n}: '{line}' has no value (write CONFIG_X=y, =m, =n, a number or \"string\")")
+                raise UserError(
+                    f"{path}:{n}: '{line}' has no value (write CONFIG_X=y, =m, =n, a number or \"string\")"
+                )
             out.append(Request(m[1][7:], val, f"{path}:{n}"))
             continue
         m = _UNSET.match(line)
@@ -177,8 +179,10 @@ def check(kconf, requests: dict[str, Request]) -> list[Problem]:
         if sym is None or not sym.nodes:
             problems.append(Problem(r, "absent", "no such symbol in this kernel's Kconfig"))
             continue
-        actual = sym.str_value if sym.type not in (kconfiglib.BOOL, kconfiglib.TRISTATE) else (
-            kconfiglib.TRI_TO_STR[sym.tri_value]
+        actual = (
+            sym.str_value
+            if sym.type not in (kconfiglib.BOOL, kconfiglib.TRISTATE)
+            else (kconfiglib.TRI_TO_STR[sym.tri_value])
         )
         want = r.value
         if sym.type == kconfiglib.STRING:
@@ -196,19 +200,27 @@ def check(kconf, requests: dict[str, Request]) -> list[Problem]:
     return problems
 
 
+def _value(sym) -> str:
+    import kconfiglib as k
+
+    if sym.type in (k.BOOL, k.TRISTATE):
+        return k.TRI_TO_STR[sym.tri_value]
+    return sym.str_value or '""'
+
+
 def _why(kconf, sym, want: str) -> str:
     import kconfiglib as k
 
     expr_str = k.expr_str
     if want in ("y", "m") and k.expr_value(sym.direct_dep) == 0:
-        unmet = [expr_str(t) for t in k.split_expr(sym.direct_dep, k.AND) if k.expr_value(t) == 0]
+        unmet = [t for t in k.split_expr(sym.direct_dep, k.AND) if k.expr_value(t) == 0]
         leaves = []
         for t in unmet:
-            for item in k.expr_items(t) if not isinstance(t, k.Symbol) else [t]:
+            for item in k.expr_items(t):
                 if isinstance(item, k.Symbol) and not item.is_constant:
-                    leaves.append(f"{item.name}={k.TRI_TO_STR[item.tri_value]}")
+                    leaves.append(f"{item.name}={_value(item)}")
         detail = f" (now {', '.join(dict.fromkeys(leaves))})" if leaves else ""
-        return f"unmet dependency: depends on {' && '.join(unmet)}{detail}"
+        return f"unmet dependency: depends on {' && '.join(expr_str(t) for t in unmet)}{detail}"
     if want == "n" and k.expr_value(sym.rev_dep) > 0:
         sel = [expr_str(t) for t in k.split_expr(sym.rev_dep, k.OR) if k.expr_value(t) > 0]
         return f"selected by {' || '.join(sel)}"
@@ -220,8 +232,9 @@ def _why(kconf, sym, want: str) -> str:
         sel = sym.choice.selection
         return f"choice picked {sel.name if sel else 'nothing'} (another fragment may select it)"
     if sym.type in (k.INT, k.HEX) and sym.ranges:
-        rng = [f"{expr_str(lo)}..{expr_str(hi)}" for lo, hi, cond in sym.ranges
-               if k.expr_value(cond)]
+        rng = [
+            f"{expr_str(lo)}..{expr_str(hi)}" for lo, hi, cond in sym.ranges if k.expr_value(cond)
+        ]
         if rng:
             return f"outside its range {rng[0]}"
     return "olddefconfig changed it (check its help and dependencies in menuconfig)"

@@ -44,9 +44,7 @@ _PKG_RE = re.compile(r"^linux-image-(6\.1\.0-(\d+))-(amd64|arm64)$")
 
 
 def installed_entries(arch: str) -> list[KernelArtifact]:
-    return [
-        a for a in store.entries() if a.name == "debian" and a.arch == arch
-    ]
+    return [a for a in store.entries() if a.name == "debian" and a.arch == arch]
 
 
 def newest_package(arch: str) -> tuple[str, str]:
@@ -190,12 +188,22 @@ def decompress_modules(mods: Path) -> int:
             continue
         ko.unlink()
         n += 1
-    for name in ("modules.dep", "modules.order", "modules.builtin", "modules.alias",
-                 "modules.softdep"):
+    for name in (
+        "modules.dep",
+        "modules.order",
+        "modules.builtin",
+        "modules.alias",
+        "modules.softdep",
+    ):
         f = mods / name
         if f.is_file():
             f.write_text(re.sub(r"\.ko\.(xz|zst|gz)\b", ".ko", f.read_text()))
-    for stale in ("modules.dep.bin", "modules.alias.bin", "modules.symbols.bin",
-                  "modules.builtin.bin", "modules.builtin.alias.bin"):
+    for stale in (
+        "modules.dep.bin",
+        "modules.alias.bin",
+        "modules.symbols.bin",
+        "modules.builtin.bin",
+        "modules.builtin.alias.bin",
+    ):
         (mods / stale).unlink(missing_ok=True)
     return n

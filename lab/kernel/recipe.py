@@ -48,10 +48,11 @@ class Recipe:
     file: Path | None = None
     targets: tuple[str, ...] = field(default=())
     variant: str = ""  # set for one-off --patch builds: they get their own work dir
+    kernels_dir: Path | None = None  # where the recipe was loaded from (fragments/ is here)
 
     def all_fragments(self, kernels_dir: Path | None = None) -> tuple[Path, ...]:
         """lab's fragments for this arch, then the recipe's own, in merge order."""
-        frag_dir = (kernels_dir or paths.KERNELS) / "fragments"
+        frag_dir = (kernels_dir or self.kernels_dir or paths.KERNELS) / "fragments"
         out = []
         for base in LAB_FRAGMENTS:
             out.append(frag_dir / f"{base}.config")
@@ -200,7 +201,7 @@ def parse(
     make_vars = dict(parent.make_vars) if parent else {}
     mk = data.get("make", {})
     if not isinstance(mk, dict):
-        raise UserError(f"{file}: make: expected a table of VAR = \"value\"")
+        raise UserError(f'{file}: make: expected a table of VAR = "value"')
     for k, v in mk.items():
         if not isinstance(v, str | int):
             raise UserError(f"{file}: make.{k}: expected a string")
@@ -227,6 +228,7 @@ def parse(
         description=str(desc),
         file=file,
         targets=targets,
+        kernels_dir=d,
     )
 
 

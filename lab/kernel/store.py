@@ -47,7 +47,9 @@ def get(id_or_prefix: str) -> KernelArtifact | None:
     matches = [a for a in entries() if a.id.startswith(id_or_prefix)]
     if len(matches) > 1:
         ids = ", ".join(a.id[:12] for a in matches[:5])
-        raise UserError(f"kernel '{id_or_prefix}' is ambiguous: matches {ids}; give more characters")
+        raise UserError(
+            f"kernel '{id_or_prefix}' is ambiguous: matches {ids}; give more characters"
+        )
     return matches[0] if matches else None
 
 
