@@ -60,11 +60,15 @@ def recipes_cmd() -> None:
 
     from ..kernel import recipe
 
-    t = Table("recipe", "arch", "source", "patches", "description", box=None)
+    t = Table(box=None)
+    t.add_column("recipe", no_wrap=True)
+    t.add_column("arch", no_wrap=True)
+    t.add_column("patches")
+    t.add_column("description")
     for n in recipe.names():
         r = recipe.load(n)
-        pats = ", ".join(("-" if p.revert else "") + p.name for p in r.patches) or "-"
-        t.add_row(n, r.arch, r.source, pats, r.description)
+        pats = "\n".join(("-R " if p.revert else "") + p.name for p in r.patches) or "-"
+        t.add_row(n, r.arch, pats, r.description)
     Console().print(t)
 
 

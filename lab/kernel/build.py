@@ -181,7 +181,13 @@ def _noop(stage: str, detail: str) -> None:
 
 
 def prepare(recipe: Recipe, *, progress: Progress = _noop) -> Prepared:
-    """Source, patches and .config for *recipe*, with the kconfiglib check done."""
+    """Source, patches and .config for *recipe*, with the kconfiglib check done
+    (``lab kernel config``).  Takes the work directory's lock."""
+    with _locked(work_dir(recipe)):
+        return _prepare(recipe, progress=progress)
+
+
+def _prepare(recipe: Recipe, *, progress: Progress = _noop) -> Prepared:
     t0 = time.monotonic()
     toolchain = Toolchain.for_arch(recipe.arch)
     for f in recipe.all_fragments():
@@ -236,7 +242,7 @@ def build(
     t0 = time.monotonic()
     work = work_dir(recipe)
     with _locked(work):
-        p = prepare(recipe, progress=progress)
+        p = _prepare(recipe, progress=progress)
         if p.problems:
             raise UserError(
                 f"kernel recipe {recipe.name}: config check failed: "
