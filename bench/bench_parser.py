@@ -94,15 +94,19 @@ def main(argv: list[str] | None = None) -> int:
         size = path.stat().st_size
 
         runs = []
+        cpu_runs = []
         stats = None
         for _ in range(args.repeat):
             t0 = time.perf_counter()
+            c0 = time.process_time()
             reader = parse_file(path)
             n = 0
             for _ev in reader:
                 n += 1
-            dt = time.perf_counter() - t0
-            runs.append(dt)
+            # CPU time as well as wall time: on a shared 2-core box other jobs
+            # (a TCG guest) steal the core, and wall time then measures them.
+            cpu_runs.append(time.process_time() - c0)
+            runs.append(time.perf_counter() - t0)
             stats = reader.stats
         assert stats is not None
         if n != args.events or stats.lost_events != 17 or stats.unparsed_lines or stats.mismatched:
@@ -110,6 +114,7 @@ def main(argv: list[str] | None = None) -> int:
             return 1
 
     best = min(runs)
+    best_cpu = min(cpu_runs)
     result = {
         "benchmark": "parser",
         "events": n,
@@ -118,6 +123,9 @@ def main(argv: list[str] | None = None) -> int:
         "seconds": runs,
         "best_seconds": best,
         "events_per_second": n / best,
+        "cpu_seconds": cpu_runs,
+        "events_per_cpu_second": n / best_cpu,
+        "load_average": os.getloadavg(),
         "mb_per_second": size / best / 1e6,
         "generate_seconds": gen_s,
         "python": platform.python_version(),
@@ -126,7 +134,10 @@ def main(argv: list[str] | None = None) -> int:
         "cpus": os.cpu_count(),
         "time": time.strftime("%Y-%m-%dT%H:%M:%S"),
     }
-    print(f"parsed {n} events ({size / 1e6:.1f} MB) in {best:.2f} s: {n / best:,.0f} events/s")
+    print(
+        f"parsed {n} events ({size / 1e6:.1f} MB) in {best:.2f} s: {n / best:,.0f} events/s "
+        f"({n / best_cpu:,.0f} per CPU-second; load average {os.getloadavg()[0]:.2f})"
+    )
     out_dir = Path(__file__).resolve().parent / "results"
     out_dir.mkdir(exist_ok=True)
     out = out_dir / f"bench_parser-{time.strftime('%Y%m%d-%H%M%S')}.json"
