@@ -1,16 +1,20 @@
 #!/bin/sh
-# Set up a fresh Debian/Ubuntu machine for lab: system packages, the virtualenv,
-# and the default (Debian prebuilt) kernels.  Idempotent; safe to re-run.
+# Set up a fresh Debian/Ubuntu machine for lab, then run something:
+#   scripts/setup.sh            set up only
+#   scripts/setup.sh --main     set up, then the main job: lab's seed scenario on the default kernel
+#   scripts/setup.sh --test     set up, then lint and the whole test suite (unit + VM + kernel build)
+# Idempotent; safe to re-run.  Installs: system packages (apt), the virtualenv
+# (.venv, pip), and the default kernel (Debian's prebuilt, via apt-get download).
 set -eu
 cd "$(dirname "$0")/.."
 
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"
 
-PKGS="qemu-system-x86 qemu-system-arm qemu-utils busybox-static cpio zstd xz-utils
-      python3-venv python3-pip ccache gcc make flex bison bc libelf-dev libssl-dev
-      gcc-aarch64-linux-gnu libc6-dev-arm64-cross device-tree-compiler
-      linux-perf rt-tests stress-ng numactl kmod file"
+PKGS="qemu-system-x86 qemu-system-arm qemu-utils busybox-static cpio file kmod
+      python3 python3-venv python3-pip ccache gcc libc6-dev make flex bison bc
+      libelf-dev libssl-dev dwarves gcc-aarch64-linux-gnu libc6-dev-arm64-cross
+      device-tree-compiler linux-source-6.1 linux-perf rt-tests stress-ng numactl xz-utils zstd"
 
 missing=""
 for p in $PKGS; do
@@ -19,15 +23,30 @@ done
 if [ -n "$missing" ]; then
     echo "setup: installing$missing"
     $SUDO apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends $missing
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends $missing >/dev/null
 fi
 
-PY="${PYTHON:-python3}"
+PY=python3
 if [ ! -x .venv/bin/python ]; then
     "$PY" -m venv .venv
 fi
 .venv/bin/python -m pip install -q --upgrade pip >/dev/null
 .venv/bin/python -m pip install -q -e '.[test]'
 
-# The zero-build default kernel: Debian's prebuilt linux-image, fetched into the cache.
+# The zero-build default kernel (Debian's prebuilt linux-image), cached under ~/.cache/lab.
 .venv/bin/lab kernel fetch debian
+
+case "${1:-}" in
+    --main)
+        exec .venv/bin/lab run llc-spread-pinned --topology zen3-2s-mini
+        ;;
+    --test)
+        .venv/bin/ruff check lab tests bench scenarios
+        exec .venv/bin/pytest
+        ;;
+    "") ;;
+    *)
+        echo "setup: unknown option $1 (use --main or --test)" >&2
+        exit 2
+        ;;
+esac

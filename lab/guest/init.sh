@@ -46,6 +46,7 @@ while [ $i -lt 50 ]; do
     sleep 0.1
 done
 
+export LAB_LOG_PORT=$LOG LAB_OUT=/tmp/out
 say() { echo "lab: $*" > "$LOG"; }
 up() { cut -d' ' -f1 /proc/uptime; }
 

@@ -26,7 +26,9 @@ from ..errors import UserError
 from ..paths import cache_dir
 from . import cpio
 
-AGENT = Path(__file__).resolve().parent.parent / "guest" / "init.sh"
+GUEST = Path(__file__).resolve().parent.parent / "guest"
+AGENT = GUEST / "init.sh"
+GUEST_FILES = {"lab/lib.sh": GUEST / "lib.sh", "bin/labsel": GUEST / "labsel"}
 LAYOUT_VERSION = "1"  # bump when the layout of a layer changes
 
 
@@ -96,7 +98,8 @@ def _fetch_foreign_busybox(arch: str, dest: Path) -> Path:
 def base_layer(arch: str) -> Path:
     bb = busybox(arch)
     agent = AGENT.read_bytes()
-    key = _sha("base", LAYOUT_VERSION, arch, bb.read_bytes(), agent)
+    extras = {dst: src.read_bytes() for dst, src in GUEST_FILES.items()}
+    key = _sha("base", LAYOUT_VERSION, arch, bb.read_bytes(), agent, *extras.keys(), *extras.values())
     out = images_dir() / f"base-{arch}-{key}.cpio"
     if out.exists():
         return out
@@ -119,6 +122,8 @@ def base_layer(arch: str) -> Path:
     entries.append(cpio.file("bin/busybox", source=bb, mode=0o755))
     entries.append(cpio.symlink("bin/sh", "busybox"))
     entries.append(cpio.file("init", data=agent, mode=0o755))
+    for dst, data in extras.items():
+        entries.append(cpio.file(dst, data=data, mode=0o755))
     entries.append(cpio.file("etc/passwd", data=b"root:x:0:0:root:/root:/bin/sh\n"))
     entries.append(cpio.file("etc/group", data=b"root:x:0:\n"))
     cpio.write(out, entries)

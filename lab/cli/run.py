@@ -1,0 +1,133 @@
+"""`lab run` and `lab scenarios`."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import click
+
+from .common import console
+from .vm import vm_options
+
+
+@click.command("scenarios")
+def scenarios_cmd() -> None:
+    """The scenarios in scenarios/ and what they reproduce."""
+    from rich.table import Table
+
+    from .. import scenario as sc
+
+    t = Table(title="lab scenarios", title_justify="left")
+    for col in ("name", "seed", "default topology", "needs", "summary"):
+        t.add_column(col)
+    for name in sc.names():
+        s = sc.load(name)
+        t.add_row(s.name, s.seed, s.topologies[0], "; ".join(r.description for r in s.requires), s.summary)
+    console().print(t)
+
+
+@click.command("run")
+@click.argument("scenario_name", metavar="SCENARIO")
+@click.option("-t", "--topology", "topo_name", default=None, help="Topology (default: the scenario's first).")
+@vm_options
+@click.option("--repeat", type=click.IntRange(1, 1000), default=1, show_default=True, help="Run N times; report pass rate and spread.")
+@click.option("--json", "as_json", is_flag=True, help="Print results as JSON.")
+def run_cmd(scenario_name: str, topo_name: str | None, kernel_spec: str, accel: str, cpu_model: str, repeat: int, as_json: bool) -> None:
+    """Boot, run SCENARIO's workload with tracing on, and give a verdict with evidence.
+
+    Exit 0 pass, 1 fail, 3 error (guest lost, trace overflow, workload failed)."""
+    from .. import runner, session, topology
+    from .. import scenario as sc
+
+    s = sc.load(scenario_name)
+    topo = topology.load(topo_name or s.topologies[0])
+    unmet = s.unmet(topo)
+    c = console()
+    if unmet:
+        msg = f"SKIP {s.name} on {topo.name}: the topology lacks {'; '.join(unmet)}"
+        click.echo(json.dumps({"scenario": s.name, "topology": topo.name, "status": "SKIP", "message": msg}) if as_json else msg)
+        sys.exit(0)
+    sess = session.prepare(topo, kernel_spec, accel=accel, cpu_model=cpu_model)
+    outcomes = []
+    for i in range(repeat):
+        label = f"[{i + 1}/{repeat}] " if repeat > 1 else ""
+        status = c.status(f"{label}{s.name} on {topo.name} ({sess.kernel.name}, {sess.plan.accel}): booting")
+
+        def on_event(t: float, line: str, status=status, label=label) -> None:
+            status.update(f"{label}{s.name} on {topo.name}: {line.removeprefix('lab: ')} (+{t:.1f}s)")
+
+        with status:
+            o = runner.run_once(s, topo, kernel_spec, sess=sess, on_event=on_event)
+        outcomes.append(o)
+        if not as_json:
+            _show(o)
+    agg = runner.aggregate(outcomes) if repeat > 1 else None
+    if as_json:
+        doc = {"runs": [o.to_dict() for o in outcomes]}
+        if agg:
+            doc["summary"] = agg
+        click.echo(json.dumps(doc, indent=1, default=str))
+    elif agg:
+        _show_agg(agg)
+    worst = max((runner.EXIT[o.status] for o in outcomes), default=3)
+    sys.exit(worst)
+
+
+def _fig(v) -> str:
+    if isinstance(v, float):
+        return f"{v:.3g}"
+    if isinstance(v, (list, tuple)):
+        return ",".join(map(str, v))
+    return str(v)
+
+
+def _show(o) -> None:
+    from rich.table import Table
+
+    c = console()
+    for n in o.notes:
+        c.print(f"[yellow]note[/]: {n}")
+    if o.status in ("ERROR", "SKIP"):
+        c.print(f"[red]{o.status}[/] {o.scenario} on {o.topology} ({o.kernel}): {o.message}")
+        if o.run_dir:
+            c.print(f"run dir: {o.run_dir}")
+        return
+    t = Table(title=f"lab run {o.scenario} --topology {o.topology} --kernel {o.kernel}", title_justify="left")
+    t.add_column("expectation")
+    t.add_column("result")
+    t.add_column("figures")
+    for e in o.expectations:
+        mark = "[green]PASS[/]" if e.ok else "[red]FAIL[/]"
+        t.add_row(e.name, mark, "  ".join(f"{k}={_fig(v)}" for k, v in e.figures.items()))
+    c.print(t)
+    for e in o.expectations:
+        if not e.ok:
+            c.print(f"[red]FAIL[/] {e.name}")
+            if e.note:
+                c.print(f"  why: {e.note}")
+            for line in e.evidence[:12]:
+                c.print(f"  {line}", markup=False, highlight=False)
+            if len(e.evidence) > 12:
+                c.print(f"  ... {len(e.evidence) - 12} more in results.json")
+    tm = o.timing
+    c.print(
+        f"{'[green]PASS[/]' if o.status == 'PASS' else '[red]FAIL[/]'}  boot to agent {tm.get('boot_to_agent_s', 0):.1f}s, "
+        f"VM {tm.get('vm_s', 0):.1f}s, total {tm.get('wall_s', 0):.1f}s; run dir {o.run_dir}"
+    )
+
+
+def _show_agg(agg) -> None:
+    from rich.table import Table
+
+    c = console()
+    c.print(f"runs {agg['runs']}: {agg['passed']} passed, {agg['failed']} failed, {agg['errors']} errors; pass rate {agg['pass_rate']:.0%}")
+    t = Table(title="figures over runs", title_justify="left")
+    for col in ("figure", "min", "max", "avg", "stddev"):
+        t.add_column(col)
+    for k, v in agg["figures"].items():
+        t.add_row(k, *(f"{v[x]:.4g}" for x in ("min", "max", "avg", "stddev")))
+    c.print(t)
+
+
+COMMANDS = [run_cmd, scenarios_cmd]

@@ -1,0 +1,81 @@
+# lab's guest library, sourced by every scenario job (busybox sh).
+#
+# Tracing goes through tracefs: per-event enable and filters, a per-CPU buffer
+# sized by the host, and after each phase the trace, the per-CPU overrun counts
+# and /proc/vmstat + /proc/schedstat before and after land in $LAB_OUT.
+
+T=/sys/kernel/tracing
+[ -d $T/events ] || T=/sys/kernel/debug/tracing
+LAB_OUT=${LAB_OUT:-/tmp/out}
+
+lab_log() { echo "lab: $*" > "${LAB_LOG_PORT:-/dev/null}" 2>/dev/null; echo "# $*"; }
+
+# lab_trace_setup "sched:sched_switch sched:sched_wakeup ..."  (filters from LAB_FILTER_<event>)
+lab_trace_setup() {
+    [ -d $T/events ] || { echo "lab: no tracefs (CONFIG_FTRACE?)" >&2; return 1; }
+    echo 0 > $T/tracing_on
+    echo nop > $T/current_tracer
+    echo 0 > $T/events/enable
+    echo "${LAB_TRACE_BUFFER_KB:-4096}" > $T/buffer_size_kb || return 1
+    echo > $T/trace
+    for e in $1; do
+        sys=${e%%:*}
+        ev=${e#*:}
+        if [ ! -d "$T/events/$sys/$ev" ]; then
+            echo "lab: trace event $e not in this kernel" >&2
+            return 1
+        fi
+        eval "f=\${LAB_FILTER_$ev:-}"
+        [ -n "$f" ] && echo "$f" > "$T/events/$sys/$ev/filter"
+        echo 1 > "$T/events/$sys/$ev/enable"
+    done
+}
+
+# lab_trace_on PHASE: snapshot counters, clear the buffer, start tracing.
+lab_trace_on() {
+    p=${1:-main}
+    echo > $T/trace
+    cat /proc/vmstat > "$LAB_OUT/vmstat.$p.before"
+    cat /proc/schedstat > "$LAB_OUT/schedstat.$p.before"
+    cut -d' ' -f1 /proc/uptime > "$LAB_OUT/phase.$p.start"
+    echo 1 > $T/tracing_on
+}
+
+# lab_trace_off PHASE: stop, snapshot counters, save the trace and the overruns.
+lab_trace_off() {
+    p=${1:-main}
+    echo 0 > $T/tracing_on
+    cut -d' ' -f1 /proc/uptime > "$LAB_OUT/phase.$p.end"
+    cat /proc/vmstat > "$LAB_OUT/vmstat.$p.after"
+    cat /proc/schedstat > "$LAB_OUT/schedstat.$p.after"
+    lost=0
+    for c in $T/per_cpu/cpu*; do
+        o=$(awk '/^overrun:/ {print $2} /^dropped events:/ {print $3}' "$c/stats" | awk '{s+=$1} END {print s+0}')
+        lost=$((lost + o))
+    done
+    echo "$lost" > "$LAB_OUT/trace.$p.lost"
+    cat $T/trace > "$LAB_OUT/trace.$p.txt"
+    echo > $T/trace
+}
+
+# lab_run NAME CMD...: run a workload step; its stdout/stderr/rc are kept; a
+# non-zero exit is recorded (the host turns it into an ERROR with its stderr).
+lab_run() {
+    name=$1
+    shift
+    lab_log "step $name start uptime=$(cut -d' ' -f1 /proc/uptime)"
+    "$@" > "$LAB_OUT/$name.out" 2> "$LAB_OUT/$name.err"
+    rc=$?
+    echo "$rc" > "$LAB_OUT/$name.rc"
+    lab_log "step $name rc=$rc uptime=$(cut -d' ' -f1 /proc/uptime)"
+    return 0
+}
+
+# lab_sysctl PATH VALUE: set a knob and record it (path under /proc/sys or debugfs).
+lab_sysctl() {
+    if echo "$2" > "$1" 2>/dev/null; then
+        echo "$1=$2" >> "$LAB_OUT/knobs"
+    else
+        echo "$1=FAILED($2)" >> "$LAB_OUT/knobs"
+    fi
+}

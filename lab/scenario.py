@@ -1,0 +1,327 @@
+"""The API scenarios are written against.
+
+A scenario is one Python file in scenarios/ defining a subclass of ``Scenario``:
+what it reproduces, what it needs from the topology, the shell steps the guest
+runs (with CPU selectors the guest resolves from its own sysfs: ``labsel``),
+the trace events, and ``check(result)`` returning named expectations, each
+PASS or FAIL with its evidence.
+
+    class LlcSpreadPinned(Scenario):
+        name = "llc-spread-pinned"
+        seed = "000"
+        topologies = ["zen3-2s-mini"]
+        requires = [at_least("sockets", 2), at_least("llcs_per_socket", 2)]
+        events = ["sched:sched_wakeup_new", "sched:sched_migrate_task"]
+
+        def steps(self, ctx):
+            return 'CPUS=$(labsel llc-firsts every=2)\\nlab_trace_on\\n...'
+
+        def check(self, r):
+            return [Expectation("targets distinct", ok, evidence=[...])]
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+import traceback
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any, ClassVar
+
+from . import cpulist
+from .errors import UserError, unknown
+from .paths import SCENARIOS
+from .topology import Topology
+
+# ---- requirements ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Requirement:
+    description: str
+    test: Callable[[Topology], bool]
+
+    def __call__(self, topo: Topology) -> bool:
+        return self.test(topo)
+
+
+def _count(topo: Topology, what: str) -> int:
+    if what == "sockets":
+        return len(topo.groups("socket"))
+    if what == "nodes":
+        return topo.n_nodes
+    if what == "llcs":
+        return len(topo.groups("llc"))
+    if what == "llcs_per_socket":
+        return min(len({topo.cpu(c).llc for c in s}) for s in topo.groups("socket"))
+    if what == "llcs_per_node":
+        return min(len({topo.cpu(c).llc for c in topo.node_cpus(n)}) for n in topo.node_ids)
+    if what == "clusters_per_llc":
+        if not topo.has_clusters:
+            return 1
+        return min(len({topo.cpu(c).cluster for c in g}) for g in topo.groups("llc"))
+    if what == "cpus":
+        return topo.n_cpus
+    if what == "threads_per_core":
+        return topo.threads_per_core
+    raise ValueError(f"unknown count {what!r}")
+
+
+def at_least(what: str, n: int) -> Requirement:
+    """e.g. at_least("llcs_per_socket", 2): 'at least 2 LLCs per socket'."""
+    words = what.replace("_per_", " per ").replace("_", " ")
+    return Requirement(f"at least {n} {words}", lambda t: _count(t, what) >= n)
+
+
+def arch(name: str) -> Requirement:
+    return Requirement(f"arch {name}", lambda t: t.arch == name)
+
+
+clusters = Requirement("clusters (a level between core and LLC)", lambda t: t.has_clusters)
+
+
+# ---- expectations and results ---------------------------------------------------------------
+
+
+@dataclass
+class Expectation:
+    """One named claim about the run, PASS or FAIL, with what shows it."""
+
+    name: str
+    ok: bool
+    evidence: list[str] = field(default_factory=list)  # offending trace lines, or figures
+    figures: dict[str, Any] = field(default_factory=dict)
+    note: str = ""  # why it failed, when the scenario knows (e.g. the vendor effect)
+
+    @property
+    def status(self) -> str:
+        return "PASS" if self.ok else "FAIL"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "status": self.status,
+            "figures": self.figures,
+            "evidence": self.evidence,
+            "note": self.note,
+        }
+
+
+@dataclass
+class Step:
+    name: str
+    rc: int | None
+    out: str
+    err: str
+
+    @cached_property
+    def json(self) -> dict[str, Any]:
+        """The last JSON object line the workload printed."""
+        for line in reversed(self.out.splitlines()):
+            line = line.strip()
+            if line.startswith("{"):
+                try:
+                    return json.loads(line)
+                except json.JSONDecodeError:
+                    continue
+        return {}
+
+
+class Result:
+    """What check() gets: the run's files, parsed on demand, CPUs in the spec's numbering."""
+
+    def __init__(self, scenario: Scenario, topo: Topology, plan, kernel, out_dir: Path, guest_view=None):
+        self.scenario = scenario
+        self.topo = topo
+        self.plan = plan
+        self.kernel = kernel
+        self.out = out_dir
+        self.guest_view = guest_view  # sysfs.MachineView in the spec's numbering, or None
+        self._g2s = plan.guest_to_spec
+
+    # numbering
+    def cpu(self, guest_cpu: int) -> int:
+        """Guest CPU id -> spec CPU id."""
+        return self._g2s[guest_cpu] if 0 <= guest_cpu < len(self._g2s) else guest_cpu
+
+    def cpus(self, guest_list: str) -> list[int]:
+        return sorted(self.cpu(c) for c in cpulist.parse(guest_list))
+
+    @property
+    def cpu_map(self) -> Callable[[int], int]:
+        return self.cpu
+
+    # files
+    def text(self, name: str) -> str:
+        p = self.out / name
+        return p.read_text(errors="replace") if p.exists() else ""
+
+    def step(self, name: str) -> Step:
+        rc = self.text(f"{name}.rc").strip()
+        return Step(name, int(rc) if rc.lstrip("-").isdigit() else None, self.text(f"{name}.out"), self.text(f"{name}.err"))
+
+    @property
+    def phases(self) -> list[str]:
+        return sorted(p.name[len("trace.") : -len(".txt")] for p in self.out.glob("trace.*.txt"))
+
+    def trace_path(self, phase: str = "main") -> Path:
+        return self.out / f"trace.{phase}.txt"
+
+    def events(self, phase: str = "main", only: list[str] | None = None) -> Iterator:
+        """Stream the phase's trace events (guest CPU numbers: pass cpu_map to analysis)."""
+        from .trace import parse_file
+
+        p = self.trace_path(phase)
+        if not p.exists():
+            return iter(())
+        return iter(parse_file(p, only=only))
+
+    def lost(self, phase: str = "main") -> int:
+        t = self.text(f"trace.{phase}.lost").strip()
+        n = int(t) if t.isdigit() else 0
+        # [LOST n EVENTS] markers count too.
+        from .trace import parse_file
+
+        p = self.trace_path(phase)
+        if p.exists():
+            r = parse_file(p, only=[])
+            for _ in r:
+                pass
+            n = max(n, r.stats.lost_events + r.stats.overwritten, 1 if r.stats.lost_unknown else 0)
+        return n
+
+    def vmstat(self, phase: str = "main") -> dict[str, int]:
+        """vmstat counters' change over the phase."""
+        from .analysis import parse_vmstat
+
+        before = parse_vmstat(self.text(f"vmstat.{phase}.before") or "")
+        after = parse_vmstat(self.text(f"vmstat.{phase}.after") or "")
+        return {k: after[k] - before.get(k, 0) for k in after}
+
+    def phase_seconds(self, phase: str = "main") -> float | None:
+        try:
+            return float(self.text(f"phase.{phase}.end")) - float(self.text(f"phase.{phase}.start"))
+        except ValueError:
+            return None
+
+    def domain_flags(self, guest_cpu: int, name: str, span_size: int | None = None) -> set[str] | None:
+        """Flags of the guest's sched domain *name* on a CPU (from the snapshot)."""
+        if self.guest_view is None:
+            return None
+        cv = self.guest_view.cpus.get(self.cpu(guest_cpu))
+        if cv is None:
+            return None
+        for d in cv.domains:
+            if d.name == name and (span_size is None or len(d.span) == span_size):
+                return set(d.flags)
+        return None
+
+
+class Scenario:
+    """Subclass in scenarios/<name>.py.  Class attributes describe it; steps() and check() do it."""
+
+    name: ClassVar[str] = ""
+    summary: ClassVar[str] = ""
+    seed: ClassVar[str] = ""  # which seed post it reproduces (shared/seeds/NNN_*.txt)
+    topologies: ClassVar[list[str]] = []  # the first is the default
+    requires: ClassVar[list[Requirement]] = []
+    events: ClassVar[list[str]] = ["sched:sched_switch", "sched:sched_wakeup", "sched:sched_wakeup_new", "sched:sched_migrate_task"]
+    filters: ClassVar[dict[str, str]] = {}  # event name -> ftrace filter expression
+    tools: ClassVar[list[str]] = []  # host tools to pack (perf, hackbench, stress-ng, numactl)
+    workloads: ClassVar[bool] = True  # pack lab's static workloads (stream, pingpong, memprobe)
+    buffer_kb: ClassVar[int] = 4096  # per CPU
+    timeout: ClassVar[float] = 900
+
+    path: ClassVar[str] = ""
+
+    def unmet(self, topo: Topology) -> list[str]:
+        return [r.description for r in self.requires if not r(topo)]
+
+    def steps(self, topo: Topology) -> str:
+        """Shell run in the guest after lab's library is sourced ($LAB_OUT is the cwd)."""
+        raise NotImplementedError
+
+    def check(self, r: Result) -> list[Expectation]:
+        raise NotImplementedError
+
+
+# ---- loading --------------------------------------------------------------------------------
+
+
+class ScenarioError(UserError):
+    pass
+
+
+def _files(directory: Path) -> dict[str, Path]:
+    out = {}
+    for p in sorted(directory.glob("*.py")):
+        if p.name.startswith("_"):
+            continue
+        out[p.stem.replace("_", "-")] = p
+    return out
+
+
+def names(directory: Path = SCENARIOS) -> list[str]:
+    return list(_files(directory))
+
+
+def load_file(path: Path) -> Scenario:
+    """Import a scenario file; a syntax or API error is reported as file:line."""
+    mod_name = f"lab_scenario_{path.stem}"
+    spec = importlib.util.spec_from_file_location(mod_name, path)
+    if spec is None or spec.loader is None:
+        raise ScenarioError(f"{path}: cannot load")
+    mod = importlib.util.module_from_spec(spec)
+    try:
+        sys.modules[mod_name] = mod
+        spec.loader.exec_module(mod)
+    except SyntaxError as e:
+        raise ScenarioError(f"{e.filename}:{e.lineno}: syntax error: {e.msg}") from None
+    except Exception as e:
+        tb = traceback.extract_tb(e.__traceback__)
+        frame = next((f for f in reversed(tb) if f.filename == str(path)), tb[-1] if tb else None)
+        where = f"{frame.filename}:{frame.lineno}" if frame else str(path)
+        raise ScenarioError(f"{where}: {type(e).__name__}: {e}") from None
+    classes = [
+        v for v in vars(mod).values() if isinstance(v, type) and issubclass(v, Scenario) and v is not Scenario and v.__module__ == mod_name
+    ]
+    if len(classes) != 1:
+        raise ScenarioError(f"{path}: must define exactly one Scenario subclass (found {len(classes)})")
+    cls = classes[0]
+    for attr in ("name", "summary", "topologies"):
+        if not getattr(cls, attr):
+            raise ScenarioError(f"{path}: {cls.__name__}.{attr} is not set")
+    if cls.steps is Scenario.steps or cls.check is Scenario.check:
+        raise ScenarioError(f"{path}: {cls.__name__} must define steps() and check()")
+    cls.path = str(path)
+    return cls()
+
+
+def load(name_or_path: str, directory: Path = SCENARIOS) -> Scenario:
+    p = Path(name_or_path)
+    if p.suffix == ".py":
+        if not p.exists():
+            raise ScenarioError(f"{p}: no such scenario file")
+        return load_file(p)
+    files = _files(directory)
+    if name_or_path not in files:
+        raise unknown("scenario", name_or_path, list(files))
+    return load_file(files[name_or_path])
+
+
+def call_check(s: Scenario, r: Result) -> list[Expectation]:
+    """Run check(); an exception in it is the scenario's bug: report file:line."""
+    try:
+        out = s.check(r)
+    except Exception as e:
+        tb = traceback.extract_tb(e.__traceback__)
+        frame = next((f for f in reversed(tb) if f.filename == s.path), tb[-1] if tb else None)
+        where = f"{frame.filename}:{frame.lineno}" if frame else s.path
+        raise ScenarioError(f"{where}: check() raised {type(e).__name__}: {e}") from None
+    if not isinstance(out, list) or not all(isinstance(x, Expectation) for x in out):
+        raise ScenarioError(f"{s.path}: check() must return a list of Expectation")
+    return out
