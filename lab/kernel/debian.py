@@ -143,6 +143,9 @@ def _install(root: Path, tmp: Path, arch: str, release: str, pkg: str, version: 
     mods_src.rename(mods)
     shutil.rmtree(root)
     n = decompress_modules(mods)
+    if not (mods / "modules.dep").exists():
+        # The .deb ships no modules.dep (the postinst runs depmod); module_paths() needs it.
+        proc.run(["depmod", "-b", str(tmp), release], timeout=600)
 
     from .config import read_config
 
