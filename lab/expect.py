@@ -43,10 +43,17 @@ def expected_domains(
     *,
     reclaim_distance: int,
     cluster_level: bool,
-    cache_info: bool = True,
+    llc: str = "spec",
 ) -> dict[int, list[ExpDomain]]:
-    """Per CPU (spec ids), the sched-domain levels the guest kernel should build."""
+    """Per CPU (spec ids), the sched-domain levels a kernel builds on this machine.
+
+    *llc* is what the kernel learns about the last-level cache: "spec" (the
+    spec's LLC groups, as firmware tables describe them on the real machine),
+    "private" (only private caches: an arm64 guest whose device tree has no
+    cache nodes, where the CPU's own CLIDR shows L1), or "none".
+    """
     arch = topo.arch
+    llc_mode = llc
     nodes = topo.node_ids
     node_set = {n: frozenset(topo.node_cpus(n)) for n in nodes}
     numa_in_package = arch == "x86_64" and any(
@@ -67,9 +74,11 @@ def expected_domains(
             cls = frozenset(topo.group_of("cluster", c.id)) if topo.has_clusters else core
             # arch_topology.c cpu_coregroup_mask(): smaller of node and package, then LLC
             # siblings if the firmware describes caches, widened to the cluster.
-            mc = node if node <= sock else sock
-            if cache_info and llc <= mc:
+            mc = sock if sock <= node else node
+            if llc_mode == "spec" and llc <= mc:
                 mc = llc
+            elif llc_mode == "private":
+                mc = frozenset({c.id})
             if cluster_level and mc <= cls:
                 mc = cls
         base = frozenset({"SD_BALANCE_NEWIDLE", "SD_BALANCE_EXEC", "SD_BALANCE_FORK", "SD_WAKE_AFFINE"})
@@ -207,8 +216,26 @@ def _compare_groups(name: str, topo: Topology, level: str, actual_of) -> Check:
     )
 
 
-def verify(topo: Topology, plan: VmPlan, guest: MachineView, *, cluster_level: bool, cache_info: bool = True) -> Verdict:
+def guest_limits(topo: Topology, plan: VmPlan, cluster_level: bool, dt_caches: bool = False) -> tuple[bool, str, list[str]]:
+    """What this guest can show of the machine: (CLS level built, LLC mode, reasons it falls short)."""
+    why = []
+    llc = "spec"
+    if topo.arch == "arm64" and not dt_caches:
+        llc = "private"
+        why.append(
+            f"QEMU {'.'.join(map(str, plan.qemu_version))}'s arm64 device tree has no cache nodes, so the guest "
+            "sees only private caches and MC cannot span the LLC"
+        )
+    if topo.has_clusters and not cluster_level:
+        why.append("the guest kernel has no CONFIG_SCHED_CLUSTER, so there is no CLS level")
+    return cluster_level, llc, why
+
+
+def verify(
+    topo: Topology, plan: VmPlan, guest: MachineView, *, cluster_level: bool, dt_caches: bool = False
+) -> Verdict:
     """Compare the guest's view (guest numbering) with the spec.  Returns the checks."""
+    cluster_level, guest_llc, limits = guest_limits(topo, plan, cluster_level, dt_caches)
     v = translate(guest, plan)
     vd = Verdict(numbering=plan.numbering_mode)
     checks = vd.checks
@@ -234,7 +261,9 @@ def verify(topo: Topology, plan: VmPlan, guest: MachineView, *, cluster_level: b
     if topo.arch == "arm64" and topo.has_clusters:
         checks.append(_compare_groups("clusters", topo, "cluster", lambda c: v.cpus[c].siblings("cluster") if c in v.cpus else None))
     llc_level = v.llc_level
-    if topo.arch == "x86_64" or cache_info:
+    if guest_llc != "spec":
+        checks.append(Check("LLC groups", _groups(topo, "llc"), "not visible in the guest", False, known="; ".join(limits)))
+    else:
         def llc_of(c):
             cv = v.cpus.get(c)
             if cv is None or llc_level is None:
@@ -245,9 +274,20 @@ def verify(topo: Topology, plan: VmPlan, guest: MachineView, *, cluster_level: b
         ck = _compare_groups(f"LLC (L{llc_level or '?'} shared_cpu_list)", topo, "llc", llc_of)
         checks.append(ck)
 
-    # Scheduler domains.
-    exp = expected_domains(topo, reclaim_distance=plan.guest_reclaim_distance, cluster_level=cluster_level, cache_info=cache_info)
-    real = expected_domains(topo, reclaim_distance=topo.node_reclaim_distance, cluster_level=cluster_level, cache_info=cache_info)
+    # Scheduler domains: the real machine's tree, or, where this guest cannot build it
+    # (limits above), the tree it can build, as a named known deviation.
+    real_cls = topo.has_clusters or topo.arch == "x86_64"
+    ref_real = expected_domains(topo, reclaim_distance=plan.guest_reclaim_distance, cluster_level=real_cls, llc="spec")
+    ref_guest = expected_domains(topo, reclaim_distance=plan.guest_reclaim_distance, cluster_level=cluster_level, llc=guest_llc)
+    c0 = topo.cpus[0].id
+    got0 = [d.name for d in v.cpus[c0].domains] if c0 in v.cpus else []
+    use_guest = [d.name for d in ref_real[c0]] != got0 and [d.name for d in ref_guest[c0]] == got0
+    if use_guest:
+        exp = ref_guest
+        real = expected_domains(topo, reclaim_distance=topo.node_reclaim_distance, cluster_level=cluster_level, llc=guest_llc)
+    else:
+        exp = ref_real
+        real = expected_domains(topo, reclaim_distance=topo.node_reclaim_distance, cluster_level=real_cls, llc="spec")
     have_domains = any(cv.domains for cv in v.cpus.values())
     if not have_domains:
         checks.append(Check("sched domains", "readable", "no /proc/schedstat or debugfs domains in the guest", False))
@@ -276,16 +316,14 @@ def verify(topo: Topology, plan: VmPlan, guest: MachineView, *, cluster_level: b
                     flag_known.setdefault(label, []).append((c.id, rk, gk))
                 else:
                     flag_bad.setdefault(label, []).append((c.id, wk, gk))
-    c0 = topo.cpus[0].id
     ex0 = exp[c0]
-    checks.append(
-        Check(
-            "sched-domain levels",
-            " > ".join(d.name for d in ex0) + f" (CPU {c0})",
-            "same on every CPU" if not names_bad else f"CPU {names_bad[0][0]}: {' > '.join(names_bad[0][2]) or 'none'}; {len(names_bad)} CPUs differ",
-            not names_bad,
-        )
-    )
+    real_names = " > ".join(d.name for d in ref_real[c0]) + f" (CPU {c0})"
+    if names_bad:
+        checks.append(Check("sched-domain levels", real_names, f"CPU {names_bad[0][0]}: {' > '.join(names_bad[0][2]) or 'none'}; {len(names_bad)} CPUs differ", False))
+    elif use_guest:
+        checks.append(Check("sched-domain levels", real_names, " > ".join(d.name for d in ex0) + " on every CPU", False, known="; ".join(limits)))
+    else:
+        checks.append(Check("sched-domain levels", real_names, "same on every CPU", True))
     if not names_bad:
         for d in ex0:
             label = f"{d.name}" + (f" (distance {d.distance})" if d.name == "NUMA" else "")
