@@ -259,3 +259,54 @@ def aggregate(outcomes: list[RunOutcome]) -> dict[str, Any]:
         "expectations": {k: {"passed": sum(v), "runs": len(v)} for k, v in per_exp.items()},
         "figures": stats,
     }
+
+
+@dataclass
+class StoredPlan:
+    """The parts of a VmPlan that checks read, as plan.json recorded them."""
+
+    guest_to_spec: tuple[int, ...]
+    guest_node_to_spec: tuple[int, ...]
+    guest_reclaim_distance: int
+    cpu_vendor: str
+    cpu_model: str
+    accel: str
+    numbering_mode: str
+    notes: tuple[str, ...] = ()
+    qemu_version: tuple[int, ...] = (0, 0, 0)
+
+
+def recheck(run_dir: Path, scenario_file: str | None = None) -> RunOutcome:
+    """Run a scenario's check() again on a finished run directory (no VM)."""
+    from .topology import load
+
+    plan_file = run_dir / "plan.json"
+    if not plan_file.exists():
+        raise UserError(f"{run_dir}: not a lab run directory (no plan.json)")
+    pj = json.loads(plan_file.read_text())
+    res = json.loads((run_dir / "results.json").read_text()) if (run_dir / "results.json").exists() else {}
+    s = sc.load(scenario_file or res.get("scenario") or "")
+    topo_file = pj.get("topology_file")
+    topo = load(topo_file if topo_file and Path(topo_file).exists() else pj["topology"])
+    plan = StoredPlan(
+        tuple(pj["guest_to_spec"]),
+        tuple(pj["guest_node_to_spec"]),
+        pj["guest_node_reclaim_distance"],
+        pj.get("cpu_vendor", "intel"),
+        pj.get("cpu_model", ""),
+        pj.get("accel", ""),
+        pj.get("numbering", "native"),
+        tuple(pj.get("notes", [])),
+        tuple(pj.get("qemu_version", (0, 0, 0))),
+    )
+    out_dir = run_dir / "out"
+    view = None
+    if (run_dir / "guest").exists():
+        from .expect import translate
+
+        view = translate(sysfs.read_snapshot(run_dir / "guest"), plan)
+    r = sc.Result(s, topo, plan, pj.get("kernel", {}), out_dir, view)
+    o = RunOutcome(s.name, topo.name, pj.get("kernel", {}).get("name", "?"), "ERROR", run_dir, notes=list(plan.notes))
+    o.expectations = sc.call_check(s, r)
+    o.status = "PASS" if all(e.ok for e in o.expectations) else "FAIL"
+    return o

@@ -77,6 +77,8 @@ def write_plan(run_dir: Path, s: Session) -> None:
                 "accel_reason": p.accel_reason,
                 "machine": p.machine,
                 "cpu_model": p.cpu_model,
+                "cpu_vendor": p.cpu_vendor,
+                "qemu_version": list(p.qemu_version),
                 "smp": p.smp,
                 "numbering": p.numbering_mode,
                 "guest_to_spec": list(p.guest_to_spec),

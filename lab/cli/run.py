@@ -111,6 +111,9 @@ def _show(o) -> None:
             if len(e.evidence) > 12:
                 c.print(f"  ... {len(e.evidence) - 12} more in results.json")
     tm = o.timing
+    if not tm:
+        c.print(f"{'[green]PASS[/]' if o.status == 'PASS' else '[red]FAIL[/]'}  (rechecked) run dir {o.run_dir}")
+        return
     c.print(
         f"{'[green]PASS[/]' if o.status == 'PASS' else '[red]FAIL[/]'}  boot to agent {tm.get('boot_to_agent_s', 0):.1f}s, "
         f"VM {tm.get('vm_s', 0):.1f}s, total {tm.get('wall_s', 0):.1f}s; run dir {o.run_dir}"
@@ -130,4 +133,16 @@ def _show_agg(agg) -> None:
     c.print(t)
 
 
-COMMANDS = [run_cmd, scenarios_cmd]
+@click.command("recheck")
+@click.argument("run_dir", type=click.Path(exists=True, file_okay=False, path_type=__import__("pathlib").Path))
+@click.option("--scenario", "scenario_file", default=None, help="Check with this scenario (name or file) instead of the recorded one.")
+def recheck_cmd(run_dir, scenario_file) -> None:
+    """Run a scenario's checks again on a finished run directory, without booting."""
+    from .. import runner
+
+    o = runner.recheck(run_dir, scenario_file)
+    _show(o)
+    sys.exit(runner.EXIT[o.status])
+
+
+COMMANDS = [run_cmd, scenarios_cmd, recheck_cmd]
