@@ -16,6 +16,8 @@ from .paths import runs_dir
 from .render import qemu as render
 from .topology import Topology
 
+ARGV: list[str] | None = None  # set by the CLI: the arguments of this `lab` invocation
+
 
 @dataclass
 class Session:
@@ -61,7 +63,8 @@ def new_run_dir(kind: str, topo: Topology, kernel_label: str, base: Path | None 
         d = base / f"{stamp}-{_slug(kind)}-{_slug(topo.name)}-{_slug(kernel_label)}-{n}"
     d.mkdir(parents=True)
     # Every run directory starts with the lab command that reproduces it.
-    (d / "command").write_text(shlex.join(["lab", *sys.argv[1:]]) + "\n")
+    args = ARGV if ARGV is not None else sys.argv[1:]
+    (d / "command").write_text(shlex.join(["lab", *args]) + "\n")
     return d
 
 

@@ -16,6 +16,14 @@ from ..errors import LabError
 class LabGroup(click.Group):
     """A click group that turns lab's errors into one line and an exit code."""
 
+    def main(self, args=None, *a, **kw):
+        # Remember the exact arguments: every run directory records the `lab ...`
+        # line that reproduces it.
+        from .. import session
+
+        session.ARGV = list(sys.argv[1:] if args is None else args)
+        return super().main(args, *a, **kw)
+
     def invoke(self, ctx: click.Context):
         try:
             return super().invoke(ctx)

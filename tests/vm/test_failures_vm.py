@@ -1,0 +1,55 @@
+"""Failure paths with a real guest: a guest that never reports, a workload that fails.
+Each must give a one-line error, keep what was gathered, and leave no QEMU running."""
+
+import json
+import subprocess
+
+from click.testing import CliRunner
+
+from lab.backends import qemu as backend
+from lab.cli import main
+
+
+def qemu_running(marker: str) -> bool:
+    out = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
+    return any("qemu-system" in ln and marker in ln for ln in out.splitlines())
+
+
+def test_guest_that_never_reports_is_lost_and_killed(debian_kernel, monkeypatch, tmp_path):
+    monkeypatch.setattr(backend, "boot_timeout", lambda plan: 3.0)
+    r = CliRunner().invoke(main, ["verify", "xeon-2s22c-mini"])
+    assert r.exit_code == 3, r.output
+    assert "never reported ready within 3s" in r.output and "console:" in r.output
+    assert not qemu_running(str(tmp_path))
+
+
+def test_failing_workload_is_an_error_with_its_stderr(debian_kernel, tmp_path):
+    p = tmp_path / "fails.py"
+    p.write_text(
+        '''from lab.scenario import Expectation, Scenario
+
+
+class Fails(Scenario):
+    name = "fails"
+    summary = "a workload that exits 3"
+    topologies = ["xeon-2s22c-mini"]
+    events = ["sched:sched_switch"]
+    workloads = False
+
+    def steps(self, topo):
+        return "lab_trace_on\\nlab_run bad sh -c 'echo went wrong >&2; exit 3'\\nlab_trace_off\\n"
+
+    def check(self, r):
+        return [Expectation("never reached", True)]
+'''
+    )
+    r = CliRunner().invoke(main, ["run", str(p)])
+    assert r.exit_code == 3, r.output
+    assert "workload step 'bad' exited 3: went wrong" in r.output
+    runs = list((tmp_path / "runs").glob("*-fails-*"))
+    assert len(runs) == 1
+    res = json.loads((runs[0] / "results.json").read_text())
+    assert res["status"] == "ERROR" and "went wrong" in res["message"]
+    assert (runs[0] / "command").read_text().startswith("lab run")
+    assert (runs[0] / "out" / "trace.main.txt").exists()  # what was gathered is kept
+    assert not qemu_running(str(tmp_path))
