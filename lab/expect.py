@@ -232,9 +232,11 @@ def guest_limits(topo: Topology, plan: VmPlan, cluster_level: bool, dt_caches: b
 
 
 def verify(
-    topo: Topology, plan: VmPlan, guest: MachineView, *, cluster_level: bool, dt_caches: bool = False
+    topo: Topology, plan: VmPlan, guest: MachineView, *, cluster_level: bool, dt_caches: bool | None = None
 ) -> Verdict:
     """Compare the guest's view (guest numbering) with the spec.  Returns the checks."""
+    if dt_caches is None:
+        dt_caches = getattr(plan, "dt_caches", False)
     cluster_level, guest_llc, limits = guest_limits(topo, plan, cluster_level, dt_caches)
     v = translate(guest, plan)
     vd = Verdict(numbering=plan.numbering_mode)

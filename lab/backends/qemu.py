@@ -112,6 +112,11 @@ def boot(
         f.unlink(missing_ok=True)
     initrd = build_initrd(run_dir / "initrd.cpio", plan, kernel, job=job, config=config, layers=layers)
     cmdline = render.cmdline(plan, append_extra)
+    if dtb is None and plan.dt_caches:
+        from ..render import dtb as dtb_mod
+
+        base = render.argv(plan, kernel=kernel.image, initrd=initrd, files=files, append=cmdline)
+        dtb = dtb_mod.build(base, plan.topo, run_dir / "machine.dtb")
     argv = render.argv(
         plan, kernel=kernel.image, initrd=initrd, files=files, append=cmdline, dtb=dtb, tcg_threads=tcg_threads
     )
@@ -268,6 +273,11 @@ def interactive(plan: VmPlan, kernel, run_dir: Path, dtb: Path | None = None) ->
         mods = initramfs.modules_layer(kernel.release, kernel.module_paths(["virtio_pci", "virtio_console"]))
     job = initramfs.job_layer(run_dir / "job.cpio", None, None, interactive=True)
     initrd = initramfs.assemble(run_dir / "initrd.cpio", [base, mods, job])
+    if dtb is None and plan.dt_caches:
+        from ..render import dtb as dtb_mod
+
+        base = render.argv(plan, kernel=kernel.image, initrd=initrd, files=None)
+        dtb = dtb_mod.build(base, plan.topo, run_dir / "machine.dtb")
     argv = render.argv(plan, kernel=kernel.image, initrd=initrd, files=None, interactive=True, dtb=dtb)
     (run_dir / "qemu.argv").write_text(shlex.join(argv) + "\n")
     if not os.isatty(0):

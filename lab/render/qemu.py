@@ -8,6 +8,7 @@ run's file paths into the exact argv.
 
 from __future__ import annotations
 
+import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -61,6 +62,7 @@ class VmPlan:
     cmdline_extra: tuple[str, ...]
     numbering_mode: str  # "native" (guest numbers as the spec) | "translated"
     notes: tuple[str, ...] = field(default_factory=tuple)
+    dt_caches: bool = False  # arm64: boot with an edited device tree (caches, cpu order)
 
     @property
     def spec_to_guest(self) -> dict[int, int]:
@@ -125,7 +127,16 @@ def plan(
                     "SD_BALANCE_FORK/EXEC/WAKE_AFFINE; a lab-built kernel (--kernel lab-6.1) "
                     "takes node_reclaim_distance= and fixes this"
                 )
-    mode = "translated" if list(topo.cpu_ids) != [c.id for c in topo.cpus] else "native"
+    guest_to_spec = tuple(c.id for c in topo.cpus)
+    dt_caches = arch == "arm64" and shutil.which("dtc") is not None
+    if arch == "arm64" and not dt_caches:
+        notes.append("dtc not found (install device-tree-compiler): the guest gets no cache nodes and QEMU's CPU order")
+    if dt_caches:
+        # The device tree's cpu node order sets Linux's logical ids (the boot CPU, QEMU's
+        # CPU 0, is always logical 0): lab writes the nodes in the spec's order.
+        rest = sorted(i for i in topo.cpu_ids if i != topo.cpus[0].id)
+        guest_to_spec = (topo.cpus[0].id, *rest)
+    mode = "native" if list(guest_to_spec) == list(range(topo.n_cpus)) else "translated"
     return VmPlan(
         topo=topo,
         arch=arch,
@@ -139,12 +150,13 @@ def plan(
         smp=smp,
         memory_mb=sum(topo.memory_mb),
         numa_cpu_args=tuple(numa_cpu),
-        guest_to_spec=tuple(c.id for c in topo.cpus),
+        guest_to_spec=guest_to_spec,
         guest_node_to_spec=topo.node_ids,
         guest_reclaim_distance=guest,
         cmdline_extra=tuple(extra),
         numbering_mode=mode,
         notes=tuple(notes),
+        dt_caches=dt_caches,
     )
 
 

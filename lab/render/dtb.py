@@ -1,0 +1,164 @@
+"""Device-tree editing for arm64 guests: caches and CPU numbering.
+
+QEMU 7.2's virt machine puts sockets and clusters in the device tree's cpu-map
+but describes no caches, so an arm64 guest finds only the private L1 its CLIDR
+reports, and the scheduler's MC level cannot span the LLC.  lab dumps the tree
+QEMU generates (``-machine ...,dumpdtb=``), gives every cpu node a
+``next-level-cache`` to a per-core L2 whose ``next-level-cache`` is one L3 per
+LLC of the spec, and boots with ``-dtb``.  The order of the cpu nodes sets
+Linux's logical CPU numbers, so the nodes are also reordered into the spec's
+numbering.
+
+``edit()`` is a pure function of the decompiled tree (dtc -O dts) and the
+topology; the QEMU and dtc calls live in ``build()``.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from .. import proc
+from ..errors import InfraError, UserError
+from ..topology import Topology
+
+L2_SIZE = 512 * 1024
+L3_SIZE_PER_CORE = 1024 * 1024
+LINE = 64
+
+
+def _block_end(text: str, start: int) -> int:
+    """Index just past the '};' closing the block whose '{' is at or after *start*."""
+    i = text.index("{", start)
+    depth = 0
+    while i < len(text):
+        ch = text[i]
+        if ch == "{":
+            depth += 1
+        elif ch == "}":
+            depth -= 1
+            if depth == 0:
+                j = text.index(";", i) + 1
+                return j
+        i += 1
+    raise ValueError("unbalanced braces in the device tree")
+
+
+CPU_RE = re.compile(r"^(\t+)cpu@([0-9]+) \{\n", re.M)  # QEMU names them by cpu index, in decimal
+
+
+def edit(dts: str, topo: Topology, *, caches: bool = True, renumber: bool = True) -> str:
+    """Add the spec's cache hierarchy and reorder cpu nodes into the spec's numbering."""
+    m = re.search(r"^\tcpus \{\n", dts, re.M)
+    if m is None:
+        raise ValueError("no /cpus node in the device tree")
+    cpus_end = _block_end(dts, m.start())
+    inner_end = dts.rindex("\t};", m.start(), cpus_end)  # the line closing /cpus
+    body = dts[m.end() : inner_end]
+    # Split /cpus into its cpu@N blocks (kept whole) and the rest.
+    blocks: list[tuple[int, str]] = []
+    rest: list[str] = []
+    pos = 0
+    for cm in CPU_RE.finditer(body):
+        if cm.start() < pos:
+            continue
+        rest.append(body[pos : cm.start()])
+        end = _block_end(body, cm.start())
+        blocks.append((int(cm.group(2)), body[cm.start() : end]))
+        pos = end
+    rest.append(body[pos:])
+    if len(blocks) != topo.n_cpus:
+        raise ValueError(f"the device tree has {len(blocks)} cpu nodes, the topology {topo.n_cpus} CPUs")
+    # QEMU writes cpu nodes in its cpu index order, which is the spec's canonical order.
+    blocks.sort(key=lambda b: b[0])
+    phandles = [int(x, 16) for x in re.findall(r"phandle = <0x([0-9a-f]+)>;", dts)]
+    next_ph = max(phandles, default=0x8000) + 1
+    indent = CPU_RE.search(body).group(1)  # type: ignore[union-attr]
+
+    new_blocks: list[tuple[int, str]] = []
+    cache_nodes: list[str] = []
+    if caches:
+        l3_ph: dict[int, int] = {}
+        llc_cores: dict[int, int] = {}
+        for c in topo.cpus:
+            llc_cores.setdefault(c.llc, 0)
+            if c.thread == 0:
+                llc_cores[c.llc] += 1
+        for llc in sorted({c.llc for c in topo.cpus}):
+            l3_ph[llc] = next_ph
+            next_ph += 1
+            size = L3_SIZE_PER_CORE * llc_cores[llc]
+            cache_nodes.append(_cache_node(indent, f"l3-cache{llc}", 3, l3_ph[llc], None, size))
+        l2_ph: dict[int, int] = {}
+        for c in topo.cpus:
+            if c.core not in l2_ph:
+                l2_ph[c.core] = next_ph
+                next_ph += 1
+                cache_nodes.append(_cache_node(indent, f"l2-cache{c.core}", 2, l2_ph[c.core], l3_ph[c.llc], L2_SIZE))
+    for (_idx, block), c in zip(blocks, topo.cpus, strict=True):
+        if caches:
+            inner = indent + "\t"
+            block = block.replace(
+                "\n", f"\n{inner}next-level-cache = <0x{l2_ph[c.core]:x}>;\n", 1
+            )
+        new_blocks.append((c.id, block))
+    if renumber:
+        new_blocks.sort(key=lambda b: b[0])
+    others = "".join(rest)
+    new_body = others.rstrip("\n") + "\n\n" + "\n\n".join(b for _, b in new_blocks) + "\n"
+    if cache_nodes:
+        new_body += "\n" + "\n".join(cache_nodes)
+    return dts[: m.end()] + new_body + dts[inner_end:]
+
+
+def _cache_node(indent: str, name: str, level: int, phandle: int, next_ph: int | None, size: int) -> str:
+    i2 = indent + "\t"
+    lines = [
+        f"{indent}{name} {{",
+        f'{i2}compatible = "cache";',
+        f"{i2}cache-level = <{level}>;",
+        f"{i2}cache-unified;",
+        f"{i2}cache-size = <0x{size:x}>;",
+        f"{i2}cache-line-size = <0x{LINE:x}>;",
+        f"{i2}cache-sets = <0x{max(1, size // (LINE * 16)):x}>;",
+    ]
+    if next_ph is not None:
+        lines.append(f"{i2}next-level-cache = <0x{next_ph:x}>;")
+    lines += [f"{i2}phandle = <0x{phandle:x}>;", f"{indent}}};", ""]
+    return "\n".join(lines)
+
+
+def build(qemu_argv: list[str], topo: Topology, out: Path) -> Path:
+    """Dump QEMU's device tree for *qemu_argv*, edit it, compile it to *out*."""
+    argv = list(qemu_argv)
+    try:
+        i = argv.index("-machine")
+    except ValueError as e:
+        raise InfraError("no -machine in the QEMU argv") from e
+    raw = out.with_suffix(".qemu.dtb")
+    argv[i + 1] += f",dumpdtb={raw}"
+    # Drop the devices and chardevs: they do not change the tree's CPUs and caches.
+    proc.run(_strip_io(argv), timeout=120)
+    dts = proc.run(["dtc", "-q", "-I", "dtb", "-O", "dts", str(raw)], timeout=60).stdout.decode()
+    try:
+        edited = edit(dts, topo)
+    except ValueError as e:
+        raise UserError(f"{topo.name}: cannot add caches to QEMU's device tree: {e}") from None
+    src = out.with_suffix(".dts")
+    src.write_text(edited)
+    proc.run(["dtc", "-q", "-I", "dts", "-O", "dtb", "-o", str(out), str(src)], timeout=60)
+    return out
+
+
+def _strip_io(argv: list[str]) -> list[str]:
+    out: list[str] = []
+    skip = False
+    for j, a in enumerate(argv):
+        if skip:
+            skip = False
+            continue
+        if a in ("-chardev", "-device", "-serial") and j + 1 < len(argv):
+            skip = True
+            continue
+        out.append(a)
+    return out + ["-serial", "none"]
