@@ -20,3 +20,11 @@ def have_qemu(arch: str = "x86_64") -> bool:
 
 def in_ci() -> bool:
     return os.environ.get("CI") == "true"
+
+
+# Property tests must not fail on wall-clock deadlines: CI and developer boxes run
+# guests under TCG beside them, so timing says nothing about correctness here.
+from hypothesis import settings  # noqa: E402
+
+settings.register_profile("lab", deadline=None)
+settings.load_profile("lab")
