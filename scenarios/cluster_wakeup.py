@@ -1,0 +1,147 @@
+"""Seed 002: wakeups inside one node should land in the waker's cluster.
+
+Yicong Yang / Barry Song, "[PATCH v9 2/2] sched/fair: Scan cluster before scanning
+LLC in wake-up path" (2023, merged for 6.7): on Kunpeng 920 (clusters of 4 CPUs
+sharing L3 tags, 8 clusters per node, one LLC per node) select_idle_sibling() now
+looks for an idle CPU in the target's cluster before the rest of the LLC; tbench and
+netperf TCP_RR "pinned to one numa" gain 12-19 % at low thread counts.
+
+Here: waker/wakee ping-pong pairs (lab's ``pingpong``, the shape of tbench and
+TCP_RR) restricted to the CPUs of node 0, as many pairs as a quarter of the node's
+CPUs so idle CPUs remain to choose from.  For every wakeup of a pingpong task,
+sched_waking gives the waker's CPU (it fires in the waker's context; its target_cpu
+is only the wakee's previous CPU) and the wakee's next sched_wakeup gives the CPU
+chosen; the pair is classified by the smallest topology level holding both: the
+waker's own CPU or cluster, the rest of its LLC, or elsewhere.  A kernel with the
+patch keeps most of them in the cluster; without it (6.1) the LLC-wide scan takes
+the first idle CPU it finds, in either cluster.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from lab.scenario import Expectation, Scenario, clusters
+
+PHASE = "main"
+COMM = "pingpong"
+SECONDS = 5
+MOSTLY = 0.5  # the share of wakeups in the waker's cluster that passes
+PATCH = '8881e1639f1f ("sched/fair: Scan cluster before scanning LLC in wake-up path", v6.7)'
+
+
+def wakeup_pairs(events, cpu_map, comm: str = COMM):
+    """(waker_cpu, target_cpu, wakee_pid, ts) for each sched_waking followed by a
+    sched_wakeup of the same task.  Wakeups of tasks already running (no
+    sched_wakeup) are skipped."""
+    pending: dict[int, int] = {}
+    out = []
+    for e in events:
+        n = e.name
+        if e.task_comm != comm:
+            continue
+        if n == "sched_waking":
+            pending[e.task_pid] = cpu_map(e.cpu)
+        elif n == "sched_wakeup":
+            src = pending.pop(e.task_pid, None)
+            if src is not None:
+                out.append((src, cpu_map(e.target_cpu), e.task_pid, e.ts))
+    return out
+
+
+def classify(topo, pairs) -> Counter[str]:
+    """'cpu' / 'cluster' (same cluster or core) / 'llc' (rest of the LLC) / 'elsewhere'."""
+    c: Counter[str] = Counter()
+    for src, dst, _, _ in pairs:
+        lv = topo.common_level(src, dst)
+        if lv == "cpu":
+            c["cpu"] += 1
+        elif lv in ("core", "cluster"):
+            c["cluster"] += 1
+        elif lv == "llc":
+            c["llc"] += 1
+        else:
+            c["elsewhere"] += 1
+    return c
+
+
+class ClusterWakeup(Scenario):
+    name = "cluster-wakeup"
+    summary = "ping-pong pairs inside one node: share of wakeups in the waker's cluster / LLC / elsewhere (seed 002)"
+    seed = "002"
+    topologies = ["kunpeng920-2s-mini"]
+    requires = [clusters]
+    events = ["sched:sched_waking", "sched:sched_wakeup", "sched:sched_wakeup_new"]
+    filters = {
+        "sched_waking": f'comm == "{COMM}"',
+        "sched_wakeup": f'comm == "{COMM}"',
+        "sched_wakeup_new": f'comm == "{COMM}"',
+    }
+    workloads = True
+    buffer_kb = 8192
+    timeout = 300
+
+    def steps(self, topo):
+        return f"""
+CPUS=$(labsel node "$(labsel nodes | cut -d, -f1)")
+N=$(labsel count "$CPUS")
+PAIRS=$((N / 4))
+[ "$PAIRS" -ge 1 ] || PAIRS=1
+echo "$CPUS" > allowed
+echo "$PAIRS" > pairs
+lab_trace_on
+lab_run pingpong pingpong -p "$PAIRS" -s {SECONDS} --cpus "$CPUS"
+lab_trace_off
+"""
+
+    def check(self, r):
+        topo = r.topo
+        allowed = (
+            set(r.cpus(r.text("allowed").strip()))
+            if r.text("allowed").strip()
+            else set(topo.cpu_ids)
+        )
+        pairs = wakeup_pairs(r.events(PHASE, only=["sched_waking", "sched_wakeup"]), r.cpu_map)
+        c = classify(topo, pairs)
+        n = len(pairs)
+        share = {k: (c.get(k, 0) / n if n else 0.0) for k in ("cpu", "cluster", "llc", "elsewhere")}
+        in_cluster = share["cpu"] + share["cluster"]
+        outside = [(s, d, p, ts) for s, d, p, ts in pairs if d not in allowed]
+        step = r.step("pingpong")
+        rtt = step.json.get("total_rtt_per_s")
+        return [
+            Expectation(
+                "wakeups observed (sched_waking paired with sched_wakeup)",
+                n > 0,
+                figures={
+                    "wakeups": n,
+                    "pairs": int(r.text("pairs").strip() or 0),
+                    "total_rtt_per_s": rtt,
+                },
+                note="" if n else "no pingpong wakeups in the trace",
+            ),
+            Expectation(
+                "every wakeup inside the node the pairs are restricted to",
+                n > 0 and not outside,
+                evidence=[
+                    f"{ts:.6f}: pid {p} woken from CPU {s} onto CPU {d}"
+                    for s, d, p, ts in outside[:20]
+                ],
+                figures={"outside": len(outside)},
+            ),
+            Expectation(
+                "most wakeups land in the waker's cluster",
+                n > 0 and in_cluster >= MOSTLY,
+                evidence=[f"{k}: {c.get(k, 0)} of {n} ({share[k]:.1%})" for k in share],
+                figures={
+                    "same_cpu": round(share["cpu"], 3),
+                    "waker_cluster": round(in_cluster, 3),
+                    "waker_llc_other_cluster": round(share["llc"], 3),
+                    "elsewhere": round(share["elsewhere"], 3),
+                },
+                note=""
+                if in_cluster >= MOSTLY or not n
+                else f"{in_cluster:.0%} in the waker's cluster: select_idle_sibling() scans the whole LLC for an idle CPU; "
+                f"the cluster-first scan is {PATCH}, not in kernels before 6.7",
+            ),
+        ]

@@ -1,0 +1,592 @@
+"""Every scenario file: it loads, its API is well formed, its default topologies meet its
+requirements, its guest job is valid shell, and its check() gives the right verdict on
+recorded runs (tests/fixtures/runs/, from real guests) and on small synthetic traces."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from lab import runner, topology
+from lab import scenario as sc
+
+RUNS = Path(__file__).resolve().parents[1] / "fixtures" / "runs"
+NAMES = sc.names()
+SEEDS = {
+    "numa-balancing": "001",
+    "cluster-wakeup": "002",
+    "preferred-node-migrations": "003",
+    "soft-affinity": "004",
+}
+KNOWN_TOOLS = {"perf", "hackbench", "stress-ng", "numactl"}
+TRACE_EVENTS = {
+    "sched_switch",
+    "sched_wakeup",
+    "sched_waking",
+    "sched_wakeup_new",
+    "sched_migrate_task",
+    "sched_move_numa",
+    "sched_swap_numa",
+    "sched_stick_numa",
+    "sched_process_fork",
+    "sched_process_exit",
+}
+
+
+def module_of(s: sc.Scenario):
+    return sys.modules[type(s).__module__]
+
+
+# ---- API validity ------------------------------------------------------------------------
+
+
+def test_the_seed_scenarios_exist():
+    assert set(SEEDS) <= set(NAMES)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_scenario_loads_and_is_well_formed(name):
+    s = sc.load(name)
+    assert s.name == name  # file name with dashes
+    assert Path(s.path).name == name.replace("-", "_") + ".py"
+    assert s.summary and s.seed and s.topologies
+    assert (module_of(s).__doc__ or "").strip(), "say what the scenario reproduces in its docstring"
+    if name in SEEDS:
+        assert s.seed == SEEDS[name]
+    for t in s.topologies:
+        assert t in topology.catalog_names(), f"{name}: unknown topology {t}"
+    for ev in s.events:
+        sysname, _, evname = ev.partition(":")
+        assert sysname == "sched" and evname in TRACE_EVENTS, ev
+    short = {ev.partition(":")[2] for ev in s.events}
+    assert set(s.filters) <= short, "a filter for an event that is not traced"
+    assert set(s.tools) <= KNOWN_TOOLS
+    assert s.buffer_kb >= 1024 and 0 < s.timeout <= 900
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_default_topology_meets_the_requirements(name):
+    """The first listed topology is where `lab run NAME` goes; others may be listed to
+    show a SKIP (llc-spread-pinned lists icelake-2s-mini, one LLC per socket)."""
+    s = sc.load(name)
+    assert s.unmet(topology.load(s.topologies[0])) == [], f"{name} on {s.topologies[0]}"
+    if name in SEEDS:
+        assert all(s.unmet(topology.load(t)) == [] for t in s.topologies)
+
+
+def test_cluster_wakeup_skips_without_clusters():
+    s = sc.load("cluster-wakeup")
+    assert s.unmet(topology.load("xeon-2s22c-mini")) == ["clusters (a level between core and LLC)"]
+    assert s.unmet(topology.load("kunpeng920-2s-mini")) == []
+
+
+def test_cluster_wakeup_skip_through_the_cli():
+    from click.testing import CliRunner
+
+    from lab.cli import main
+
+    r = CliRunner().invoke(main, ["run", "cluster-wakeup", "--topology", "xeon-2s22c-mini"])
+    assert r.exit_code == 0, r.output
+    assert r.output.startswith("SKIP cluster-wakeup on xeon-2s22c-mini") and "clusters" in r.output
+
+
+def test_requirements_against_the_catalog():
+    """Which catalog machines each seed scenario can run on (the two-node ones for all
+    but cluster-wakeup; clusters only on Kunpeng)."""
+    ok = {n: [t.name for t in topology.catalog() if not sc.load(n).unmet(t)] for n in SEEDS}
+    assert ok["cluster-wakeup"] and all(t.startswith("kunpeng920") for t in ok["cluster-wakeup"])
+    for n in ("numa-balancing", "preferred-node-migrations", "soft-affinity"):
+        assert set(ok[n]) == {t.name for t in topology.catalog() if t.n_nodes >= 2}
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_job_script_is_valid_shell(name, tmp_path):
+    s = sc.load(name)
+    job = runner.job_script(s, topology.load(s.topologies[0]))
+    assert "lab_trace_on" in job and "lab_trace_off" in job
+    # lib.sh's globals live in the job's shell: a step that assigns one breaks tracing
+    # (numa-balancing's "T=..." once did, when lib.sh kept the tracefs path in $T).
+    steps = s.steps(topology.load(s.topologies[0]))
+    assert not re.search(r"^\s*(LAB_TRACEFS|LAB_OUT)=", steps, re.M)
+    p = tmp_path / "job.sh"
+    p.write_text(job)
+    sh = shutil.which("busybox") and ["busybox", "sh"] or ["sh"]
+    r = subprocess.run([*sh, "-n", str(p)], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+
+
+# ---- helpers for synthetic runs --------------------------------------------------------------
+
+
+def line(comm: str, pid: int, cpu: int, ts: float, event: str, body: str) -> str:
+    return f"{comm:>16}-{pid:<7} [{cpu:03d}] d..2. {ts:12.6f}: {event}: {body}\n"
+
+
+def fake_run(tmp_path: Path, name: str, topo_name: str, files: dict[str, str]) -> SimpleNamespace:
+    s = sc.load(name)
+    topo = topology.load(topo_name)
+    out = tmp_path / "out"
+    out.mkdir()
+    for f, text in files.items():
+        (out / f).write_text(text)
+    plan = SimpleNamespace(
+        guest_to_spec=tuple(c.id for c in topo.cpus),
+        guest_node_to_spec=topo.node_ids,
+        guest_reclaim_distance=30,
+        cpu_vendor="intel",
+    )
+    r = sc.Result(s, topo, plan, None, out, None)
+    exps = sc.call_check(s, r)
+    return SimpleNamespace(by={e.name: e for e in exps}, exps=exps, ok=all(e.ok for e in exps))
+
+
+def by_name(o):
+    return {e.name: e for e in o.expectations}
+
+
+# ---- numa-balancing (seed 001) -------------------------------------------------------------
+
+
+def test_numa_balancing_recorded_run_reports_counts_and_why_not_converged():
+    o = runner.recheck(RUNS / "numa-balancing-numa4-96-mini-debian")
+    e = by_name(o)
+    assert e["NUMA balancing enabled and sped up (knobs written)"].ok
+    ran = e["the benchmark ran (numa01 shape)"]
+    assert ran.ok and ran.figures["threads_per_proc"] == 16 and ran.figures["runtime_max_s"] > 10
+    act = e["NUMA balancing was active (hinting faults, task moves)"]
+    assert act.ok and act.figures["numa_hint_faults"] > 0
+    assert act.figures["sched_move_numa"] + act.figures["sched_swap_numa"] > 0
+    conv = e["each process's threads end on their own node(s) (convergence)"]
+    assert conv.figures["threads_seen"] == 32 and conv.figures["nodes_needed"] == 2
+    recorded = json.loads(
+        (RUNS / "numa-balancing-numa4-96-mini-debian" / "results.json").read_text()
+    )
+    assert o.status == recorded["status"]
+    if not conv.ok:
+        assert "not converged" in conv.note and "swaps" in conv.note
+        assert any(ln.startswith("process 0: threads on nodes") for ln in conv.evidence)
+
+
+def _numa_trace(placement: dict[str, int], swaps: int = 2) -> str:
+    """perf-like workers 'thread P/T' forked at t=1, placed on CPU placement[name], exit at t=11."""
+    out = []
+    pid = 500
+    pids = {}
+    for name, cpu in placement.items():
+        pid += 1
+        pids[name] = pid
+        out.append(
+            line(
+                "process 0",
+                400,
+                0,
+                1.0,
+                "sched_wakeup_new",
+                f"comm=numa-mem pid={pid} prio=120 target_cpu={cpu:03d}",
+            )
+        )
+    for i in range(swaps):
+        out.append(
+            line(
+                "thread 0/0",
+                501,
+                0,
+                2.0 + i,
+                "sched_swap_numa",
+                "src_pid=501 src_tgid=400 src_ngid=0 src_cpu=0 src_nid=0 dst_pid=503 dst_tgid=401 "
+                "dst_ngid=0 dst_cpu=8 dst_nid=1",
+            )  # fmt: skip
+        )
+    out.append(
+        line(
+            "thread 0/1",
+            502,
+            1,
+            3.0,
+            "sched_move_numa",
+            "pid=502 tgid=400 ngid=0 src_cpu=1 src_nid=0 dst_cpu=2 dst_nid=0",
+        )
+    )
+    for name, p in pids.items():
+        out.append(
+            line(
+                name,
+                p,
+                placement[name],
+                11.0,
+                "sched_process_exit",
+                f"comm={name} pid={p} prio=120",
+            )
+        )
+    return "".join(out)
+
+
+NB_COMMON = {
+    "knobs": "/proc/sys/kernel/numa_balancing=1\n",
+    "threads_per_proc": "2\n",
+    "numa01.rc": "0\n",
+    "numa01.out": " main,    10.000, secs,   runtime-max/thread\n main,    1.0, GB/sec,   total-speed\n",
+    "vmstat.numa01.before": "numa_hint_faults 10\nnuma_pages_migrated 0\n",
+    "vmstat.numa01.after": "numa_hint_faults 110\nnuma_pages_migrated 64\n",
+    "phase.numa01.start": "1.0\n",
+    "phase.numa01.end": "11.5\n",
+}
+
+
+def test_numa_balancing_converged_processes_pass(tmp_path):
+    # numa4-96-mini: node 0 = CPUs 0-7, node 2 = CPUs 16-23; 2 threads per process need 1 node.
+    trace = _numa_trace({"thread 0/0": 0, "thread 0/1": 1, "thread 1/0": 16, "thread 1/1": 17})
+    o = fake_run(
+        tmp_path, "numa-balancing", "numa4-96-mini", {**NB_COMMON, "trace.numa01.txt": trace}
+    )
+    assert o.ok, [e.to_dict() for e in o.exps if not e.ok]
+    conv = o.by["each process's threads end on their own node(s) (convergence)"]
+    assert conv.figures["proc0_nodes"] == "0:2" and conv.figures["proc1_nodes"] == "2:2"
+    act = o.by["NUMA balancing was active (hinting faults, task moves)"]
+    assert act.figures["sched_swap_numa"] == 2 and act.figures["sched_move_numa"] == 1
+    assert act.figures["numa_hint_faults"] == 100 and act.figures["numa_pages_migrated"] == 64
+
+
+def test_numa_balancing_shared_node_fails_with_evidence(tmp_path):
+    trace = _numa_trace({"thread 0/0": 0, "thread 0/1": 8, "thread 1/0": 9, "thread 1/1": 17})
+    o = fake_run(
+        tmp_path, "numa-balancing", "numa4-96-mini", {**NB_COMMON, "trace.numa01.txt": trace}
+    )
+    conv = o.by["each process's threads end on their own node(s) (convergence)"]
+    assert not conv.ok and "not converged" in conv.note
+    assert "nodes holding threads of both processes: [1]" in conv.evidence
+
+
+def test_numa_balancing_final_window_decides(tmp_path):
+    """A thread that moved to its sibling's node early in the run counts where it ended."""
+    trace = _numa_trace({"thread 0/0": 0, "thread 0/1": 8, "thread 1/0": 16, "thread 1/1": 17})
+    moved = line(
+        "migration/8",
+        60,
+        8,
+        4.0,
+        "sched_migrate_task",
+        "comm=thread 0/1 pid=502 prio=120 orig_cpu=8 dest_cpu=1",
+    )
+    lines = trace.splitlines(keepends=True)
+    trace = "".join(lines[:4] + [moved] + lines[4:])
+    o = fake_run(
+        tmp_path, "numa-balancing", "numa4-96-mini", {**NB_COMMON, "trace.numa01.txt": trace}
+    )
+    assert o.by["each process's threads end on their own node(s) (convergence)"].ok
+
+
+def test_perf_summary_parsing():
+    mod = module_of(sc.load("numa-balancing"))
+    figs = mod.perf_figures(
+        " main,      29.575, secs,   runtime-max/thread\n # junk, 1\n main, 0.058, GB/sec, total-speed\n"
+    )
+    assert figs == {"runtime-max/thread": 29.575, "total-speed": 0.058}
+
+
+# ---- preferred-node-migrations (seed 003) ---------------------------------------------------
+
+
+def test_preferred_node_recorded_run():
+    d = RUNS / "preferred-node-migrations-epyc7551-8n-mini-debian"
+    o = runner.recheck(d)
+    e = by_name(o)
+    for ph in ("nb0", "nb1"):
+        mem = e[f"{ph}: the probe's buffer stayed on node 0"]
+        assert mem.ok and mem.figures["pages_sampled"] > 0 and mem.figures["off_node"] == 0
+        tab = e[f"{ph}: migrations observed, classified, table adds up"]
+        f = tab.figures
+        assert f["samecore"] + f["same_llc"] + f["samenode"] + f["crossnode"] == f["total"]
+        assert f["to_0"] + f["from_0"] <= f["crossnode"]
+        assert 0.0 <= f["run_on_node0"] <= 1.0
+        assert tab.evidence[-1].startswith("num_migrations: ")
+    assert e["background load ran in both phases (stress-ng --cpu-load 60)"].ok
+    cmp_ = e["NUMA balancing off vs on (figures: the seed's {02} vs {11})"]
+    assert cmp_.figures["loop_s_nb0"] > 0 and cmp_.figures["loop_s_nb1"] > 0
+    assert o.status == json.loads((d / "results.json").read_text())["status"]
+
+
+def _probe_files(ph: str, mem_nodes: dict, migs: list[tuple[int, int]]) -> dict[str, str]:
+    trace = "".join(
+        line(
+            "migration/0",
+            20,
+            a,
+            1.0 + i,
+            "sched_migrate_task",
+            f"comm=memprobe pid=300 prio=120 orig_cpu={a} dest_cpu={b}",
+        )
+        for i, (a, b) in enumerate(migs)
+    )
+    # 2 s on CPU 0 (node 0), then 1 s on CPU 16 (node 2 in smt-last epyc mini numbering)
+    trace += line(
+        "memprobe",
+        300,
+        0,
+        10.0,
+        "sched_switch",
+        "prev_comm=memprobe prev_pid=300 prev_prio=120 prev_state=R ==> next_comm=swapper/0 next_pid=0 next_prio=120",
+    )
+    js = {"workload": "memprobe", "loops": 10, "loop_s": 0.1, "mem_nodes": mem_nodes}
+    return {
+        f"trace.{ph}.txt": trace,
+        f"probe_{ph}.out": json.dumps(js) + "\n",
+        f"probe_{ph}.rc": "0\n",
+    }
+
+
+def test_preferred_node_table_and_memory_checks(tmp_path):
+    topo = topology.load("epyc7551-8n-mini")
+    g = [c.id for c in topo.cpus]  # guest -> spec
+    n0 = [i for i, s in enumerate(g) if topo.node_of(s) == 0]
+    n1 = [i for i, s in enumerate(g) if topo.node_of(s) == 1]
+    core_sib = [
+        i for i, s in enumerate(g) if s != g[n0[0]] and topo.common_level(s, g[n0[0]]) == "core"
+    ][0]
+    migs = [(n0[0], core_sib), (core_sib, n1[0]), (n1[0], n0[0])]
+    ok = "stress-ng: info:  [1] dispatching hogs: 16 cpu\n"
+    files = {"stress_nb0.out": ok, "stress_nb1.out": ok, "workers": "16\n"}
+    files.update(_probe_files("nb0", {"0": 4096}, migs))
+    files.update(_probe_files("nb1", {"0": 4000, "1": 96}, []))
+    o = fake_run(tmp_path, "preferred-node-migrations", "epyc7551-8n-mini", files)
+    t0 = o.by["nb0: migrations observed, classified, table adds up"]
+    assert t0.ok
+    assert (
+        t0.figures["samecore"],
+        t0.figures["crossnode"],
+        t0.figures["to_0"],
+        t0.figures["from_0"],
+    ) == (1, 2, 1, 1)
+    assert not o.by["nb1: the probe's buffer stayed on node 0"].ok
+    t1 = o.by["nb1: migrations observed, classified, table adds up"]
+    assert not t1.ok and "never migrated" in t1.note
+
+
+def test_preferred_node_failed_background_load_is_stated(tmp_path):
+    files = {
+        "stress_nb0.out": "stress-ng: info:  [1] dispatching hogs: 32 cpu\nstress-ng: info:  [3] stressor terminated with unexpected signal signal 4 'SIGILL'\n",
+        "stress_nb1.out": "",
+    }
+    files.update(_probe_files("nb0", {"0": 1}, [(0, 1)]))
+    files.update(_probe_files("nb1", {"0": 1}, [(0, 1)]))
+    o = fake_run(tmp_path, "preferred-node-migrations", "epyc7551-8n-mini", files)
+    e = o.by["background load ran in both phases (stress-ng --cpu-load 60)"]
+    assert not e.ok and "SIGILL" in e.evidence[0] and "no reason to move" in e.note
+    assert e.evidence[1] == "stress_nb1.out: empty"
+
+
+# ---- soft-affinity (seed 004) -------------------------------------------------------------
+
+
+def test_soft_affinity_recorded_run():
+    """Its traces are the first 300 kB of each phase's (the run's were 0.6-0.8 MB), so the
+    counts are smaller than results.json's; the verdict is the same."""
+    d = RUNS / "soft-affinity-xeon-2s22c-mini-debian"
+    o = runner.recheck(d)
+    e = by_name(o)
+    hard = e["hard affinity: no cross-node migration of a hackbench task"]
+    assert hard.ok and hard.figures["cross_node"] == 0 and hard.figures["migrations"] > 0
+    none = e["no affinity: cross-node migrations counted"]
+    assert none.ok and none.figures["migrations"] > 0
+    times = e["run time of each instance, hard vs none (figures; the RFC's %gain)"]
+    assert all(times.figures[f"time_{p}_{i}_s"] > 0 for p in ("hard", "none") for i in "ab")
+    assert o.status == json.loads((d / "results.json").read_text())["status"] == "PASS"
+
+
+def test_soft_affinity_cross_node_under_hard_affinity_fails(tmp_path):
+    # xeon-2s22c-mini, smt-last: guest CPU 0 is spec 0 (node 0); guest 16.. are node 1's cores.
+    topo = topology.load("xeon-2s22c-mini")
+    g = [c.id for c in topo.cpus]
+    a = next(i for i, s in enumerate(g) if topo.node_of(s) == 0)
+    b = next(i for i, s in enumerate(g) if topo.node_of(s) == 1)
+    a2 = next(i for i, s in enumerate(g) if topo.node_of(s) == 0 and i != a)
+    hard = line(
+        "hackbench",
+        700,
+        a,
+        1.0,
+        "sched_process_fork",
+        "comm=hackbench pid=700 child_comm=hackbench child_pid=701",
+    )
+    hard += line(
+        "hackbench",
+        701,
+        a,
+        1.1,
+        "sched_migrate_task",
+        f"comm=hackbench pid=701 prio=120 orig_cpu={a} dest_cpu={a2}",
+    )
+    hard += line(
+        "hackbench",
+        701,
+        a,
+        1.2,
+        "sched_migrate_task",
+        f"comm=hackbench pid=701 prio=120 orig_cpu={a2} dest_cpu={b}",
+    )
+    none = line(
+        "hackbench",
+        800,
+        a,
+        2.0,
+        "sched_migrate_task",
+        f"comm=hackbench pid=801 prio=120 orig_cpu={a} dest_cpu={b}",
+    )
+    files = {"trace.hard.txt": hard, "trace.none.txt": none}
+    for k, t in (("hard_a", 1.5), ("hard_b", 1.6), ("none_a", 1.4), ("none_b", 1.7)):
+        files[f"{k}.out"] = f"Running in process mode with 2 groups\nTime: {t}\n"
+        files[f"{k}.rc"] = "0\n"
+    o = fake_run(tmp_path, "soft-affinity", "xeon-2s22c-mini", files)
+    e = o.by["hard affinity: no cross-node migration of a hackbench task"]
+    assert not e.ok and e.figures["cross_node"] == 1 and e.figures["migrations"] == 2
+    assert "pid=701" in e.evidence[0] and "(node 1)" in e.evidence[0]
+    assert o.by["no affinity: cross-node migrations counted"].figures["cross_node_share"] == 1.0
+    t = o.by["run time of each instance, hard vs none (figures; the RFC's %gain)"]
+    assert t.figures["gain_hard_vs_none_pct"] == round(100 * (3.1 - 3.1) / 3.1, 2)
+
+
+def test_hackbench_time_and_instance_roots():
+    mod = module_of(sc.load("soft-affinity"))
+    assert mod.hb_time("Running in process mode\nEach sender ...\nTime: 12.345\n") == 12.345
+    assert mod.hb_time("no time") is None
+    from lab.trace import parse
+
+    evs = list(
+        parse(
+            [
+                line(
+                    "hackbench",
+                    10,
+                    0,
+                    1.0,
+                    "sched_process_fork",
+                    "comm=hackbench pid=10 child_comm=hackbench child_pid=11",
+                ),
+                line(
+                    "hackbench",
+                    11,
+                    0,
+                    1.0,
+                    "sched_process_fork",
+                    "comm=hackbench pid=11 child_comm=hackbench child_pid=12",
+                ),
+                line(
+                    "hackbench",
+                    20,
+                    0,
+                    1.0,
+                    "sched_process_fork",
+                    "comm=hackbench pid=20 child_comm=hackbench child_pid=21",
+                ),
+            ]
+        )
+    )
+    assert mod.instance_roots(evs) == {10: 10, 11: 10, 12: 10, 20: 20, 21: 20}
+
+
+# ---- cluster-wakeup (seed 002, arm64: no guest here yet) -------------------------------------
+
+
+def _pingpong_trace(moves: list[tuple[int, int]]) -> str:
+    """Each (waker_cpu, target_cpu): a sched_waking on the waker's CPU, then the sched_wakeup
+    (on the target CPU, as a queued wakeup reports it)."""
+    out = []
+    for i, (src, dst) in enumerate(moves):
+        ts = 1.0 + i * 0.001
+        out.append(
+            line(
+                "pingpong",
+                100,
+                src,
+                ts,
+                "sched_waking",
+                f"comm=pingpong pid=101 prio=120 target_cpu={src + 1:03d}",
+            )
+        )
+        out.append(
+            line(
+                "<idle>",
+                0,
+                dst,
+                ts + 0.0001,
+                "sched_wakeup",
+                f"comm=pingpong pid=101 prio=120 target_cpu={dst:03d}",
+            )
+        )
+    # A wakeup of something else, and a waking without wakeup (task already running): ignored.
+    out.append(
+        line(
+            "pingpong",
+            100,
+            0,
+            9.0,
+            "sched_waking",
+            "comm=kworker/0:1 pid=7 prio=120 target_cpu=005",
+        )
+    )
+    out.append(
+        line(
+            "pingpong", 100, 0, 9.1, "sched_waking", "comm=pingpong pid=102 prio=120 target_cpu=003"
+        )
+    )
+    return "".join(out)
+
+
+CW_FILES = {
+    "allowed": "0-7\n",
+    "pairs": "2\n",
+    "pingpong.rc": "0\n",
+    "pingpong.out": '{"workload":"pingpong","total_rtt_per_s":1234.5}\n',
+}
+
+
+def test_cluster_wakeup_in_cluster_passes(tmp_path):
+    # kunpeng920-2s-mini: node 0 = CPUs 0-7, clusters 0-3 and 4-7.
+    trace = _pingpong_trace([(0, 1), (1, 2), (4, 5), (0, 0), (0, 4)])
+    o = fake_run(
+        tmp_path, "cluster-wakeup", "kunpeng920-2s-mini", {**CW_FILES, "trace.main.txt": trace}
+    )
+    assert o.ok, [e.to_dict() for e in o.exps if not e.ok]
+    f = o.by["most wakeups land in the waker's cluster"].figures
+    assert (f["same_cpu"], f["waker_cluster"], f["waker_llc_other_cluster"], f["elsewhere"]) == (
+        0.2,
+        0.8,
+        0.2,
+        0.0,
+    )
+    assert o.by["wakeups observed (sched_waking paired with sched_wakeup)"].figures["wakeups"] == 5
+
+
+def test_cluster_wakeup_llc_wide_spread_fails_naming_the_patch(tmp_path):
+    trace = _pingpong_trace([(0, 4), (1, 5), (4, 0), (5, 1), (0, 1)])
+    o = fake_run(
+        tmp_path, "cluster-wakeup", "kunpeng920-2s-mini", {**CW_FILES, "trace.main.txt": trace}
+    )
+    e = o.by["most wakeups land in the waker's cluster"]
+    assert not e.ok and e.figures["waker_llc_other_cluster"] == 0.8
+    assert "Scan cluster before scanning LLC" in e.note
+    assert o.by["every wakeup inside the node the pairs are restricted to"].ok
+
+
+def test_cluster_wakeup_outside_the_node_fails(tmp_path):
+    trace = _pingpong_trace([(0, 1), (1, 9)])
+    o = fake_run(
+        tmp_path, "cluster-wakeup", "kunpeng920-2s-mini", {**CW_FILES, "trace.main.txt": trace}
+    )
+    e = o.by["every wakeup inside the node the pairs are restricted to"]
+    assert not e.ok and e.figures["outside"] == 1 and "onto CPU 9" in e.evidence[0]
+    assert o.by["most wakeups land in the waker's cluster"].figures["elsewhere"] == 0.5
+
+
+def test_cluster_wakeup_empty_trace_fails(tmp_path):
+    o = fake_run(
+        tmp_path, "cluster-wakeup", "kunpeng920-2s-mini", {**CW_FILES, "trace.main.txt": ""}
+    )
+    assert not o.by["wakeups observed (sched_waking paired with sched_wakeup)"].ok

@@ -1,0 +1,45 @@
+"""Each x86 seed scenario on its mini topology with Debian's kernel, through `lab run`:
+it must PASS (exit 0), or FAIL (exit 1) only with every failed expectation carrying the
+scenario's stated reason; an ERROR (exit 3: lost guest, trace overflow, workload
+failure) fails the test.  cluster-wakeup needs an arm64 guest (its SKIP on a topology
+without clusters is tested in tests/unit/test_scenarios.py)."""
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from lab.cli import main
+
+X86_SEEDS = {
+    "numa-balancing": "numa4-96-mini",
+    "preferred-node-migrations": "epyc7551-8n-mini",
+    "soft-affinity": "xeon-2s22c-mini",
+}
+
+
+def qemu_running(marker: str) -> bool:
+    out = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
+    return any("qemu-system" in ln and marker in ln for ln in out.splitlines())
+
+
+@pytest.mark.vm
+@pytest.mark.parametrize("name", sorted(X86_SEEDS))
+def test_seed_scenario_passes_or_states_why(debian_kernel, name):
+    runs = Path(os.environ["LAB_RUNS"])
+    r = CliRunner().invoke(main, ["run", name])
+    assert r.exit_code in (0, 1), r.output
+    (run_dir,) = list(runs.glob(f"*-{name}-*"))
+    res = json.loads((run_dir / "results.json").read_text())
+    assert res["topology"] == X86_SEEDS[name]
+    assert res["status"] == ("PASS" if r.exit_code == 0 else "FAIL"), res
+    assert res["expectations"], "a run with no expectations proves nothing"
+    failed = [e for e in res["expectations"] if e["status"] == "FAIL"]
+    assert all(e["note"] for e in failed), [e["name"] for e in failed if not e["note"]]
+    for e in failed:  # the reason is on the terminal too
+        assert e["name"] in r.output
+    assert (run_dir / "out").is_dir() and list((run_dir / "out").glob("trace.*.txt"))
+    assert not qemu_running(str(run_dir))
