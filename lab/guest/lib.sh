@@ -4,58 +4,62 @@
 # sized by the host, and after each phase the trace, the per-CPU overrun counts
 # and /proc/vmstat + /proc/schedstat before and after land in $LAB_OUT.
 
-T=/sys/kernel/tracing
-[ -d $T/events ] || T=/sys/kernel/debug/tracing
+LAB_TRACEFS=/sys/kernel/tracing
+[ -d $LAB_TRACEFS/events ] || LAB_TRACEFS=/sys/kernel/debug/tracing
 LAB_OUT=${LAB_OUT:-/tmp/out}
 
 lab_log() { echo "lab: $*" > "${LAB_LOG_PORT:-/dev/null}" 2>/dev/null; echo "# $*"; }
 
 # lab_trace_setup "sched:sched_switch sched:sched_wakeup ..."  (filters from LAB_FILTER_<event>)
 lab_trace_setup() {
-    [ -d $T/events ] || { echo "lab: no tracefs (CONFIG_FTRACE?)" >&2; return 1; }
-    echo 0 > $T/tracing_on
-    echo nop > $T/current_tracer
-    echo 0 > $T/events/enable
-    echo "${LAB_TRACE_BUFFER_KB:-4096}" > $T/buffer_size_kb || return 1
-    echo > $T/trace
+    [ -d $LAB_TRACEFS/events ] || { echo "lab: no tracefs (CONFIG_FTRACE?)" >&2; return 1; }
+    echo 0 > $LAB_TRACEFS/tracing_on
+    echo nop > $LAB_TRACEFS/current_tracer
+    echo 0 > $LAB_TRACEFS/events/enable
+    echo "${LAB_TRACE_BUFFER_KB:-4096}" > $LAB_TRACEFS/buffer_size_kb || return 1
+    echo > $LAB_TRACEFS/trace
     for e in $1; do
         sys=${e%%:*}
         ev=${e#*:}
-        if [ ! -d "$T/events/$sys/$ev" ]; then
+        if [ ! -d "$LAB_TRACEFS/events/$sys/$ev" ]; then
             echo "lab: trace event $e not in this kernel" >&2
             return 1
         fi
         eval "f=\${LAB_FILTER_$ev:-}"
-        [ -n "$f" ] && echo "$f" > "$T/events/$sys/$ev/filter"
-        echo 1 > "$T/events/$sys/$ev/enable"
+        # A filter the kernel refuses would leave the event unfiltered (a flood): refuse.
+        if [ -n "$f" ] && ! echo "$f" > "$LAB_TRACEFS/events/$sys/$ev/filter"; then
+            echo "lab: the kernel refused the filter for $e: $f" >&2
+            return 1
+        fi
+        echo 1 > "$LAB_TRACEFS/events/$sys/$ev/enable"
     done
 }
 
 # lab_trace_on PHASE: snapshot counters, clear the buffer, start tracing.
 lab_trace_on() {
     p=${1:-main}
-    echo > $T/trace
+    echo > $LAB_TRACEFS/trace
     cat /proc/vmstat > "$LAB_OUT/vmstat.$p.before"
     cat /proc/schedstat > "$LAB_OUT/schedstat.$p.before"
     cut -d' ' -f1 /proc/uptime > "$LAB_OUT/phase.$p.start"
-    echo 1 > $T/tracing_on
+    echo 1 > $LAB_TRACEFS/tracing_on
 }
 
 # lab_trace_off PHASE: stop, snapshot counters, save the trace and the overruns.
 lab_trace_off() {
     p=${1:-main}
-    echo 0 > $T/tracing_on
+    echo 0 > $LAB_TRACEFS/tracing_on
     cut -d' ' -f1 /proc/uptime > "$LAB_OUT/phase.$p.end"
     cat /proc/vmstat > "$LAB_OUT/vmstat.$p.after"
     cat /proc/schedstat > "$LAB_OUT/schedstat.$p.after"
     lost=0
-    for c in $T/per_cpu/cpu*; do
+    for c in $LAB_TRACEFS/per_cpu/cpu*; do
         o=$(awk '/^overrun:/ {print $2} /^dropped events:/ {print $3}' "$c/stats" | awk '{s+=$1} END {print s+0}')
         lost=$((lost + o))
     done
     echo "$lost" > "$LAB_OUT/trace.$p.lost"
-    cat $T/trace > "$LAB_OUT/trace.$p.txt"
-    echo > $T/trace
+    cat $LAB_TRACEFS/trace > "$LAB_OUT/trace.$p.txt"
+    echo > $LAB_TRACEFS/trace
 }
 
 # lab_run NAME CMD...: run a workload step; its stdout/stderr/rc are kept; a
