@@ -590,3 +590,18 @@ def test_cluster_wakeup_empty_trace_fails(tmp_path):
         tmp_path, "cluster-wakeup", "kunpeng920-2s-mini", {**CW_FILES, "trace.main.txt": ""}
     )
     assert not o.by["wakeups observed (sched_waking paired with sched_wakeup)"].ok
+
+
+def test_cluster_wakeup_recorded_arm64_run_fails_naming_the_patch():
+    """Recorded on kunpeng920-2s-mini with Debian's arm64 6.1 (trace: its last 300 kB of
+    4.7 MB; the first seconds, before the pairs' tasks are balanced apart, stay in-cluster):
+    2 pairs on node 0's 8 CPUs, almost every wakeup lands in the other cluster."""
+    d = RUNS / "cluster-wakeup-kunpeng920-2s-mini-debian"
+    o = runner.recheck(d)
+    e = by_name(o)
+    assert e["wakeups observed (sched_waking paired with sched_wakeup)"].figures["wakeups"] > 1000
+    assert e["every wakeup inside the node the pairs are restricted to"].ok
+    most = e["most wakeups land in the waker's cluster"]
+    assert o.status == json.loads((d / "results.json").read_text())["status"] == "FAIL"
+    assert not most.ok and most.figures["waker_llc_other_cluster"] > 0.5
+    assert "8881e1639f1f" in most.note
