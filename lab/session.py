@@ -38,14 +38,16 @@ class Session:
         return val == "y"
 
 
-def prepare(topo: Topology, kernel_spec: str, *, accel: str = "auto", cpu_model: str = "auto", build: bool = True) -> Session:
+def prepare(
+    topo: Topology, kernel_spec: str, *, accel: str = "auto", cpu_model: str = "auto", build: bool = True, tcg: str = "auto"
+) -> Session:
     from .kernel import resolve
 
     h = host_mod.probe()
     kernel = resolve(kernel_spec, topo.arch, build=build)
     if kernel.arch != topo.arch:
         raise UserError(f"kernel {kernel.name} is {kernel.arch}, topology {topo.name} is {topo.arch}")
-    plan = render.plan(topo, h, accel=accel, cpu_model=cpu_model, kernel_features=frozenset(kernel.features))
+    plan = render.plan(topo, h, accel=accel, cpu_model=cpu_model, kernel_features=frozenset(kernel.features), tcg=tcg)
     return Session(topo, kernel, plan)
 
 
@@ -83,6 +85,7 @@ def write_plan(run_dir: Path, s: Session) -> None:
                 "cpu_vendor": p.cpu_vendor,
                 "qemu_version": list(p.qemu_version),
                 "smp": p.smp,
+                "tcg_threads": p.tcg_threads,
                 "numbering": p.numbering_mode,
                 "guest_to_spec": list(p.guest_to_spec),
                 "guest_node_to_spec": list(p.guest_node_to_spec),

@@ -103,7 +103,7 @@ def boot(
     append_extra: tuple[str, ...] = (),
     dtb: Path | None = None,
     on_event: Callable[[float, str], None] | None = None,
-    tcg_threads: str = "multi",
+    tcg_threads: str | None = None,
 ) -> BootResult:
     """Boot, run *job* (a shell script) in the guest, wait, collect.  Always stops QEMU."""
     run_dir.mkdir(parents=True, exist_ok=True)

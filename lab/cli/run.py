@@ -33,7 +33,9 @@ def scenarios_cmd() -> None:
 @vm_options
 @click.option("--repeat", type=click.IntRange(1, 1000), default=1, show_default=True, help="Run N times; report pass rate and spread.")
 @click.option("--json", "as_json", is_flag=True, help="Print results as JSON.")
-def run_cmd(scenario_name: str, topo_name: str | None, kernel_spec: str, accel: str, cpu_model: str, repeat: int, as_json: bool) -> None:
+def run_cmd(
+    scenario_name: str, topo_name: str | None, kernel_spec: str, accel: str, cpu_model: str, tcg: str, repeat: int, as_json: bool
+) -> None:
     """Boot, run SCENARIO's workload with tracing on, and give a verdict with evidence.
 
     Exit 0 pass, 1 fail, 3 error (guest lost, trace overflow, workload failed)."""
@@ -48,7 +50,7 @@ def run_cmd(scenario_name: str, topo_name: str | None, kernel_spec: str, accel: 
         msg = f"SKIP {s.name} on {topo.name}: the topology lacks {'; '.join(unmet)}"
         click.echo(json.dumps({"scenario": s.name, "topology": topo.name, "status": "SKIP", "message": msg}) if as_json else msg)
         sys.exit(0)
-    sess = session.prepare(topo, kernel_spec, accel=accel, cpu_model=cpu_model)
+    sess = session.prepare(topo, kernel_spec, accel=accel, cpu_model=cpu_model, tcg=tcg)
     outcomes = []
     for i in range(repeat):
         label = f"[{i + 1}/{repeat}] " if repeat > 1 else ""

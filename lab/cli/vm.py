@@ -15,6 +15,10 @@ KERNEL_HELP = "debian (Debian's prebuilt, the default), a recipe, a store id, or
 
 
 def vm_options(f):
+    f = click.option(
+        "--tcg-threads", "tcg", type=click.Choice(["auto", "single", "multi"]), default="auto", show_default=True,
+        help="TCG threading; auto: one thread per vCPU only while vCPUs <= 2 x host cores.",
+    )(f)  # fmt: skip
     f = click.option("--cpu-model", default="auto", show_default=True, help="auto, intel, amd, or a QEMU -cpu model.")(f)
     f = click.option(
         "--accel", type=click.Choice(["auto", "kvm", "tcg"]), default="auto", show_default=True,
@@ -30,7 +34,7 @@ def vm_options(f):
 @click.option("--dry-run", is_flag=True, help="Print the exact QEMU command and exit.")
 @click.option("--timeout", type=float, default=600, show_default=True, help="Seconds before the VM is killed.")
 @click.argument("cmd", nargs=-1, type=click.UNPROCESSED)
-def boot(topology, kernel_spec: str, accel: str, cpu_model: str, dry_run: bool, timeout: float, cmd) -> None:
+def boot(topology, kernel_spec: str, accel: str, cpu_model: str, tcg: str, dry_run: bool, timeout: float, cmd) -> None:
     """Boot TOPOLOGY; run CMD in the guest (after --) or open a console.
 
     With CMD, prints its output and exits with its status.
@@ -39,7 +43,7 @@ def boot(topology, kernel_spec: str, accel: str, cpu_model: str, dry_run: bool, 
     from ..backends import qemu as backend
     from ..render import qemu as render
 
-    s = session.prepare(topology, kernel_spec, accel=accel, cpu_model=cpu_model, build=not dry_run)
+    s = session.prepare(topology, kernel_spec, accel=accel, cpu_model=cpu_model, build=not dry_run, tcg=tcg)
     err = sys.stderr
     for n in s.plan.notes:
         click.echo(f"lab: {n}", err=True)
@@ -70,14 +74,14 @@ def boot(topology, kernel_spec: str, accel: str, cpu_model: str, dry_run: bool, 
 @click.option("--json", "as_json", is_flag=True, help="Print the checks and the guest's view as JSON.")
 @click.option("--strict", is_flag=True, help="Known deviations (the vendor effect) fail too.")
 @click.option("--timeout", type=float, default=600, show_default=True)
-def verify(topology, kernel_spec: str, accel: str, cpu_model: str, as_json: bool, strict: bool, timeout: float) -> None:
+def verify(topology, kernel_spec: str, accel: str, cpu_model: str, tcg: str, as_json: bool, strict: bool, timeout: float) -> None:
     """Boot TOPOLOGY and check that the guest kernel sees it: nodes, distances,
     siblings, caches and every CPU's sched-domain tree.  Exit 1 on a mismatch."""
     from .. import expect, session, sysfs
     from ..backends import qemu as backend
 
     t0 = time.monotonic()
-    s = session.prepare(topology, kernel_spec, accel=accel, cpu_model=cpu_model)
+    s = session.prepare(topology, kernel_spec, accel=accel, cpu_model=cpu_model, tcg=tcg)
     run_dir = session.new_run_dir("verify", topology, s.kernel_label)
     session.write_plan(run_dir, s)
     res = backend.boot(s.plan, s.kernel, run_dir, job=None, timeout=timeout)

@@ -132,3 +132,12 @@ def test_kvm_usable_needs_vmx_or_svm(tmp_path):
     if os.path.exists("/dev/kvm") and os.access("/dev/kvm", os.R_OK | os.W_OK):
         ok, why = host_mod.kvm_usable("x86_64", cpuinfo="flags : fpu hypervisor\n")
         assert not ok and "vmx/svm" in why
+
+
+def test_tcg_threading_by_vcpus_per_core():
+    assert qemu.tcg_threading(4, 2) == "multi"
+    assert qemu.tcg_threading(32, 2) == "single"
+    assert qemu.tcg_threading(32, 16) == "multi"
+    t = topology.load("zen3-2s-mini")
+    assert "tcg,thread=single" in qemu.argv(qemu.plan(t, HOST_72), kernel=Path("K"), initrd=Path("I"), files=FILES)
+    assert "tcg,thread=multi" in qemu.argv(qemu.plan(t, HOST_72, tcg="multi"), kernel=Path("K"), initrd=Path("I"), files=FILES)
