@@ -35,6 +35,7 @@ fi
 
 # The zero-build default kernel (Debian's prebuilt linux-image), cached under ~/.cache/lab.
 .venv/bin/lab kernel fetch debian
+.venv/bin/lab kernel fetch debian --arch arm64   # arm64 guests (adds the dpkg architecture)
 
 case "${1:-}" in
     --main)

@@ -17,6 +17,7 @@ from click.testing import CliRunner
 from lab.cli import main
 
 X86_SEEDS = {
+    "llc-spread-pinned": "zen3-2s-mini",
     "numa-balancing": "numa4-96-mini",
     "preferred-node-migrations": "epyc7551-8n-mini",
     "soft-affinity": "xeon-2s22c-mini",
