@@ -250,10 +250,23 @@ def prepare(source: Source, patches: tuple[Patch, ...], work: Path) -> Path:
     force = set(marker.read_text().split("\n")) - {""} if marker.is_file() else set()
     # A copy in progress is marked as patched-everything: if we are killed midway the
     # next run re-checks every file it touches.
+    # Files patched last time are re-copied and re-patched; when the result is the
+    # same as before, they get their old mtime back so make does not recompile them.
+    before = {}
+    for rel in force:
+        f = src / rel
+        if f.is_file():
+            before[rel] = (hashlib.sha256(f.read_bytes()).digest(), f.stat().st_mtime_ns)
     mirror(source.tree, src, force)
     touched: set[str] = set()
     for p in patches:
         touched |= apply_patch(p, src)
+    for rel in touched:
+        f = src / rel
+        if rel in before and f.is_file():
+            digest, mtime = before[rel]
+            if hashlib.sha256(f.read_bytes()).digest() == digest:
+                os.utime(f, ns=(mtime, mtime))
     if touched:
         marker.write_text("\n".join(sorted(touched)) + "\n")
     elif marker.exists():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
@@ -111,3 +112,16 @@ def test_source_errors(tmp_path):
         source.resolve(str(tmp_path))
     with pytest.raises(UserError, match="debian:6.1"):
         source.resolve("debian:5.10")
+
+
+def test_repatched_file_keeps_mtime_when_unchanged(tmp_path, tree, monkeypatch):
+    monkeypatch.setenv("LAB_CACHE", str(tmp_path / "cache"))
+    src = source.resolve(str(tree))
+    work = tmp_path / "work"
+    patches = (p(tmp_path, "good.patch", GOOD),)
+    out = source.prepare(src, patches, work)
+    m1 = (out / "kernel/sched/core.c").stat().st_mtime_ns
+    os.utime(out / "kernel/sched/core.c", ns=(m1 - 10**9, m1 - 10**9))
+    m1 -= 10**9
+    out = source.prepare(src, patches, work)
+    assert (out / "kernel/sched/core.c").stat().st_mtime_ns == m1
