@@ -31,6 +31,11 @@ from lab.render import qemu as render  # noqa: E402
 
 
 def machine(arch: str, n: int) -> topology.Topology:
+    if arch == "x86_64" and n > 128:
+        # Without x2APIC (TCG, QEMU < 9.0) APIC IDs stop at 254: one flat socket.
+        shape = {"sockets": 1, "cores_per_cluster": n, "threads_per_core": 1}
+        t = topology.from_dict({"name": f"bench-{arch}-{n}", "arch": arch, "cpu": {"vendor": "intel"}, "topology": shape, "numa": {"memory_mb": 1024}})
+        return t
     if arch == "x86_64":
         cores = max(1, n // 8)
         shape = {"sockets": 2, "llcs_per_node": 2, "cores_per_cluster": cores, "threads_per_core": 2}

@@ -102,6 +102,14 @@ def plan(
                 f"cannot emulate (at most 255; QEMU {_v(QEMU_TCG_X2APIC)} can); use a -mini "
                 "topology or a KVM host"
             )
+        if acc == "tcg" and version < QEMU_TCG_X2APIC:
+            top = max_apic_id(topo)
+            if top > 254:
+                raise UserError(
+                    f"{topo.name}: its highest APIC ID would be {top} (QEMU packs socket/die/core/thread "
+                    f"ids in power-of-two fields); above 254 needs x2APIC, which TCG in QEMU {_v(version)} "
+                    f"cannot emulate (QEMU {_v(QEMU_TCG_X2APIC)} can)"
+                )
     else:
         machine, model, vendor, smp, numa_cpu = _arm64(topo, version, acc, cpu_model)
 
@@ -162,6 +170,19 @@ def plan(
         dt_caches=dt_caches,
         tcg_threads=threads,
     )
+
+
+def max_apic_id(topo: Topology) -> int:
+    """The highest x86 APIC ID QEMU assigns for the topology (hw/i386/topology.h)."""
+    s = topo.shape
+    assert s is not None
+
+    def bits(n: int) -> int:
+        return (n - 1).bit_length()
+
+    dies, cores, threads = s.llcs_per_socket, s.cores_per_llc, s.threads_per_core
+    t, c, d = bits(threads), bits(cores), bits(dies)
+    return ((s.sockets - 1) << (t + c + d)) | ((dies - 1) << (t + c)) | ((cores - 1) << t) | (threads - 1)
 
 
 def tcg_threading(vcpus: int, host_cpus: int) -> str:

@@ -141,3 +141,25 @@ def test_tcg_threading_by_vcpus_per_core():
     t = topology.load("zen3-2s-mini")
     assert "tcg,thread=single" in qemu.argv(qemu.plan(t, HOST_72), kernel=Path("K"), initrd=Path("I"), files=FILES)
     assert "tcg,thread=multi" in qemu.argv(qemu.plan(t, HOST_72, tcg="multi"), kernel=Path("K"), initrd=Path("I"), files=FILES)
+
+
+def test_apic_ids_beyond_254_are_refused_under_tcg():
+    t = topology.loads(
+        """
+[cpu]
+vendor = "intel"
+[topology]
+sockets = 3
+llcs_per_node = 5
+cores_per_cluster = 17
+[numa]
+distances = [[10, 20, 20], [20, 10, 20], [20, 20, 10]]
+"""
+    )
+    assert t.n_cpus == 255
+    assert qemu.max_apic_id(t) == (2 << 8) | (4 << 5) | 16
+    with pytest.raises(UserError, match="highest APIC ID would be 656"):
+        qemu.plan(t, HOST_72)
+    flat = topology.loads('[cpu]\nvendor = "intel"\n[topology]\nsockets = 1\ncores_per_cluster = 255\n')
+    assert qemu.max_apic_id(flat) == 254
+    qemu.plan(flat, HOST_72)  # 255 vCPUs, IDs 0-254: fine
