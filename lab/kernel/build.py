@@ -376,6 +376,7 @@ def _run_make(argv: list[str], env: dict, log_path: Path, progress: Progress) ->
             for raw in p.stdout:
                 line = raw.decode(errors="replace")
                 log.write(line)
+                log.flush()  # so `tail -f build.log` follows along
                 m = _STAGE_RE.match(line)
                 if m:
                     progress(m[1], m[2].strip())
