@@ -52,11 +52,13 @@ def newest_package(arch: str) -> tuple[str, str]:
     """(package name, release) of the newest linux-image-6.1.0-NN-<debarch> apt knows."""
     deb = DEB_ARCH[arch]
     found = _search(deb)
-    if not found and deb != _native_deb_arch():
-        # Foreign architecture packages are only listed once dpkg knows the arch.
-        foreign = proc.run(["dpkg", "--print-foreign-architectures"]).stdout.decode().split()
-        if deb not in foreign:
-            proc.run(["dpkg", "--add-architecture", deb])
+    if not found:
+        if deb != _native_deb_arch():
+            # Foreign architecture packages are only listed once dpkg knows the arch.
+            foreign = proc.run(["dpkg", "--print-foreign-architectures"]).stdout.decode().split()
+            if deb not in foreign:
+                proc.run(["dpkg", "--add-architecture", deb])
+        # A fresh machine (or container) may have no package lists yet.
         proc.run(["apt-get", "update", "-q"], timeout=1200)
         found = _search(deb)
     if not found:
