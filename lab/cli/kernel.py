@@ -202,7 +202,11 @@ def list_cmd(as_json: bool) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    t = Table("id", "name", "arch", "release", "size", "features", "built", box=None)
+    t = Table(box=None)
+    for col in ("id", "name", "arch", "release", "size"):
+        t.add_column(col, no_wrap=True)
+    t.add_column("features")
+    t.add_column("built", no_wrap=True)
     for a in items:
         t.add_row(
             a.id[:12] if not a.id.startswith("debian-") else a.id,
@@ -211,9 +215,13 @@ def list_cmd(as_json: bool) -> None:
             a.release,
             f"{a.metadata.get('image_size', 0) / 1e6:.1f} MB",
             ", ".join(sorted(a.features)) or "-",
-            a.metadata.get("built_at", "")[:16],
+            a.metadata.get("built_at", "")[:16].replace("T", " "),
         )
-    Console().print(
+    import sys
+
+    # Piped output keeps whole lines (ids are copied from it).
+    console = Console() if sys.stdout.isatty() else Console(width=200)
+    console.print(
         t if items else "no kernels yet: lab kernel build lab-6.1, or lab kernel fetch debian"
     )
 
