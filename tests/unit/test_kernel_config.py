@@ -10,8 +10,21 @@ import pytest
 from lab.errors import UserError
 from lab.kernel import config
 
-LINUX = Path("/tmp/linux-source-6.1")
 FAKE = Path(__file__).parent.parent / "fixtures" / "fakelinux"
+
+
+@pytest.fixture(scope="module")
+def linux() -> Path:
+    """The real 6.1 Kconfig tree: an extracted copy, else lab's pristine unpack of
+    Debian's linux-source-6.1 (made once in the cache, ~10 s)."""
+    extracted = Path("/tmp/linux-source-6.1")
+    if (extracted / "Kconfig").is_file():
+        return extracted
+    from lab.kernel import source
+
+    if not source.DEBIAN_TARBALLS["6.1"].is_file():
+        pytest.skip("no Linux 6.1 Kconfig tree: apt-get install linux-source-6.1")
+    return source.resolve("debian:6.1").tree
 
 
 def frag(tmp_path: Path, name: str, text: str) -> Path:
@@ -74,18 +87,14 @@ def test_check_on_fixture_tree_names_unmet_dependency(tmp_path):
     assert "no such symbol" in probs["NOPE"].reason
 
 
-@pytest.mark.skipif(
-    not (LINUX / "Kconfig").is_file(),
-    reason=f"no extracted linux-source-6.1 at {LINUX} (tar -xf /usr/src/linux-source-6.1.tar.xz -C /tmp)",
-)
-def test_check_on_real_linux_6_1_tree(tmp_path):
+def test_check_on_real_linux_6_1_tree(tmp_path, linux):
     if shutil.which("gcc") is None:
         pytest.skip("gcc is needed for Kconfig's $(cc-option) macros")
     # A config with SMP off: SCHED_MC and NUMA cannot stick, and kconfiglib says why.
     cfg = frag(tmp_path, ".config", "CONFIG_64BIT=y\n# CONFIG_SMP is not set\n")
-    kconf = _kconf(LINUX, cfg)
+    kconf = _kconf(linux, cfg)
     kconf.write_config(str(cfg))  # what olddefconfig would produce
-    kconf = _kconf(LINUX, cfg)
+    kconf = _kconf(linux, cfg)
     req = config.merge(
         [
             frag(
@@ -101,13 +110,10 @@ def test_check_on_real_linux_6_1_tree(tmp_path):
     assert "64BIT" not in probs and "SMP" not in probs
 
 
-@pytest.mark.skipif(
-    not (LINUX / "Kconfig").is_file(), reason=f"no extracted linux-source-6.1 at {LINUX}"
-)
-def test_lab_fragments_parse_and_name_real_symbols():
+def test_lab_fragments_parse_and_name_real_symbols(linux):
     from lab import paths
 
-    kconf = config.load_kconfig(LINUX, config.kconfig_env(LINUX, "x86_64", "gcc", "ld", "6.1.0"))
+    kconf = config.load_kconfig(linux, config.kconfig_env(linux, "x86_64", "gcc", "ld", "6.1.0"))
     frags = sorted((paths.KERNELS / "fragments").glob("*.config"))
     assert frags
     for f in frags:
