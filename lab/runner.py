@@ -39,6 +39,7 @@ class RunOutcome:
     timing: dict[str, float] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     figures: dict[str, Any] = field(default_factory=dict)
+    kernel_info: dict[str, Any] = field(default_factory=dict)  # e.g. the tree's git describe
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -51,6 +52,7 @@ class RunOutcome:
             "expectations": [e.to_dict() for e in self.expectations],
             "timing": self.timing,
             "run_dir": str(self.run_dir) if self.run_dir else None,
+            "kernel_info": self.kernel_info,
         }
 
 
@@ -114,6 +116,7 @@ def run_once(
     on_event=None,
     sess: session.Session | None = None,
     run_base: Path | None = None,
+    kernel_info: dict[str, Any] | None = None,
 ) -> RunOutcome:
     t0 = time.monotonic()
     unmet = s.unmet(topo)
@@ -123,6 +126,7 @@ def run_once(
     run_dir = session.new_run_dir(s.name, topo, sess.kernel_label, base=run_base)
     session.write_plan(run_dir, sess)
     out = RunOutcome(s.name, topo.name, sess.kernel.name, "ERROR", run_dir, notes=list(sess.plan.notes))
+    out.kernel_info = {"id": sess.kernel.id, "release": sess.kernel.release, **(kernel_info or {})}
     try:
         layers = []
         if s.workloads:

@@ -33,14 +33,20 @@ def scenarios_cmd() -> None:
 @vm_options
 @click.option("--repeat", type=click.IntRange(1, 1000), default=1, show_default=True, help="Run N times; report pass rate and spread.")
 @click.option("--json", "as_json", is_flag=True, help="Print results as JSON.")
+@click.option("--kernel-tree", type=click.Path(path_type=__import__("pathlib").Path), default=None,
+              help="Build this kernel tree (out of tree, in lab's cache) and judge it.")
+@click.option("--recipe", default=None, help="Config, fragments and patches for --kernel-tree (default lab-6.1 / lab-6.1-arm64).")
+@click.option("--watch", is_flag=True, help="With --kernel-tree: rebuild and rerun whenever the tree changes.")
 def run_cmd(
-    scenario_name: str, topo_name: str | None, kernel_spec: str, accel: str, cpu_model: str, tcg: str, repeat: int, as_json: bool
+    scenario_name: str, topo_name: str | None, kernel_spec: str, accel: str, cpu_model: str, tcg: str, repeat: int,
+    as_json: bool, kernel_tree, recipe: str | None, watch: bool,
 ) -> None:
     """Boot, run SCENARIO's workload with tracing on, and give a verdict with evidence.
 
     Exit 0 pass, 1 fail, 3 error (guest lost, trace overflow, workload failed)."""
     from .. import runner, session, topology
     from .. import scenario as sc
+    from ..errors import UserError
 
     s = sc.load(scenario_name)
     topo = topology.load(topo_name or s.topologies[0])
@@ -50,6 +56,12 @@ def run_cmd(
         msg = f"SKIP {s.name} on {topo.name}: the topology lacks {'; '.join(unmet)}"
         click.echo(json.dumps({"scenario": s.name, "topology": topo.name, "status": "SKIP", "message": msg}) if as_json else msg)
         sys.exit(0)
+    if kernel_tree is None and (watch or recipe):
+        raise UserError("--watch and --recipe go with --kernel-tree")
+    if kernel_tree is not None:
+        if kernel_spec != "debian":
+            raise UserError("give --kernel or --kernel-tree, not both")
+        sys.exit(_tree_loop(s, topo, kernel_tree, recipe, watch, accel, cpu_model, tcg))
     sess = session.prepare(topo, kernel_spec, accel=accel, cpu_model=cpu_model, tcg=tcg)
     outcomes = []
     for i in range(repeat):
@@ -74,6 +86,56 @@ def run_cmd(
         _show_agg(agg)
     worst = max((runner.EXIT[o.status] for o in outcomes), default=3)
     sys.exit(worst)
+
+
+def _tree_loop(s, topo, tree, recipe, watch, accel, cpu_model, tcg) -> int:
+    """Build the developer's tree, run, show the verdict; with watch, again on every change."""
+    import time
+
+    from .. import iterate, runner, session
+    from ..errors import LabError
+
+    c = console()
+    tree = iterate.check_tree(tree)
+    last = None
+    while True:
+        fp = iterate.fingerprint(tree)
+        info = iterate.describe(tree)
+        t0 = time.monotonic()
+        try:
+            with c.status(f"building {tree} ({info.get('git_describe')}, diff {info.get('diff_sha256')})") as st:
+                art = iterate.tree_kernel(tree, topo.arch, recipe, progress=lambda stage, d, st=st: st.update(f"build: {stage} {d}"))
+            build_s = time.monotonic() - t0
+            sess = session.prepare(topo, art.id, accel=accel, cpu_model=cpu_model, tcg=tcg)
+            with c.status(f"{s.name} on {topo.name}: booting") as st:
+                o = runner.run_once(
+                    s, topo, art.id, sess=sess, kernel_info=info,
+                    on_event=lambda t, line, st=st: st.update(f"{s.name}: {line.removeprefix('lab: ')} (+{t:.1f}s)"),
+                )
+            o.timing["build_s"] = round(build_s, 2)
+            o.timing["edit_to_verdict_s"] = round(time.monotonic() - t0, 2)
+            _show(o)
+            c.print(f"judged {info['tree']} at {info['git_describe']} (uncommitted diff {info['diff_sha256']}); "
+                    f"build {build_s:.1f}s, edit to verdict {o.timing['edit_to_verdict_s']:.1f}s")
+            for line in iterate.verdict_changes(last, o):
+                c.print(f"  changed: {line}", markup=False, highlight=False)
+            last = o
+            rc = runner.EXIT[o.status]
+        except LabError as e:
+            if not watch:
+                raise
+            c.print(f"[red]error[/]: {' '.join(str(e).split())}")
+            if last is not None:
+                c.print(f"previous verdict kept: {last.status} ({last.run_dir})")
+            rc = e.exit_code
+        if not watch:
+            return rc
+        c.print(f"watching {tree} for changes (Ctrl-C to stop)")
+        try:
+            while iterate.fingerprint(tree) == fp:
+                time.sleep(1.0)
+        except KeyboardInterrupt:
+            return rc
 
 
 def _fig(v) -> str:

@@ -1,0 +1,114 @@
+"""The developer's loop: their own kernel tree, built out of tree, judged by a scenario.
+
+``tree_kernel()`` builds the working tree with a recipe's config (the tree is
+mirrored into lab's cache and built there with O=, incrementally, with ccache;
+the tree itself is never written).  ``fingerprint()`` tells when the tree
+changed, for ``lab run --watch``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import os
+from pathlib import Path
+
+from . import proc
+from .errors import UserError
+
+
+def check_tree(tree: Path) -> Path:
+    tree = tree.expanduser().resolve()
+    if not tree.is_dir():
+        raise UserError(f"--kernel-tree {tree}: no such directory")
+    missing = [f for f in ("Makefile", "Kconfig", "kernel/sched/fair.c") if not (tree / f).exists()]
+    if missing:
+        raise UserError(f"--kernel-tree {tree}: not a kernel tree (no {missing[0]})")
+    if (tree / ".config").exists() or (tree / "include" / "config" / "auto.conf").exists():
+        raise UserError(
+            f"--kernel-tree {tree}: the tree is configured in place (.config); an out-of-tree build "
+            "refuses such a tree: run `make mrproper` there (lab keeps its own config and objects)"
+        )
+    return tree
+
+
+def default_recipe(arch: str) -> str:
+    return "lab-6.1" if arch == "x86_64" else "lab-6.1-arm64"
+
+
+def describe(tree: Path) -> dict[str, str]:
+    """What code is being judged: git describe and a hash of the uncommitted diff."""
+    info = {"tree": str(tree)}
+    if (tree / ".git").exists():
+        d = proc.run(["git", "-C", tree, "describe", "--always", "--dirty", "--tags"], check=False)
+        info["git_describe"] = d.stdout.decode().strip() if d.returncode == 0 else "?"
+        diff = proc.run(["git", "-C", tree, "diff", "HEAD", "--binary"], check=False).stdout
+        info["diff_sha256"] = hashlib.sha256(diff).hexdigest()[:16] if diff else "clean"
+    else:
+        info["git_describe"] = "(not a git tree)"
+        info["diff_sha256"] = fingerprint(tree)[:16]
+    return info
+
+
+def tree_kernel(tree: Path, arch: str, recipe_name: str | None = None, progress=None):
+    """Build *tree* with the recipe's config, patches and fragments; returns the artifact."""
+    from .kernel import build as kbuild
+    from .kernel import recipe as krecipe
+
+    tree = check_tree(tree)
+    name = recipe_name or default_recipe(arch)
+    r = krecipe.load(name)
+    if r.arch != arch:
+        raise UserError(f"--recipe {name} builds {r.arch}, the topology is {arch}")
+    variant = "tree-" + hashlib.sha256(str(tree).encode()).hexdigest()[:8]
+    r2 = dataclasses.replace(r, source=str(tree), variant=variant)
+    return kbuild.build(r2, progress=progress or kbuild._noop)
+
+
+def fingerprint(tree: Path) -> str:
+    """Changes whenever a source file under *tree* changes."""
+    h = hashlib.sha256()
+    if (tree / ".git").exists():
+        head = proc.run(["git", "-C", tree, "rev-parse", "HEAD"], check=False).stdout
+        status = proc.run(["git", "-C", tree, "status", "--porcelain=v1", "-z", "--untracked-files=normal"], check=False).stdout
+        h.update(head + b"\0" + status)
+        for entry in status.split(b"\0"):
+            if len(entry) > 3:
+                f = tree / entry[3:].decode(errors="surrogateescape")
+                try:
+                    st = f.stat()
+                    h.update(f"{f}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+                except OSError:
+                    h.update(b"gone:" + entry)
+        return h.hexdigest()
+    for dirpath, dirnames, filenames in os.walk(tree):
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+        for n in sorted(filenames):
+            if n.endswith((".c", ".h", ".S", "Makefile", "Kconfig", ".rs", ".lds")):
+                try:
+                    st = os.stat(os.path.join(dirpath, n))
+                except OSError:
+                    continue
+                h.update(f"{dirpath}/{n}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+    return h.hexdigest()
+
+
+def verdict_changes(before, after) -> list[str]:
+    """What changed between two RunOutcomes: statuses and figures, one line each."""
+    if before is None:
+        return []
+    out = []
+    if before.status != after.status:
+        out.append(f"verdict {before.status} -> {after.status}")
+    old = {e.name: e for e in before.expectations}
+    for e in after.expectations:
+        o = old.get(e.name)
+        if o is None:
+            out.append(f"new: {e.name} {e.status}")
+            continue
+        if o.ok != e.ok:
+            out.append(f"{e.name}: {o.status} -> {e.status}")
+        for k, v in e.figures.items():
+            if o.figures.get(k) != v:
+                out.append(f"{e.name}: {k} {o.figures.get(k)} -> {v}")
+    return out
