@@ -1,0 +1,60 @@
+"""The developer's loop for real: a kernel tree outside lab, built out of tree with
+lab-6.1's config, judged by llc-spread-pinned; then an edit to kernel/sched/fair.c,
+an incremental rebuild and a new verdict.  The tree is never written by lab."""
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from lab.cli import main
+
+pytestmark = pytest.mark.build
+
+
+@pytest.fixture(scope="module")
+def dev_tree(tmp_path_factory):
+    from lab.kernel import source
+
+    try:
+        src = source.resolve("debian:6.1")
+    except Exception as e:  # noqa: BLE001 - any failure here means no source to test with
+        pytest.skip(f"linux-source-6.1 not available: {e}")
+    tree = tmp_path_factory.mktemp("dev") / "linux"
+    # Hard links: instant, and lab must not write through them (it mirrors the tree).
+    subprocess.run(["cp", "-al", str(src.tree), str(tree)], check=True)
+    return tree
+
+
+def run_tree(tree: Path) -> dict:
+    r = CliRunner().invoke(main, ["run", "llc-spread-pinned", "--topology", "zen3-2s-mini", "--kernel-tree", str(tree)])
+    assert r.exit_code in (0, 1), r.output[-2000:]
+    runs = sorted(Path(os.environ["LAB_RUNS"]).glob("*-llc-spread-pinned-*"))
+    return json.loads((runs[-1] / "results.json").read_text())
+
+
+def test_tree_edit_rebuild_verdict(dev_tree, debian_kernel):
+    fair = dev_tree / "kernel" / "sched" / "fair.c"
+    before = fair.stat()
+    res = run_tree(dev_tree)
+    assert res["status"] == "PASS", res
+    assert res["kernel_info"]["tree"] == str(dev_tree)
+    assert fair.stat().st_mtime_ns == before.st_mtime_ns and not (dev_tree / ".config").exists()
+
+    # Revert seed 000's fix in the developer's tree (a new file: keep the hard link intact).
+    text = fair.read_text()
+    old = "if (p->nr_cpus_allowed != NR_CPUS) {"
+    assert old in text
+    new = text.replace(old, "if (0 && p->nr_cpus_allowed != NR_CPUS) {", 1)
+    tmp = fair.with_suffix(".new")
+    tmp.write_text(new)
+    os.replace(tmp, fair)
+    res2 = run_tree(dev_tree)
+    assert res2["kernel_info"]["id"] != res["kernel_info"]["id"]
+    pile = next(e for e in res2["expectations"] if e["name"] == "targets distinct (no pile-up)")
+    assert pile["status"] == "FAIL" and pile["evidence"]
+    shutil.rmtree(dev_tree)
