@@ -129,6 +129,7 @@ class Topology:
     provenance: Provenance = field(default_factory=Provenance)
     path: str | None = None
     description: str = ""
+    gic: int | None = None  # arm64 interrupt controller version (2 or 3); None: lab picks
 
     # ---- sizes -------------------------------------------------------------------
     @property
@@ -341,7 +342,7 @@ class Topology:
 # ======================================================================================
 
 TOP_KEYS = {"name", "description", "arch", "cpu", "topology", "groups", "numa", "provenance"}
-CPU_KEYS = {"vendor", "model", "family"}
+CPU_KEYS = {"vendor", "model", "family", "gic"}
 SHAPE_KEYS = {
     "sockets",
     "nodes_per_socket",
@@ -514,6 +515,12 @@ def from_dict(data: Mapping[str, Any], where: str = "<spec>", default_name: str 
         notes=ctx.string(prov, "notes", "provenance.", ""),
         derived_from=ctx.string(prov, "derived_from", "provenance.", ""),
     )
+    gic = cpu_t.get("gic")
+    if gic is not None:
+        if arch != "arm64":
+            raise ctx.err("cpu.gic", "only arm64 machines have a GIC version")
+        if gic not in (2, 3):
+            raise ctx.err("cpu.gic", f"must be 2 or 3, not {gic!r}")
     if arch == "arm64" and vendor in ("intel", "amd"):
         raise ctx.err("cpu.vendor", f"an arm64 machine cannot have vendor {vendor!r}")
     if arch == "x86_64" and vendor not in ("intel", "amd", "generic"):
@@ -535,6 +542,7 @@ def from_dict(data: Mapping[str, Any], where: str = "<spec>", default_name: str 
         provenance=provenance,
         path=where,
         description=ctx.string(data, "description", "", ""),
+        gic=gic,
     )
 
 

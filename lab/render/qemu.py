@@ -286,7 +286,13 @@ def _arm64(topo: Topology, version, acc: str, cpu_model: str):
             continue
         seen.add(key)
         numa_cpu.append(f"cpu,node-id={guest_node[c.node]},socket-id={c.socket},cluster-id={cl}")
-    machine = "virt,gic-version=3" if topo.n_cpus > MAX_GICV2_CPUS else "virt"
+    if topo.gic == 2 and topo.n_cpus > MAX_GICV2_CPUS:
+        raise UserError(
+            f"{topo.path or topo.name}: cpu.gic: GICv2 addresses at most {MAX_GICV2_CPUS} CPUs, "
+            f"this machine has {topo.n_cpus}; use gic = 3"
+        )
+    gic = topo.gic or (3 if topo.n_cpus > MAX_GICV2_CPUS else 2)
+    machine = "virt,gic-version=3" if gic == 3 else "virt"
     return machine, model, "arm", smp, numa_cpu
 
 

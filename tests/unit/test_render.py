@@ -163,3 +163,17 @@ distances = [[10, 20, 20], [20, 10, 20], [20, 20, 10]]
     flat = topology.loads('[cpu]\nvendor = "intel"\n[topology]\nsockets = 1\ncores_per_cluster = 255\n')
     assert qemu.max_apic_id(flat) == 254
     qemu.plan(flat, HOST_72)  # 255 vCPUs, IDs 0-254: fine
+
+
+def test_arm64_gic_and_size_limits():
+    def arm(extra_cpu: str, cores: int) -> topology.Topology:
+        return topology.loads(f'arch = "arm64"\n[cpu]\nvendor = "arm"\n{extra_cpu}\n[topology]\nsockets = 1\ncores_per_cluster = {cores}\n')
+
+    with pytest.raises(UserError, match="GICv2 addresses at most 8 CPUs, this machine has 16"):
+        qemu.plan(arm("gic = 2", 16), HOST_72)
+    assert qemu.plan(arm("gic = 2", 8), HOST_72).machine == "virt"
+    assert qemu.plan(arm("", 16), HOST_72).machine == "virt,gic-version=3"
+    with pytest.raises(UserError, match="at most 512"):
+        qemu.plan(arm("", 513), HOST_72)
+    with pytest.raises(topology.SpecError, match="cpu.gic: must be 2 or 3"):
+        arm("gic = 4", 2)
