@@ -65,6 +65,9 @@ def main() -> int:
             build = next((ln for ln in out.splitlines() if ln.startswith("judged ")), "")
             print(f"round {i + 1}: edit to verdict {total:.1f}s, exit {rc}  [{build}]", flush=True)
             rows.append({"round": i + 1, "wall_s": round(total, 1), "rc": rc, "line": build})
+        from lab import iterate
+
+        iterate.forget_tree(tree, "x86_64")
     best = min(r["wall_s"] for r in rows if r["round"] != "warm-up")
     print(f"edit-to-verdict for {args.scenario} on {args.topology}: best {best:.1f}s (target 45s)")
     d = Path(__file__).resolve().parent / "results"

@@ -50,19 +50,34 @@ def describe(tree: Path) -> dict[str, str]:
     return info
 
 
-def tree_kernel(tree: Path, arch: str, recipe_name: str | None = None, progress=None):
-    """Build *tree* with the recipe's config, patches and fragments; returns the artifact."""
-    from .kernel import build as kbuild
+def tree_recipe(tree: Path, arch: str, recipe_name: str | None = None):
+    """The recipe that builds *tree*: the named recipe with the tree as its source."""
     from .kernel import recipe as krecipe
 
-    tree = check_tree(tree)
     name = recipe_name or default_recipe(arch)
     r = krecipe.load(name)
     if r.arch != arch:
         raise UserError(f"--recipe {name} builds {r.arch}, the topology is {arch}")
+    # One work directory (mirror + objects) per tree, so rebuilds are incremental.
     variant = "tree-" + hashlib.sha256(str(tree).encode()).hexdigest()[:8]
-    r2 = dataclasses.replace(r, source=str(tree), variant=variant)
-    return kbuild.build(r2, progress=progress or kbuild._noop)
+    return dataclasses.replace(r, source=str(tree), variant=variant)
+
+
+def tree_kernel(tree: Path, arch: str, recipe_name: str | None = None, progress=None):
+    """Build *tree* with the recipe's config, patches and fragments; returns the artifact."""
+    from .kernel import build as kbuild
+
+    tree = check_tree(tree)
+    return kbuild.build(tree_recipe(tree, arch, recipe_name), progress=progress or kbuild._noop)
+
+
+def forget_tree(tree: Path, arch: str, recipe_name: str | None = None) -> None:
+    """Remove the work directory (mirror and objects, ~1.7 GB) kept for *tree*."""
+    import shutil
+
+    from .kernel import build as kbuild
+
+    shutil.rmtree(kbuild.work_dir(tree_recipe(tree.expanduser().resolve(), arch, recipe_name)), ignore_errors=True)
 
 
 def fingerprint(tree: Path) -> str:

@@ -28,3 +28,16 @@ from hypothesis import settings  # noqa: E402
 
 settings.register_profile("lab", deadline=None)
 settings.load_profile("lab")
+
+
+@pytest.fixture(scope="session")
+def debian_kernel():
+    if shutil.which("qemu-system-x86_64") is None:
+        pytest.skip("qemu-system-x86_64 missing: apt-get install qemu-system-x86 (scripts/setup.sh does)")
+    from lab.errors import LabError
+    from lab.kernel import resolve
+
+    try:
+        return resolve("debian", "x86_64", build=False)
+    except LabError as e:
+        pytest.skip(f"Debian's kernel is not fetched: run `lab kernel fetch debian` ({e})")

@@ -4,7 +4,6 @@ an incremental rebuild and a new verdict.  The tree is never written by lab."""
 
 import json
 import os
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -27,7 +26,10 @@ def dev_tree(tmp_path_factory):
     tree = tmp_path_factory.mktemp("dev") / "linux"
     # Hard links: instant, and lab must not write through them (it mirrors the tree).
     subprocess.run(["cp", "-al", str(src.tree), str(tree)], check=True)
-    return tree
+    yield tree
+    from lab import iterate
+
+    iterate.forget_tree(tree, "x86_64")  # its mirror and objects: ~1.7 GB per tree
 
 
 def run_tree(tree: Path) -> dict:
@@ -57,4 +59,3 @@ def test_tree_edit_rebuild_verdict(dev_tree, debian_kernel):
     assert res2["kernel_info"]["id"] != res["kernel_info"]["id"]
     pile = next(e for e in res2["expectations"] if e["name"] == "targets distinct (no pile-up)")
     assert pile["status"] == "FAIL" and pile["evidence"]
-    shutil.rmtree(dev_tree)
