@@ -32,6 +32,8 @@ fi
 
 LOG=/dev/null
 OUT=
+# The ports' /dev nodes and sysfs names come from the virtio_console probe, which may
+# still be running when we get here (and with Debian's kernel, right after insmod).
 i=0
 [ -f /lab/interactive ] && i=50  # no result ports on an interactive console
 while [ $i -lt 50 ]; do
@@ -42,7 +44,8 @@ while [ $i -lt 50 ]; do
             lab.out) OUT=/dev/${p##*/} ;;
         esac
     done
-    [ -n "$OUT" ] && [ -c "$OUT" ] && break
+    # Both ports: they appear one after the other, so stopping at the first loses the log.
+    [ -n "$OUT" ] && [ -c "$OUT" ] && [ "$LOG" != /dev/null ] && [ -c "$LOG" ] && break
     i=$((i + 1))
     sleep 0.1
 done
