@@ -72,6 +72,58 @@ def console_tail(path: Path, lines: int = 25) -> str:
     return "\n".join(text.splitlines()[-lines:])
 
 
+PAYLOADS = (
+    (b"\xfd7zXZ\x00", "xz"),
+    (b"\x1f\x8b\x08", "gzip"),
+)
+
+
+def boot_image(kernel) -> Path:
+    """What QEMU's -kernel gets.
+
+    An x86 kernel built with CONFIG_PVH boots straight from its uncompressed ELF
+    vmlinux through QEMU's PVH entry, skipping the bzImage's self-decompression,
+    which is slow under TCG: Debian's xz-compressed kernel reached lab's agent on
+    32 vCPUs in 5.1-5.8 s instead of 8.4-8.8 s.  The vmlinux is extracted once per
+    kernel into lab's cache.
+    """
+    image = Path(kernel.image)
+    if getattr(kernel, "arch", "") != "x86_64" or not hasattr(kernel, "config_value"):
+        return image
+    if kernel.config_value("PVH") != "y":
+        return image
+    from ..paths import cache_dir
+
+    out = cache_dir() / "vmlinux" / f"{kernel.id}.elf"
+    if out.exists():
+        return out
+    data = image.read_bytes()
+    for magic, kind in PAYLOADS:
+        at = data.find(magic)
+        while at >= 0:
+            try:
+                raw = _decompress(kind, data[at:])
+            except Exception:  # noqa: BLE001 - a false match of the magic: keep looking
+                raw = b""
+            if raw[:4] == b"\x7fELF":
+                out.parent.mkdir(parents=True, exist_ok=True)
+                tmp = out.with_suffix(".tmp")
+                tmp.write_bytes(raw)
+                tmp.replace(out)
+                return out
+            at = data.find(magic, at + 1)
+    return image  # no payload we can unpack: the bzImage boots anyway
+
+
+def _decompress(kind: str, blob: bytes) -> bytes:
+    import lzma
+    import zlib
+
+    if kind == "xz":
+        return lzma.LZMADecompressor(format=lzma.FORMAT_XZ).decompress(blob)
+    return zlib.decompressobj(16 + zlib.MAX_WBITS).decompress(blob)
+
+
 def build_initrd(
     dest: Path,
     plan: VmPlan,
@@ -118,7 +170,7 @@ def boot(
         base = render.argv(plan, kernel=kernel.image, initrd=initrd, files=files, append=cmdline)
         dtb = dtb_mod.build(base, plan.topo, run_dir / "machine.dtb")
     argv = render.argv(
-        plan, kernel=kernel.image, initrd=initrd, files=files, append=cmdline, dtb=dtb, tcg_threads=tcg_threads
+        plan, kernel=boot_image(kernel), initrd=initrd, files=files, append=cmdline, dtb=dtb, tcg_threads=tcg_threads
     )
     (run_dir / "qemu.argv").write_text(shlex.join(argv) + "\n")
     stderr_path = run_dir / "qemu.stderr"
@@ -278,7 +330,7 @@ def interactive(plan: VmPlan, kernel, run_dir: Path, dtb: Path | None = None) ->
 
         base = render.argv(plan, kernel=kernel.image, initrd=initrd, files=None)
         dtb = dtb_mod.build(base, plan.topo, run_dir / "machine.dtb")
-    argv = render.argv(plan, kernel=kernel.image, initrd=initrd, files=None, interactive=True, dtb=dtb)
+    argv = render.argv(plan, kernel=boot_image(kernel), initrd=initrd, files=None, interactive=True, dtb=dtb)
     (run_dir / "qemu.argv").write_text(shlex.join(argv) + "\n")
     if not os.isatty(0):
         raise UserError("an interactive console needs a terminal; give a command after --")
