@@ -134,6 +134,7 @@ def build_initrd(
     layers: list[Path] | None = None,
     interactive: bool = False,
 ) -> Path:
+    """base + the kernel's virtio modules (if it has modules) + extra layers + the job."""
     base = initramfs.base_layer(plan.arch)
     mods = None
     if getattr(kernel, "modules", None) is not None:
@@ -164,11 +165,7 @@ def boot(
         f.unlink(missing_ok=True)
     initrd = build_initrd(run_dir / "initrd.cpio", plan, kernel, job=job, config=config, layers=layers)
     cmdline = render.cmdline(plan, append_extra)
-    if dtb is None and plan.dt_caches:
-        from ..render import dtb as dtb_mod
-
-        base = render.argv(plan, kernel=kernel.image, initrd=initrd, files=files, append=cmdline)
-        dtb = dtb_mod.build(base, plan.topo, run_dir / "machine.dtb")
+    dtb = dtb or _machine_dtb(plan, kernel, initrd, run_dir, files)
     argv = render.argv(
         plan, kernel=boot_image(kernel), initrd=initrd, files=files, append=cmdline, dtb=dtb, tcg_threads=tcg_threads
     )
@@ -318,20 +315,21 @@ def _extract(tar_path: Path, out_dir: Path) -> None:
 
 def interactive(plan: VmPlan, kernel, run_dir: Path, dtb: Path | None = None) -> int:
     """Boot with the console on this terminal and a shell in the guest."""
-    run_dir.mkdir(parents=True, exist_ok=True)
-    base = initramfs.base_layer(plan.arch)
-    mods = None
-    if getattr(kernel, "modules", None) is not None:
-        mods = initramfs.modules_layer(kernel.release, kernel.module_paths(["virtio_pci", "virtio_console"]))
-    job = initramfs.job_layer(run_dir / "job.cpio", None, None, interactive=True)
-    initrd = initramfs.assemble(run_dir / "initrd.cpio", [base, mods, job])
-    if dtb is None and plan.dt_caches:
-        from ..render import dtb as dtb_mod
-
-        base = render.argv(plan, kernel=kernel.image, initrd=initrd, files=None)
-        dtb = dtb_mod.build(base, plan.topo, run_dir / "machine.dtb")
-    argv = render.argv(plan, kernel=boot_image(kernel), initrd=initrd, files=None, interactive=True, dtb=dtb)
-    (run_dir / "qemu.argv").write_text(shlex.join(argv) + "\n")
     if not os.isatty(0):
         raise UserError("an interactive console needs a terminal; give a command after --")
+    run_dir.mkdir(parents=True, exist_ok=True)
+    initrd = build_initrd(run_dir / "initrd.cpio", plan, kernel, job=None, interactive=True)
+    dtb = dtb or _machine_dtb(plan, kernel, initrd, run_dir, None)
+    argv = render.argv(plan, kernel=boot_image(kernel), initrd=initrd, files=None, interactive=True, dtb=dtb)
+    (run_dir / "qemu.argv").write_text(shlex.join(argv) + "\n")
     return proc.run(argv, capture=False, check=False).returncode
+
+
+def _machine_dtb(plan: VmPlan, kernel, initrd: Path, run_dir: Path, files) -> Path | None:
+    """arm64: QEMU's device tree with the spec's caches and CPU order (render/dtb.py)."""
+    if not plan.dt_caches:
+        return None
+    from ..render import dtb as dtb_mod
+
+    base = render.argv(plan, kernel=kernel.image, initrd=initrd, files=files)
+    return dtb_mod.build(base, plan.topo, run_dir / "machine.dtb")
