@@ -26,6 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from lab import host as host_mod  # noqa: E402
 from lab import topology  # noqa: E402
 from lab.backends import qemu as backend  # noqa: E402
+from lab.errors import LabError  # noqa: E402
 from lab.kernel import resolve  # noqa: E402
 from lab.render import qemu as render  # noqa: E402
 
@@ -71,7 +72,12 @@ def main() -> int:
             kernel = resolve(kname, args.arch)
             for n in (int(x) for x in args.vcpus.split(",")):
                 t = machine(args.arch, n)
-                r = boot_once(t, kernel, Path(tmp) / f"{kname}-{n}")
+                try:
+                    r = boot_once(t, kernel, Path(tmp) / f"{kname}-{n}")
+                except LabError as e:
+                    rows.append({"kernel": kname, "release": kernel.release, "vcpus": n, "error": str(e)})
+                    print(f"{kname:>10} {n:>4} vCPUs: FAILED: {' '.join(str(e).split())}", flush=True)
+                    continue
                 rows.append({"kernel": kname, "release": kernel.release, "vcpus": n, **r})
                 print(f"{kname:>10} {n:>4} vCPUs: boot to agent {r['ready_s']:6.1f}s  VM {r['vm_s']:6.1f}s", flush=True)
         verify = None
