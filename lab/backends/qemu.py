@@ -79,7 +79,10 @@ PAYLOADS = (
 )
 
 
-def boot_image(kernel) -> Path:
+PVH_MAX_VCPUS = 64
+
+
+def boot_image(kernel, vcpus: int = 1) -> Path:
     """What QEMU's -kernel gets.
 
     An x86 kernel built with CONFIG_PVH boots straight from its uncompressed ELF
@@ -168,7 +171,8 @@ def boot(
     cmdline = render.cmdline(plan, append_extra)
     dtb = dtb or _machine_dtb(plan, kernel, initrd, run_dir, files)
     argv = render.argv(
-        plan, kernel=boot_image(kernel), initrd=initrd, files=files, append=cmdline, dtb=dtb, tcg_threads=tcg_threads
+        plan, kernel=boot_image(kernel, plan.topo.n_cpus), initrd=initrd, files=files, append=cmdline, dtb=dtb,
+        tcg_threads=tcg_threads,
     )
     (run_dir / "qemu.argv").write_text(shlex.join(argv) + "\n")
     stderr_path = run_dir / "qemu.stderr"
@@ -321,7 +325,7 @@ def interactive(plan: VmPlan, kernel, run_dir: Path, dtb: Path | None = None) ->
     run_dir.mkdir(parents=True, exist_ok=True)
     initrd = build_initrd(run_dir / "initrd.cpio", plan, kernel, job=None, interactive=True)
     dtb = dtb or _machine_dtb(plan, kernel, initrd, run_dir, None)
-    argv = render.argv(plan, kernel=boot_image(kernel), initrd=initrd, files=None, interactive=True, dtb=dtb)
+    argv = render.argv(plan, kernel=boot_image(kernel, plan.topo.n_cpus), initrd=initrd, files=None, interactive=True, dtb=dtb)
     (run_dir / "qemu.argv").write_text(shlex.join(argv) + "\n")
     return proc.run(argv, capture=False, check=False).returncode
 

@@ -40,3 +40,11 @@ def test_without_pvh_the_bzimage_boots(tmp_path, monkeypatch):
     bz.write_bytes(b"MZ" + lzma.compress(ELF, format=lzma.FORMAT_XZ))
     assert backend.boot_image(K(bz, "n")) == bz
     assert backend.boot_image(K(bz, "y", arch="arm64")) == bz
+
+
+def test_many_vcpus_boot_the_bzimage(tmp_path, monkeypatch):
+    monkeypatch.setenv("LAB_CACHE", str(tmp_path / "cache"))
+    bz = tmp_path / "bzImage"
+    bz.write_bytes(b"MZ" + lzma.compress(ELF, format=lzma.FORMAT_XZ))
+    assert backend.boot_image(K(bz, "y"), vcpus=backend.PVH_MAX_VCPUS) != bz
+    assert backend.boot_image(K(bz, "y"), vcpus=backend.PVH_MAX_VCPUS + 1) == bz
