@@ -184,7 +184,9 @@ def boot(
     stderr_path = run_dir / "qemu.stderr"
     t0 = time.monotonic()
     with open(stderr_path, "wb") as err:
-        p = proc.popen(argv, stdin=subprocess_devnull(), stdout=err, stderr=err, start_new_session=True)
+        p = proc.popen(
+            argv, stdin=subprocess_devnull(), stdout=err, stderr=err, start_new_session=True, preexec_fn=_die_with_parent
+        )
         ready_s = None
         ready_uptime = None
         events: list[tuple[float, str]] = []
@@ -265,6 +267,16 @@ def boot(
         )
     )
     return result
+
+
+def _die_with_parent() -> None:
+    """In the child: the kernel kills QEMU if lab dies, even by SIGKILL (PR_SET_PDEATHSIG)."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG = 1
+    except Exception:  # noqa: BLE001 - not Linux or no libc: the finally clause still stops QEMU
+        pass
 
 
 def subprocess_devnull():

@@ -22,6 +22,18 @@ class LabGroup(click.Group):
         from .. import session
 
         session.ARGV = list(sys.argv[1:] if args is None else args)
+        # SIGTERM/SIGHUP unwind like Ctrl-C, so every finally clause runs: VMs and
+        # builds are stopped and what was gathered is written.
+        import signal
+
+        def _interrupt(signum, frame):
+            raise KeyboardInterrupt
+
+        for sig in (signal.SIGTERM, signal.SIGHUP):
+            try:
+                signal.signal(sig, _interrupt)
+            except ValueError:  # not the main thread (e.g. under a test runner's thread)
+                pass
         return super().main(args, *a, **kw)
 
     def invoke(self, ctx: click.Context):

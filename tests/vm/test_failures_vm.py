@@ -11,8 +11,17 @@ from lab.cli import main
 
 
 def qemu_running(marker: str) -> bool:
-    out = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
-    return any("qemu-system" in ln and marker in ln for ln in out.splitlines())
+    """A QEMU whose command line mentions *marker* (read from /proc: ps truncates)."""
+    from pathlib import Path
+
+    for cmd in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            args = cmd.read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if "qemu-system" in args and marker in args:
+            return True
+    return False
 
 
 def test_guest_that_never_reports_is_lost_and_killed(debian_kernel, monkeypatch, tmp_path):
@@ -53,3 +62,26 @@ class Fails(Scenario):
     assert (runs[0] / "command").read_text().startswith("lab run")
     assert (runs[0] / "out" / "trace.main.txt").exists()  # what was gathered is kept
     assert not qemu_running(str(tmp_path))
+
+
+def test_killed_lab_leaves_no_vm(debian_kernel, tmp_path):
+    """SIGTERM unwinds (QEMU stopped by the backend); even SIGKILL takes QEMU down
+    (PR_SET_PDEATHSIG)."""
+    import signal
+    import sys
+    import time
+    from pathlib import Path
+
+    lab = str(Path(sys.executable).parent / "lab")
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        p = subprocess.Popen([lab, "boot", "xeon-2s22c-mini", "--", "sleep", "120"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 60
+        while not qemu_running(str(tmp_path)) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert qemu_running(str(tmp_path)), "the guest never started"
+        p.send_signal(sig)
+        p.wait(timeout=30)
+        deadline = time.monotonic() + 10
+        while qemu_running(str(tmp_path)) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not qemu_running(str(tmp_path)), f"QEMU survived {sig.name}"

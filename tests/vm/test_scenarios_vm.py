@@ -8,7 +8,6 @@ tests/unit/test_scenarios.py)."""
 import json
 import os
 import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -25,8 +24,17 @@ X86_SEEDS = {
 
 
 def qemu_running(marker: str) -> bool:
-    out = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
-    return any("qemu-system" in ln and marker in ln for ln in out.splitlines())
+    """A QEMU whose command line mentions *marker* (read from /proc: ps truncates)."""
+    from pathlib import Path
+
+    for cmd in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            args = cmd.read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if "qemu-system" in args and marker in args:
+            return True
+    return False
 
 
 def run_and_judge(name: str, topo: str) -> None:
