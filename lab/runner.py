@@ -60,10 +60,10 @@ def workloads_layer(arch: str) -> Path:
     from .image import workloads
 
     key = workloads.inputs_hash(arch)
+    cached = initramfs.layer_path("workloads", key)
+    if cached.exists():
+        return cached
     with tempfile.TemporaryDirectory(prefix="lab-wl-") as tmp:
-        cached = initramfs.images_dir() / f"workloads-{initramfs._sha('workloads', initramfs.LAYOUT_VERSION, key)}.cpio"
-        if cached.exists():
-            return cached
         root = Path(tmp) / "root"
         workloads.build(arch, root / "usr" / "local" / "bin")
         return initramfs.tree_layer("workloads", root, key)
@@ -75,7 +75,7 @@ def tools_layer(arch: str, tools: list[str]) -> Path | None:
     from .image import tools as tools_mod
 
     key = tools_mod.tools_hash(arch, tools)
-    cached = initramfs.images_dir() / f"tools-{initramfs._sha('tools', initramfs.LAYOUT_VERSION, key)}.cpio"
+    cached = initramfs.layer_path("tools", key)
     if cached.exists():
         return cached
     with tempfile.TemporaryDirectory(prefix="lab-tools-") as tmp:

@@ -149,9 +149,14 @@ def modules_layer(release: str, modules: list[Path]) -> Path | None:
     return out
 
 
+def layer_path(kind: str, key: str) -> Path:
+    """Where the layer of *kind* with inputs hash *key* is cached (it may not exist yet)."""
+    return images_dir() / f"{kind}-{_sha(kind, LAYOUT_VERSION, key)}.cpio"
+
+
 def tree_layer(kind: str, root: Path, key: str) -> Path:
     """Layer with everything under *root* at the archive root (tools, workloads)."""
-    out = images_dir() / f"{kind}-{_sha(kind, LAYOUT_VERSION, key)}.cpio"
+    out = layer_path(kind, key)
     if out.exists():
         return out
     cpio.write(out, cpio.tree(root))
