@@ -2,11 +2,13 @@
 
     .venv/bin/python bench/bench_boot.py [--arch x86_64] [--vcpus 8,16,32,64,128]
                                          [--kernel debian[,lab-6.1]] [--verify zen3-2s-mini]
+                                         [--bringup auto[,boot,hotplug]] [--tcg-threads auto[,single,multi]]
 
 For each kernel and vCPU count: a 2-socket machine (2 LLCs per socket, SMT2 on x86;
 clusters of 4 on arm64) is booted to lab's guest agent, which snapshots the topology
 and ends the VM.  Prints a table and writes bench/results/bench_boot-<time>.json.
-Targets (issue 6, here: 2 cores, TCG): 32-vCPU zen3-2s-mini to the agent <= 6 s with
+--bringup and --tcg-threads take lists, to measure lab's choices against the others
+(each combination is a row).  Targets (issue 6, here: 2 cores, TCG): 32-vCPU zen3-2s-mini to the agent <= 6 s with
 lab-6.1.
 """
 
@@ -24,7 +26,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from lab import host as host_mod  # noqa: E402
-from lab import topology  # noqa: E402
+from lab import session, topology  # noqa: E402
 from lab.backends import qemu as backend  # noqa: E402
 from lab.errors import LabError  # noqa: E402
 from lab.kernel import resolve  # noqa: E402
@@ -52,11 +54,15 @@ def machine(arch: str, n: int) -> topology.Topology:
     return t
 
 
-def boot_once(t: topology.Topology, kernel, run_dir: Path) -> dict:
-    plan = render.plan(t, host_mod.probe(), kernel_features=frozenset(kernel.features))
+def boot_once(t: topology.Topology, kernel, run_dir: Path, bringup: str = "auto", tcg: str = "auto") -> dict:
+    plan = render.plan(t, host_mod.probe(), kernel_features=session.features(kernel), bringup=bringup, tcg=tcg)
     t0 = time.monotonic()
     res = backend.boot(plan, kernel, run_dir, job=None, timeout=1800)
-    return {"ready_s": round(res.ready_s or 0, 2), "vm_s": round(res.wall_s, 2), "wall_s": round(time.monotonic() - t0, 2), "accel": res.accel}
+    return {
+        "ready_s": round(res.ready_s or 0, 2), "vm_s": round(res.wall_s, 2), "wall_s": round(time.monotonic() - t0, 2),
+        "accel": res.accel, "bringup": plan.bringup, "boot_cpus": plan.boot_cpus, "online_s": res.online_s,
+        "tcg_threads": plan.tcg_threads,
+    }  # fmt: skip
 
 
 def main() -> int:
@@ -64,6 +70,8 @@ def main() -> int:
     ap.add_argument("--arch", default="x86_64", choices=["x86_64", "arm64"])
     ap.add_argument("--vcpus", default="8,16,32,64,128")
     ap.add_argument("--kernel", default="debian", help="comma-separated kernels")
+    ap.add_argument("--bringup", default="auto", help="comma-separated: auto, boot, hotplug")
+    ap.add_argument("--tcg-threads", default="auto", help="comma-separated: auto, single, multi")
     ap.add_argument("--verify", default="zen3-2s-mini", help="also time `lab verify` of this topology ('' to skip)")
     args = ap.parse_args()
     rows = []
@@ -72,14 +80,23 @@ def main() -> int:
             kernel = resolve(kname, args.arch)
             for n in (int(x) for x in args.vcpus.split(",")):
                 t = machine(args.arch, n)
-                try:
-                    r = boot_once(t, kernel, Path(tmp) / f"{kname}-{n}")
-                except LabError as e:
-                    rows.append({"kernel": kname, "release": kernel.release, "vcpus": n, "error": str(e)})
-                    print(f"{kname:>10} {n:>4} vCPUs: FAILED: {' '.join(str(e).split())}", flush=True)
-                    continue
-                rows.append({"kernel": kname, "release": kernel.release, "vcpus": n, **r})
-                print(f"{kname:>10} {n:>4} vCPUs: boot to agent {r['ready_s']:6.1f}s  VM {r['vm_s']:6.1f}s", flush=True)
+                for bringup in args.bringup.split(","):
+                    for tcg in args.tcg_threads.split(","):
+                        tag = f"{kname}-{n}-{bringup}-{tcg}"
+                        try:
+                            r = boot_once(t, kernel, Path(tmp) / tag, bringup, tcg)
+                        except LabError as e:
+                            rows.append({"kernel": kname, "release": kernel.release, "vcpus": n, "bringup": bringup,
+                                         "tcg_threads": tcg, "error": str(e)})  # fmt: skip
+                            print(f"{kname:>10} {n:>4} vCPUs {bringup}/{tcg}: FAILED: {' '.join(str(e).split())}", flush=True)
+                            continue
+                        rows.append({"kernel": kname, "release": kernel.release, "vcpus": n, **r})
+                        online = f" (online {r['online_s']}s after {r['boot_cpus']} at boot)" if r["bringup"] == "hotplug" else ""
+                        print(
+                            f"{kname:>10} {n:>4} vCPUs {r['bringup']:>7}/{r['tcg_threads']:<6}: boot to agent "
+                            f"{r['ready_s']:6.1f}s  VM {r['vm_s']:6.1f}s{online}",
+                            flush=True,
+                        )
         verify = None
         if args.verify:
             from click.testing import CliRunner

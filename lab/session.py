@@ -39,7 +39,8 @@ class Session:
 
 
 def prepare(
-    topo: Topology, kernel_spec: str, *, accel: str = "auto", cpu_model: str = "auto", build: bool = True, tcg: str = "auto"
+    topo: Topology, kernel_spec: str, *, accel: str = "auto", cpu_model: str = "auto", build: bool = True, tcg: str = "auto",
+    bringup: str = "auto",
 ) -> Session:
     from .kernel import resolve
 
@@ -47,8 +48,17 @@ def prepare(
     kernel = resolve(kernel_spec, topo.arch, build=build)
     if kernel.arch != topo.arch:
         raise UserError(f"kernel {kernel.name} is {kernel.arch}, topology {topo.name} is {topo.arch}")
-    plan = render.plan(topo, h, accel=accel, cpu_model=cpu_model, kernel_features=frozenset(kernel.features), tcg=tcg)
+    plan = render.plan(topo, h, accel=accel, cpu_model=cpu_model, kernel_features=features(kernel), tcg=tcg, bringup=bringup)
     return Session(topo, kernel, plan)
+
+
+def features(kernel) -> frozenset[str]:
+    """What the kernel can do that the plan depends on: the recipe's declared features,
+    plus CPU hotplug when its config says so (Debian's and lab's kernels have it)."""
+    out = set(kernel.features)
+    if hasattr(kernel, "config_value") and kernel.config_value("HOTPLUG_CPU") == "y":
+        out.add("cpu_hotplug")
+    return frozenset(out)
 
 
 def _slug(s: str) -> str:
@@ -86,6 +96,8 @@ def write_plan(run_dir: Path, s: Session) -> None:
                 "qemu_version": list(p.qemu_version),
                 "smp": p.smp,
                 "tcg_threads": p.tcg_threads,
+                "bringup": p.bringup,
+                "boot_cpus": p.boot_cpus,
                 "numbering": p.numbering_mode,
                 "guest_to_spec": list(p.guest_to_spec),
                 "guest_node_to_spec": list(p.guest_node_to_spec),

@@ -11,6 +11,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import shlex
 import signal
 import tarfile
@@ -36,6 +37,7 @@ class BootResult:
     ready_s: float | None  # QEMU start to the agent's "ready"
     guest_ready_uptime: float | None
     rc: int | None  # the job's exit status
+    online_s: float | None = None  # hotplug bring-up: guest seconds the agent spent onlining CPUs
     events: list[tuple[float, str]] = field(default_factory=list)
 
     def read(self, name: str) -> str:
@@ -189,6 +191,7 @@ def boot(
         )
         ready_s = None
         ready_uptime = None
+        online_s = None
         events: list[tuple[float, str]] = []
         seen = 0
         deadline_ready = t0 + boot_timeout(plan)
@@ -207,6 +210,8 @@ def boot(
                     events.append((now - t0, line))
                     if on_event:
                         on_event(now - t0, line)
+                    if line.startswith("lab: online "):
+                        online_s = _online(line, plan, files.console)
                     if line.startswith("lab: ready") and ready_s is None:
                         ready_s = now - t0
                         ready_uptime = _field(line, "uptime")
@@ -250,6 +255,7 @@ def boot(
         ready_s=ready_s,
         guest_ready_uptime=ready_uptime,
         rc=int(rc_text) if rc_text and rc_text.lstrip("-").isdigit() else None,
+        online_s=online_s,
         events=events,
     )
     (run_dir / "boot.json").write_text(
@@ -260,6 +266,8 @@ def boot(
                 "wall_s": round(wall, 3),
                 "ready_s": round(ready_s, 3) if ready_s else None,
                 "guest_ready_uptime": ready_uptime,
+                "bringup": plan.bringup,
+                "online_s": online_s,
                 "rc": result.rc,
                 "events": [[round(t, 3), e] for t, e in events],
             },
@@ -283,6 +291,18 @@ def subprocess_devnull():
     import subprocess
 
     return subprocess.DEVNULL
+
+
+def _online(line: str, plan: VmPlan, console: Path) -> float | None:
+    """The agent's "online cpus=... from=T uptime=U": every CPU must have come up."""
+    m = re.search(r"cpus=(\S+)", line)
+    want = f"0-{plan.topo.n_cpus - 1}" if plan.topo.n_cpus > 1 else "0"
+    if not m or m.group(1) != want:
+        raise InfraError(
+            f"the guest brought CPUs {m.group(1) if m else '?'} online, not {want} (console: {console})"
+        )
+    t0, t1 = _field(line, "from"), _field(line, "uptime")
+    return round(t1 - t0, 2) if t0 is not None and t1 is not None else None
 
 
 def _field(line: str, key: str) -> float | None:

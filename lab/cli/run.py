@@ -38,7 +38,7 @@ def scenarios_cmd() -> None:
 @click.option("--recipe", default=None, help="Config, fragments and patches for --kernel-tree (default lab-6.1 / lab-6.1-arm64).")
 @click.option("--watch", is_flag=True, help="With --kernel-tree: rebuild and rerun whenever the tree changes.")
 def run_cmd(
-    scenario_name: str, topo_name: str | None, kernel_spec: str, accel: str, cpu_model: str, tcg: str, repeat: int,
+    scenario_name: str, topo_name: str | None, kernel_spec: str, accel: str, cpu_model: str, tcg: str, bringup: str, repeat: int,
     as_json: bool, kernel_tree, recipe: str | None, watch: bool,
 ) -> None:
     """Boot, run SCENARIO's workload with tracing on, and give a verdict with evidence.
@@ -61,8 +61,8 @@ def run_cmd(
     if kernel_tree is not None:
         if kernel_spec != "debian":
             raise UserError("give --kernel or --kernel-tree, not both")
-        sys.exit(_tree_loop(s, topo, kernel_tree, recipe, watch, accel, cpu_model, tcg))
-    sess = session.prepare(topo, kernel_spec, accel=accel, cpu_model=cpu_model, tcg=tcg)
+        sys.exit(_tree_loop(s, topo, kernel_tree, recipe, watch, accel, cpu_model, tcg, bringup))
+    sess = session.prepare(topo, kernel_spec, accel=accel, cpu_model=cpu_model, tcg=tcg, bringup=bringup)
     outcomes = []
     for i in range(repeat):
         label = f"[{i + 1}/{repeat}] " if repeat > 1 else ""
@@ -88,7 +88,7 @@ def run_cmd(
     sys.exit(worst)
 
 
-def _tree_loop(s, topo, tree, recipe, watch, accel, cpu_model, tcg) -> int:
+def _tree_loop(s, topo, tree, recipe, watch, accel, cpu_model, tcg, bringup) -> int:
     """Build the developer's tree, run, show the verdict; with watch, again on every change."""
     import time
 
@@ -106,7 +106,7 @@ def _tree_loop(s, topo, tree, recipe, watch, accel, cpu_model, tcg) -> int:
             with c.status(f"building {tree} ({info.get('git_describe')}, diff {info.get('diff_sha256')})") as st:
                 art = iterate.tree_kernel(tree, topo.arch, recipe, progress=lambda stage, d, st=st: st.update(f"build: {stage} {d}"))
             build_s = time.monotonic() - t0
-            sess = session.prepare(topo, art.id, accel=accel, cpu_model=cpu_model, tcg=tcg)
+            sess = session.prepare(topo, art.id, accel=accel, cpu_model=cpu_model, tcg=tcg, bringup=bringup)
             with c.status(f"{s.name} on {topo.name}: booting") as st:
                 o = runner.run_once(
                     s, topo, art.id, sess=sess, kernel_info=info,

@@ -9,12 +9,18 @@ import time
 
 import click
 
+from ..render.qemu import HOTPLUG_BRINGUP_ABOVE
 from .common import TOPOLOGY, console
 
 KERNEL_HELP = "debian (Debian's prebuilt, the default), a recipe, a store id, or a path to a bzImage/Image."
 
 
 def vm_options(f):
+    f = click.option(
+        "--bringup", type=click.Choice(["auto", "boot", "hotplug"]), default="auto", show_default=True,
+        help="Secondary CPUs: at boot, or onlined by lab's agent after a maxcpus=1 boot; "
+        f"auto: hotplug under TCG above {HOTPLUG_BRINGUP_ABOVE} vCPUs.",
+    )(f)  # fmt: skip
     f = click.option(
         "--tcg-threads", "tcg", type=click.Choice(["auto", "single", "multi"]), default="auto", show_default=True,
         help="TCG threading; auto: one thread per vCPU only while vCPUs <= 2 x host cores.",
@@ -34,7 +40,7 @@ def vm_options(f):
 @click.option("--dry-run", is_flag=True, help="Print the exact QEMU command and exit.")
 @click.option("--timeout", type=float, default=600, show_default=True, help="Seconds before the VM is killed.")
 @click.argument("cmd", nargs=-1, type=click.UNPROCESSED)
-def boot(topology, kernel_spec: str, accel: str, cpu_model: str, tcg: str, dry_run: bool, timeout: float, cmd) -> None:
+def boot(topology, kernel_spec: str, accel: str, cpu_model: str, tcg: str, bringup: str, dry_run: bool, timeout: float, cmd) -> None:
     """Boot TOPOLOGY; run CMD in the guest (after --) or open a console.
 
     With CMD, prints its output and exits with its status.
@@ -43,7 +49,7 @@ def boot(topology, kernel_spec: str, accel: str, cpu_model: str, tcg: str, dry_r
     from ..backends import qemu as backend
     from ..render import qemu as render
 
-    s = session.prepare(topology, kernel_spec, accel=accel, cpu_model=cpu_model, build=not dry_run, tcg=tcg)
+    s = session.prepare(topology, kernel_spec, accel=accel, cpu_model=cpu_model, build=not dry_run, tcg=tcg, bringup=bringup)
     err = sys.stderr
     for n in s.plan.notes:
         click.echo(f"lab: {n}", err=True)
@@ -75,14 +81,14 @@ def boot(topology, kernel_spec: str, accel: str, cpu_model: str, tcg: str, dry_r
 @click.option("--json", "as_json", is_flag=True, help="Print the checks and the guest's view as JSON.")
 @click.option("--strict", is_flag=True, help="Known deviations (the vendor effect) fail too.")
 @click.option("--timeout", type=float, default=600, show_default=True)
-def verify(topology, kernel_spec: str, accel: str, cpu_model: str, tcg: str, as_json: bool, strict: bool, timeout: float) -> None:
+def verify(topology, kernel_spec: str, accel: str, cpu_model: str, tcg: str, bringup: str, as_json: bool, strict: bool, timeout: float) -> None:
     """Boot TOPOLOGY and check that the guest kernel sees it: nodes, distances,
     siblings, caches and every CPU's sched-domain tree.  Exit 1 on a mismatch."""
     from .. import expect, session, sysfs
     from ..backends import qemu as backend
 
     t0 = time.monotonic()
-    s = session.prepare(topology, kernel_spec, accel=accel, cpu_model=cpu_model, tcg=tcg)
+    s = session.prepare(topology, kernel_spec, accel=accel, cpu_model=cpu_model, tcg=tcg, bringup=bringup)
     run_dir = session.new_run_dir("verify", topology, s.kernel_label)
     session.write_plan(run_dir, s)
     res = backend.boot(s.plan, s.kernel, run_dir, job=None, timeout=timeout)
@@ -99,7 +105,11 @@ def verify(topology, kernel_spec: str, accel: str, cpu_model: str, tcg: str, as_
         "notes": list(s.plan.notes),
         "checks": [c.to_dict() for c in vd.checks],
         "guest": view.to_dict(),
-        "timing": {"wall_s": round(wall, 2), "boot_to_agent_s": round(res.ready_s or 0, 2), "vm_s": round(res.wall_s, 2)},
+        "bringup": s.plan.bringup,
+        "timing": {
+            "wall_s": round(wall, 2), "boot_to_agent_s": round(res.ready_s or 0, 2), "vm_s": round(res.wall_s, 2),
+            "online_s": res.online_s,
+        },
         "run_dir": str(run_dir),
         "ok": ok,
     }
@@ -133,9 +143,15 @@ def _table(topology, s, vd, res, wall, run_dir, ok) -> None:
         else f"guest CPU ids translated to the spec's {topology.numbering} numbering (QEMU numbers SMT siblings adjacently)"
     )
     c.print(f"numbering: {numbering}")
+    online = (
+        f" (CPUs {s.plan.boot_cpus}-{topology.n_cpus - 1} onlined after boot, {res.online_s:.1f}s of it)"
+        if s.plan.bringup == "hotplug" and res.online_s is not None
+        else ""
+    )
     c.print(
         f"kernel {s.kernel.name} ({s.kernel.release}), accel {s.plan.accel} ({s.plan.accel_reason}), "
-        f"CPU model {s.plan.cpu_model.split(',')[0]}; boot to agent {res.ready_s:.1f}s, total {wall:.1f}s; run dir {run_dir}"
+        f"CPU model {s.plan.cpu_model.split(',')[0]}; boot to agent {res.ready_s:.1f}s{online}, total {wall:.1f}s; "
+        f"run dir {run_dir}"
     )
     c.print("[green]PASS[/]" if ok else "[red]FAIL[/]")
 

@@ -64,6 +64,8 @@ class VmPlan:
     notes: tuple[str, ...] = field(default_factory=tuple)
     dt_caches: bool = False  # arm64: boot with an edited device tree (caches, cpu order)
     tcg_threads: str = "multi"  # "single" | "multi" (MTTCG): see tcg_threading()
+    bringup: str = "boot"  # "boot" (all CPUs at boot) | "hotplug" (maxcpus=boot_cpus, the agent onlines the rest)
+    boot_cpus: int = 0  # with hotplug: how many CPUs come up at boot (see boot_cpus())
 
     @property
     def spec_to_guest(self) -> dict[int, int]:
@@ -82,6 +84,7 @@ def plan(
     cpu_model: str = "auto",
     kernel_features: frozenset[str] = frozenset(),
     tcg: str = "auto",
+    bringup: str = "auto",
 ) -> VmPlan:
     """Decide the VM for *topo* on *host*, or refuse with the QEMU version that can."""
     arch = topo.arch
@@ -148,6 +151,23 @@ def plan(
         guest_to_spec = (topo.cpus[0].id, *rest)
     mode = "native" if list(guest_to_spec) == list(range(topo.n_cpus)) else "translated"
     threads = tcg_threading(topo.n_cpus, host.cpus) if tcg == "auto" else tcg
+    hotplug_ok = "cpu_hotplug" in kernel_features
+    up = bringup_mode(topo.n_cpus, acc, hotplug_ok) if bringup == "auto" else bringup
+    first = 0
+    if up == "hotplug":
+        if not hotplug_ok:
+            raise UserError(
+                f"{topo.name}: --bringup hotplug needs a kernel with CONFIG_HOTPLUG_CPU=y (or a config lab can read)"
+            )
+        first = boot_cpus(topo, guest_to_spec)
+        if first < topo.n_cpus:
+            notes.append(
+                f"CPUs {first}-{topo.n_cpus - 1} are brought online by lab's agent right after boot "
+                f"(maxcpus={first}), before anything reads the topology: under TCG that is much faster "
+                "than SMP bring-up at boot (--bringup boot to compare)"
+            )
+        else:
+            up = "boot"
     return VmPlan(
         topo=topo,
         arch=arch,
@@ -169,6 +189,8 @@ def plan(
         notes=tuple(notes),
         dt_caches=dt_caches,
         tcg_threads=threads,
+        bringup=up,
+        boot_cpus=first if up == "hotplug" else topo.n_cpus,
     )
 
 
@@ -183,6 +205,47 @@ def max_apic_id(topo: Topology) -> int:
     dies, cores, threads = s.llcs_per_socket, s.cores_per_llc, s.threads_per_core
     t, c, d = bits(threads), bits(cores), bits(dies)
     return ((s.sockets - 1) << (t + c + d)) | ((dies - 1) << (t + c)) | ((cores - 1) << t) | (threads - 1)
+
+
+HOTPLUG_BRINGUP_ABOVE = 64
+
+
+def bringup_mode(vcpus: int, accel: str, kernel_hotplug: bool = True) -> str:
+    """Bring the secondary CPUs up at boot, or boot with few and online the rest after.
+
+    Under TCG every CPU that is online during early boot takes a periodic tick (the
+    clocksource is jiffies until fs_initcall, so NO_HZ cannot stop it), and each tick
+    of each vCPU costs a pass of QEMU's round-robin loop over all vCPUs.  Measured
+    here (2 host cores, QEMU 7.2, lab-6.1 with NO_HZ_IDLE, 2 sockets, thread=single):
+    128 vCPUs took 217-275 s to the agent when brought up at boot, 25.5 s with
+    maxcpus=1 and the rest onlined by the agent (18.6 s with thread=multi).  At 32 and
+    64 vCPUs bring-up at boot is as fast or faster, so it stays the default there.
+    The topology the kernel ends with is the same either way (`lab verify` checks it;
+    tests/vm compares the two snapshots).
+    """
+    return "hotplug" if accel == "tcg" and kernel_hotplug and vcpus > HOTPLUG_BRINGUP_ABOVE else "boot"
+
+
+def boot_cpus(topo: Topology, guest_to_spec: tuple[int, ...]) -> int:
+    """How many CPUs must be up at boot for the kernel to make its boot-time-only
+    topology decisions as it would with all of them.
+
+    x86 decides once, in native_smp_cpus_done(), whether a package holds more than one
+    NUMA node (x86_has_numa_in_package: then there is no DIE level and NODE is built
+    from the NUMA table); it sees only the CPUs up by then.  So the first CPU of the boot
+    package that is in another node than CPU 0 comes up at boot too.  arm64 reads the
+    whole cpu-map from the device tree at boot.  Not reproduced: x86's "Max logical
+    packages" (perf uncore/RAPL sizing) counts the boot package's cores up at boot.
+    """
+    if topo.arch != "x86_64":
+        return 1
+    by_id = {c.id: c for c in topo.cpus}
+    c0 = by_id[guest_to_spec[0]]
+    for g, sid in enumerate(guest_to_spec):
+        c = by_id[sid]
+        if c.socket == c0.socket and c.node != c0.node:
+            return g + 1
+    return 1
 
 
 def tcg_threading(vcpus: int, host_cpus: int) -> str:
@@ -316,6 +379,8 @@ def cmdline(p: VmPlan, extra: tuple[str, ...] = ()) -> str:
         if p.arch == "x86_64":
             parts += ["tsc=reliable", "no_timer_check"]
         parts += ["nowatchdog"]
+    if p.bringup == "hotplug":
+        parts += [f"maxcpus={p.boot_cpus}"]  # guest/init.sh onlines the others before anything else
     parts += list(p.cmdline_extra) + list(extra)
     return " ".join(parts)
 

@@ -177,3 +177,57 @@ def test_arm64_gic_and_size_limits():
         qemu.plan(arm("", 513), HOST_72)
     with pytest.raises(topology.SpecError, match="cpu.gic: must be 2 or 3"):
         arm("gic = 4", 2)
+
+
+HOTPLUG = frozenset({"cpu_hotplug"})
+
+
+def _flat(n: int, arch: str = "x86_64") -> topology.Topology:
+    return topology.from_dict(
+        {"name": f"flat{n}", "arch": arch, "cpu": {"vendor": "intel" if arch == "x86_64" else "arm"},
+         "topology": {"sockets": 2, "cores_per_cluster": n // 2}, "numa": {"distances": [[10, 20], [20, 10]]}}
+    )  # fmt: skip
+
+
+def test_bringup_hotplug_only_above_threshold_under_tcg_with_a_hotplug_kernel():
+    n = qemu.HOTPLUG_BRINGUP_ABOVE
+    assert qemu.bringup_mode(n, "tcg") == "boot"
+    assert qemu.bringup_mode(n + 2, "tcg") == "hotplug"
+    assert qemu.bringup_mode(n + 2, "kvm") == "boot"
+    assert qemu.bringup_mode(n + 2, "tcg", kernel_hotplug=False) == "boot"
+    big = _flat(128)
+    p = qemu.plan(big, HOST_72, kernel_features=HOTPLUG)
+    assert (p.bringup, p.boot_cpus) == ("hotplug", 1)
+    assert "maxcpus=1" in qemu.cmdline(p).split()
+    assert any("CPUs 1-127 are brought online by lab's agent" in note for note in p.notes)
+    # A kernel without CONFIG_HOTPLUG_CPU (or one lab cannot read) boots them all.
+    p = qemu.plan(big, HOST_72)
+    assert (p.bringup, p.boot_cpus) == ("boot", 128)
+    assert "maxcpus" not in qemu.cmdline(p)
+    # --bringup boot and small machines: no maxcpus.
+    assert "maxcpus" not in qemu.cmdline(qemu.plan(big, HOST_72, kernel_features=HOTPLUG, bringup="boot"))
+    assert "maxcpus" not in qemu.cmdline(qemu.plan(_flat(32), HOST_72, kernel_features=HOTPLUG))
+
+
+def test_forced_hotplug_needs_a_hotplug_kernel():
+    with pytest.raises(UserError, match="CONFIG_HOTPLUG_CPU"):
+        qemu.plan(_flat(16), HOST_72, bringup="hotplug")
+    p = qemu.plan(_flat(16), HOST_72, kernel_features=HOTPLUG, bringup="hotplug")
+    assert "maxcpus=1" in qemu.cmdline(p).split()
+
+
+def test_boot_cpus_cover_numa_in_package():
+    # Naples: 4 nodes per package.  x86 decides at boot whether a package holds
+    # several nodes (no DIE level then), so CPU 0's package must show a second node
+    # before maxcpus stops bring-up: the first guest CPU of node 1 boots too.
+    t = topology.load("epyc7551-8n-mini")
+    p = qemu.plan(t, HOST_72, kernel_features=HOTPLUG, bringup="hotplug")
+    by_id = {c.id: c for c in t.cpus}
+    guest = [by_id[s] for s in p.guest_to_spec]
+    first_other = next(g for g, c in enumerate(guest) if c.socket == guest[0].socket and c.node != guest[0].node)
+    assert p.boot_cpus == first_other + 1 > 1
+    assert all(c.node == guest[0].node for c in guest[: p.boot_cpus - 1])
+    assert f"maxcpus={p.boot_cpus}" in qemu.cmdline(p).split()
+    # One node per package (and arm64, which reads the whole cpu-map at boot): one CPU.
+    assert qemu.plan(topology.load("zen3-2s-mini"), HOST_72, kernel_features=HOTPLUG, bringup="hotplug").boot_cpus == 1
+    assert qemu.plan(topology.load("kunpeng920-2s-mini"), HOST_72, kernel_features=HOTPLUG, bringup="hotplug").boot_cpus == 1

@@ -65,3 +65,27 @@ def test_verify_kunpeng_mini_arm64():
     assert "SCHED_CLUSTER" in bad[0]["known_deviation"]
     checks = {c["name"]: c for c in doc["checks"]}
     assert checks["MC spans"]["ok"] and checks["clusters"]["ok"]
+
+
+@pytest.mark.parametrize("name", ["epyc7551-8n-mini", "zen3-2s-mini"])
+def test_hotplug_bringup_ends_with_the_topology_of_boot_bringup(name, debian_kernel, tmp_path, monkeypatch):
+    """Large guests boot with maxcpus=N and the agent onlines the rest (faster under
+    TCG).  That is only allowed because the kernel ends up with the same topology:
+    every sysfs topology, cache, node and sched-domain line the agent snapshots is
+    the same as after bring-up at boot.  Naples has 4 nodes per package, which x86
+    decides at boot (no DIE level): the case a plain maxcpus=1 gets wrong."""
+    from pathlib import Path
+
+    monkeypatch.setenv("LAB_RUNS", str(tmp_path))
+    snap = {}
+    for mode in ("boot", "hotplug"):
+        r = CliRunner().invoke(main, ["verify", name, "--bringup", mode, "--json"])
+        assert r.exit_code == 0, r.output[-3000:]
+        doc = json.loads(r.output)
+        assert doc["bringup"] == mode
+        if mode == "hotplug":
+            assert doc["timing"]["online_s"] > 0
+            assert "maxcpus=" in doc["guest"]["cmdline"]
+        snap[mode] = sorted((Path(doc["run_dir"]) / "out" / "guest" / "sysfs.txt").read_text().splitlines())
+    assert len(snap["boot"]) > 500
+    assert snap["hotplug"] == snap["boot"]
