@@ -23,7 +23,7 @@ def vm_options(f):
     )(f)  # fmt: skip
     f = click.option(
         "--tcg-threads", "tcg", type=click.Choice(["auto", "single", "multi"]), default="auto", show_default=True,
-        help="TCG threading; auto: one thread per vCPU only while vCPUs <= 2 x host cores.",
+        help="TCG threading; auto: one thread per vCPU while vCPUs <= 2 x host cores or with hotplug bring-up.",
     )(f)  # fmt: skip
     f = click.option("--cpu-model", default="auto", show_default=True, help="auto, intel, amd, or a QEMU -cpu model.")(f)
     f = click.option(

@@ -150,7 +150,6 @@ def plan(
         rest = sorted(i for i in topo.cpu_ids if i != topo.cpus[0].id)
         guest_to_spec = (topo.cpus[0].id, *rest)
     mode = "native" if list(guest_to_spec) == list(range(topo.n_cpus)) else "translated"
-    threads = tcg_threading(topo.n_cpus, host.cpus) if tcg == "auto" else tcg
     hotplug_ok = "cpu_hotplug" in kernel_features
     up = bringup_mode(topo.n_cpus, acc, hotplug_ok) if bringup == "auto" else bringup
     first = 0
@@ -168,6 +167,7 @@ def plan(
             )
         else:
             up = "boot"
+    threads = tcg_threading(topo.n_cpus, host.cpus, up) if tcg == "auto" else tcg
     return VmPlan(
         topo=topo,
         arch=arch,
@@ -248,15 +248,21 @@ def boot_cpus(topo: Topology, guest_to_spec: tuple[int, ...]) -> int:
     return 1
 
 
-def tcg_threading(vcpus: int, host_cpus: int) -> str:
-    """One TCG thread per vCPU (MTTCG) only while vCPUs do not swamp the host's cores.
+def tcg_threading(vcpus: int, host_cpus: int, bringup: str = "boot") -> str:
+    """One TCG thread per vCPU (MTTCG), or all vCPUs round-robin on one thread.
 
-    Measured here (2 host cores, QEMU 7.2, lab-6.1, 32 vCPUs): boot to lab's agent
-    took 8.9-10.2 s with thread=multi and 4.8-5.3 s with thread=single; at 128 vCPUs
-    thread=multi left vCPU threads starved long enough for RCU stalls and soft
-    lockups.  With few vCPUs per core MTTCG's parallelism wins.
+    Measured here (2 host cores, QEMU 7.2, lab-6.1, bench/bench_boot.py): while all
+    CPUs come up at boot, early boot ticks every vCPU and MTTCG's host threads fight
+    for the 2 cores: 64 vCPUs took 26.4 s to the agent with thread=multi against 5.9 s
+    with thread=single (32 vCPUs: 8.9-10.2 s against 4.8-5.3 s).  Once the kernel runs
+    tickless (the hotplug bring-up, see bringup_mode()), idle vCPU threads sleep and
+    the round-robin loop's pass over every vCPU is what costs: 128 vCPUs 22.1 s multi
+    against 23.6 s single, 255 vCPUs 54 s multi against 369 s single.  With few
+    vCPUs per host core MTTCG's parallelism wins either way.
     """
-    return "multi" if vcpus <= 2 * max(1, host_cpus) else "single"
+    if vcpus <= 2 * max(1, host_cpus) or bringup == "hotplug":
+        return "multi"
+    return "single"
 
 
 def _x86(topo: Topology, version, acc: str, cpu_model: str, host: Host):

@@ -231,3 +231,12 @@ def test_boot_cpus_cover_numa_in_package():
     # One node per package (and arm64, which reads the whole cpu-map at boot): one CPU.
     assert qemu.plan(topology.load("zen3-2s-mini"), HOST_72, kernel_features=HOTPLUG, bringup="hotplug").boot_cpus == 1
     assert qemu.plan(topology.load("kunpeng920-2s-mini"), HOST_72, kernel_features=HOTPLUG, bringup="hotplug").boot_cpus == 1
+
+
+def test_hotplug_bringup_runs_one_tcg_thread_per_vcpu():
+    assert qemu.tcg_threading(128, 2, "hotplug") == "multi"
+    assert qemu.tcg_threading(128, 2, "boot") == "single"
+    p = qemu.plan(_flat(128), HOST_72, kernel_features=HOTPLUG)
+    assert p.tcg_threads == "multi"
+    assert qemu.plan(_flat(128), HOST_72, kernel_features=HOTPLUG, tcg="single").tcg_threads == "single"
+    assert qemu.plan(_flat(128), HOST_72).tcg_threads == "single"
