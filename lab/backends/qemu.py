@@ -94,8 +94,10 @@ def boot_image(kernel, vcpus: int = 1) -> Path:
     kernel into lab's cache.
 
     Only up to PVH_MAX_VCPUS: at 128 vCPUs the PVH-booted Debian kernel took ~100 s
-    of guest time to bring up its CPUs (the bzImage reached the agent in 56 s), a
-    difference measured, not yet explained.
+    of guest time to bring up its CPUs (the bzImage reached the agent in 56 s).  That
+    was measured before hotplug bring-up, when early-boot ticks on every vCPU made
+    128-vCPU boots vary by minutes (see bringup_mode()); most likely that variance,
+    not PVH, but the limit stays until PVH at 128 is measured again.
     """
     image = Path(kernel.image)
     if getattr(kernel, "arch", "") != "x86_64" or not hasattr(kernel, "config_value"):
