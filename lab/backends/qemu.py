@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .. import proc
+from .. import cpulist, proc
 from ..errors import InfraError, LostGuest, UserError
 from ..image import initramfs
 from ..render import qemu as render
@@ -298,7 +298,7 @@ def subprocess_devnull():
 def _online(line: str, plan: VmPlan, console: Path) -> float | None:
     """The agent's "online cpus=... from=T uptime=U": every CPU must have come up."""
     m = re.search(r"cpus=(\S+)", line)
-    want = f"0-{plan.topo.n_cpus - 1}" if plan.topo.n_cpus > 1 else "0"
+    want = cpulist.format(range(plan.topo.n_cpus))
     if not m or m.group(1) != want:
         raise InfraError(
             f"the guest brought CPUs {m.group(1) if m else '?'} online, not {want} (console: {console})"

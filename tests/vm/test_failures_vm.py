@@ -9,19 +9,7 @@ from click.testing import CliRunner
 from lab.backends import qemu as backend
 from lab.cli import main
 
-
-def qemu_running(marker: str) -> bool:
-    """A QEMU whose command line mentions *marker* (read from /proc: ps truncates)."""
-    from pathlib import Path
-
-    for cmd in Path("/proc").glob("[0-9]*/cmdline"):
-        try:
-            args = cmd.read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            continue
-        if "qemu-system" in args and marker in args:
-            return True
-    return False
+from .procs import qemu_running
 
 
 def test_guest_that_never_reports_is_lost_and_killed(debian_kernel, monkeypatch, tmp_path):

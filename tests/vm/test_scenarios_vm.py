@@ -15,26 +15,14 @@ from click.testing import CliRunner
 
 from lab.cli import main
 
+from .procs import qemu_running
+
 X86_SEEDS = {
     "llc-spread-pinned": "zen3-2s-mini",
     "numa-balancing": "numa4-96-mini",
     "preferred-node-migrations": "epyc7551-8n-mini",
     "soft-affinity": "xeon-2s22c-mini",
 }
-
-
-def qemu_running(marker: str) -> bool:
-    """A QEMU whose command line mentions *marker* (read from /proc: ps truncates)."""
-    from pathlib import Path
-
-    for cmd in Path("/proc").glob("[0-9]*/cmdline"):
-        try:
-            args = cmd.read_bytes().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            continue
-        if "qemu-system" in args and marker in args:
-            return True
-    return False
 
 
 def run_and_judge(name: str, topo: str) -> None:
