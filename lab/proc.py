@@ -9,8 +9,10 @@ from __future__ import annotations
 import logging
 import os
 import shlex
+import signal
 import subprocess
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 from .errors import InfraError, UserError
@@ -67,17 +69,61 @@ def run(
 def popen(
     argv: Sequence[str | os.PathLike], *, cwd=None, env: Mapping[str, str] | None = None, **kw
 ) -> subprocess.Popen:
-    """Start *argv* in the background (for QEMU and make).  Same logging as run()."""
+    """Start *argv* in the background (for QEMU and make).  Same logging as run().
+    Inside signals_held(), the child starts with the signal mask lab had before."""
     args = [str(a) for a in argv]
     log.debug("popen: %s", shlex.join(args))
     full_env = None
     if env is not None:
         full_env = dict(os.environ)
         full_env.update(env)
+    if _child_mask is not None:
+        mask, inner = _child_mask, kw.pop("preexec_fn", None)
+
+        def _restore_mask() -> None:
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+            if inner is not None:
+                inner()
+
+        kw["preexec_fn"] = _restore_mask
     try:
         return subprocess.Popen(args, cwd=cwd, env=full_env, **kw)
     except FileNotFoundError as e:
         raise UserError(f"command not found: {args[0]} ({hint_package(args[0])})") from e
+
+
+_UNWIND = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+_child_mask: set | None = None
+
+
+@contextmanager
+def signals_held() -> Iterator[None]:
+    """Hold SIGINT/SIGTERM/SIGHUP (lab unwinds on them) for the block: a signal that
+    lands while Popen is returning would otherwise unwind before the caller holds the
+    process, and skip the clause that stops it.  A held signal is raised as the block
+    ends, so start the block inside the try whose finally stops the child:
+
+        p = None
+        try:
+            with proc.signals_held():
+                p = proc.popen(...)
+            ...
+        finally:
+            if p is not None:
+                stop(p)
+    """
+    global _child_mask
+    try:
+        old = signal.pthread_sigmask(signal.SIG_BLOCK, _UNWIND)
+    except (AttributeError, ValueError, OSError):  # not the main thread, or no pthreads
+        yield
+        return
+    _child_mask = old
+    try:
+        yield
+    finally:
+        _child_mask = None
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
 def _tail(data: bytes | str | None, lines: int = 3) -> str:

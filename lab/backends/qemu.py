@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import json
+import logging
 import os
 import re
 import shlex
@@ -25,6 +26,8 @@ from ..errors import InfraError, LostGuest, UserError
 from ..image import initramfs
 from ..render import qemu as render
 from ..render.qemu import VmPlan
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -188,9 +191,7 @@ def boot(
     stderr_path = run_dir / "qemu.stderr"
     t0 = time.monotonic()
     with open(stderr_path, "wb") as err:
-        p = proc.popen(
-            argv, stdin=subprocess_devnull(), stdout=err, stderr=err, start_new_session=True, preexec_fn=_die_with_parent
-        )
+        p = None
         ready_s = None
         ready_uptime = None
         online_s = None
@@ -199,6 +200,11 @@ def boot(
         deadline_ready = t0 + boot_timeout(plan)
         deadline = t0 + timeout
         try:
+            with proc.signals_held():  # p is set before an interrupt can unwind (proc.signals_held)
+                p = proc.popen(
+                    argv, stdin=subprocess_devnull(), stdout=err, stderr=err, start_new_session=True,
+                    preexec_fn=_die_with_parent,
+                )
             while True:
                 rc = p.poll()
                 now = time.monotonic()
@@ -232,7 +238,8 @@ def boot(
                     )
                 time.sleep(0.05)
         finally:
-            _stop(p)
+            if p is not None:
+                _stop(p)
         wall = time.monotonic() - t0
     if p.returncode not in (0, None):
         msg = stderr_path.read_text(errors="replace").strip().splitlines()
@@ -332,7 +339,20 @@ def _stop(p) -> None:
             os.killpg(p.pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
-        p.wait()
+        try:
+            p.wait(timeout=30)
+        except Exception:  # noqa: BLE001 - stuck in the kernel; say so rather than hang
+            log.warning("QEMU (pid %d) survived SIGKILL for 30 s; state %s", p.pid, _proc_state(p.pid))
+
+
+def _proc_state(pid: int) -> str:
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+        wchan = Path(f"/proc/{pid}/wchan").read_text()
+    except OSError:
+        return "unknown"
+    state = next((ln.split(":", 1)[1].strip() for ln in status.splitlines() if ln.startswith("State:")), "?")
+    return f"{state}, wchan {wchan or '?'}"
 
 
 def _extract(tar_path: Path, out_dir: Path) -> None:

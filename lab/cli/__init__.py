@@ -34,6 +34,13 @@ class LabGroup(click.Group):
                 signal.signal(sig, _interrupt)
             except ValueError:  # not the main thread (e.g. under a test runner's thread)
                 pass
+        # `kill -USR1 <lab>` prints where lab is (every thread's Python stack) to stderr.
+        import faulthandler
+
+        try:
+            faulthandler.register(signal.SIGUSR1, all_threads=True)
+        except (AttributeError, ValueError, RuntimeError, OSError):
+            pass
         return super().main(args, *a, **kw)
 
     def invoke(self, ctx: click.Context):

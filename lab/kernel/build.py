@@ -364,14 +364,16 @@ def _run_make(argv: list[str], env: dict, log_path: Path, progress: Progress) ->
     with open(log_path, "w") as log:
         log.write(f"# {shlex.join(f'{k}={v}' for k, v in env.items())} {shlex.join(argv)}\n")
         log.flush()
-        p = proc.popen(
-            argv,
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,  # so an interrupt can stop every make child
-        )
+        p = None
         try:
+            with proc.signals_held():  # p is set before an interrupt can unwind
+                p = proc.popen(
+                    argv,
+                    env=env,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,  # so an interrupt can stop every make child
+                )
             assert p.stdout is not None
             for raw in p.stdout:
                 line = raw.decode(errors="replace")
@@ -382,7 +384,8 @@ def _run_make(argv: list[str], env: dict, log_path: Path, progress: Progress) ->
                     progress(m[1], m[2].strip())
             rc = p.wait()
         except BaseException:
-            _kill_group(p)
+            if p is not None:
+                _kill_group(p)
             raise
     if rc != 0:
         lines = log_path.read_text(errors="replace").splitlines()

@@ -13,3 +13,23 @@ def qemu_running(marker: str) -> bool:
         if "qemu-system" in args and marker in args:
             return True
     return False
+
+
+def stuck(p, errlog: Path) -> str:
+    """Where a lab process that will not exit is: kernel state, and its Python stack
+    (lab prints it on SIGUSR1).  Kills it afterwards."""
+    import signal
+    import time
+
+    try:
+        status = Path(f"/proc/{p.pid}/status").read_text()
+        state = next((ln for ln in status.splitlines() if ln.startswith("State:")), "State: ?")
+        wchan = Path(f"/proc/{p.pid}/wchan").read_text()
+    except OSError:
+        state, wchan = "State: gone", "?"
+    p.send_signal(signal.SIGUSR1)
+    time.sleep(1)
+    p.kill()
+    p.wait()
+    stack = errlog.read_text(errors="replace")[-3000:] if errlog.exists() else ""
+    return f"{state}, wchan {wchan}\n{stack}"

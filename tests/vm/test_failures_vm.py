@@ -4,12 +4,13 @@ Each must give a one-line error, keep what was gathered, and leave no QEMU runni
 import json
 import subprocess
 
+import pytest
 from click.testing import CliRunner
 
 from lab.backends import qemu as backend
 from lab.cli import main
 
-from .procs import qemu_running
+from .procs import qemu_running, stuck
 
 
 def test_guest_that_never_reports_is_lost_and_killed(debian_kernel, monkeypatch, tmp_path):
@@ -62,13 +63,18 @@ def test_killed_lab_leaves_no_vm(debian_kernel, tmp_path):
 
     lab = str(Path(sys.executable).parent / "lab")
     for sig in (signal.SIGTERM, signal.SIGKILL):
-        p = subprocess.Popen([lab, "boot", "xeon-2s22c-mini", "--", "sleep", "120"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        errlog = tmp_path / f"lab.{sig.name}.stderr"
+        with open(errlog, "wb") as err:
+            p = subprocess.Popen([lab, "boot", "xeon-2s22c-mini", "--", "sleep", "120"], stdout=subprocess.DEVNULL, stderr=err)
         deadline = time.monotonic() + 60
         while not qemu_running(str(tmp_path)) and time.monotonic() < deadline:
             time.sleep(0.2)
         assert qemu_running(str(tmp_path)), "the guest never started"
         p.send_signal(sig)
-        p.wait(timeout=30)
+        try:
+            p.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"lab ignored {sig.name} for 30 s: {stuck(p, errlog)}")
         deadline = time.monotonic() + 10
         while qemu_running(str(tmp_path)) and time.monotonic() < deadline:
             time.sleep(0.2)
