@@ -34,6 +34,12 @@ class LabGroup(click.Group):
                 signal.signal(sig, _interrupt)
             except ValueError:  # not the main thread (e.g. under a test runner's thread)
                 pass
+        # A mask inherited from the caller (some CI runners and daemons block signals in
+        # the thread that spawns) would leave lab deaf to the signals it unwinds on.
+        try:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, (signal.SIGINT, signal.SIGTERM, signal.SIGHUP))
+        except (AttributeError, ValueError, OSError):
+            pass
         # `kill -USR1 <lab>` prints where lab is (every thread's Python stack) to stderr.
         import faulthandler
 
