@@ -54,28 +54,37 @@ class Fails(Scenario):
 
 
 def test_killed_lab_leaves_no_vm(debian_kernel, tmp_path):
-    """SIGTERM unwinds (QEMU stopped by the backend); even SIGKILL takes QEMU down
+    """SIGTERM unwinds (QEMU stopped by the backend), also when lab's parent left SIGTERM
+    blocked (an inherited mask once made lab deaf to it); even SIGKILL takes QEMU down
     (PR_SET_PDEATHSIG)."""
     import signal
     import sys
     import time
     from pathlib import Path
 
+    def blocked_term():
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+
     lab = str(Path(sys.executable).parent / "lab")
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        errlog = tmp_path / f"lab.{sig.name}.stderr"
+    for sig, pre in ((signal.SIGTERM, None), (signal.SIGTERM, blocked_term), (signal.SIGKILL, None)):
+        how = f"{sig.name}{' (blocked by the parent)' if pre else ''}"
+        errlog = tmp_path / f"lab.{sig.name}.{bool(pre)}.stderr"
         with open(errlog, "wb") as err:
-            p = subprocess.Popen([lab, "boot", "xeon-2s22c-mini", "--", "sleep", "120"], stdout=subprocess.DEVNULL, stderr=err)
+            p = subprocess.Popen(
+                [lab, "boot", "xeon-2s22c-mini", "--", "sleep", "120"], stdout=subprocess.DEVNULL, stderr=err,
+                preexec_fn=pre,
+            )
         deadline = time.monotonic() + 60
         while not qemu_running(str(tmp_path)) and time.monotonic() < deadline:
             time.sleep(0.2)
         assert qemu_running(str(tmp_path)), "the guest never started"
         p.send_signal(sig)
         try:
-            p.wait(timeout=30)
+            rc = p.wait(timeout=30)
         except subprocess.TimeoutExpired:
-            pytest.fail(f"lab ignored {sig.name} for 30 s: {stuck(p, errlog)}")
+            pytest.fail(f"lab ignored {how} for 30 s: {stuck(p, errlog)}")
+        assert rc == (130 if sig == signal.SIGTERM else -sig), f"{how}: exit {rc}"
         deadline = time.monotonic() + 10
         while qemu_running(str(tmp_path)) and time.monotonic() < deadline:
             time.sleep(0.2)
-        assert not qemu_running(str(tmp_path)), f"QEMU survived {sig.name}"
+        assert not qemu_running(str(tmp_path)), f"QEMU survived {how}"
