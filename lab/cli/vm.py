@@ -19,7 +19,7 @@ def vm_options(f):
     f = click.option(
         "--bringup", type=click.Choice(["auto", "boot", "hotplug"]), default="auto", show_default=True,
         help="Secondary CPUs: at boot, or onlined by lab's agent after a maxcpus=1 boot; "
-        f"auto: hotplug under TCG above {HOTPLUG_BRINGUP_ABOVE} vCPUs.",
+        f"auto: hotplug for x86 under TCG above {HOTPLUG_BRINGUP_ABOVE} vCPUs.",
     )(f)  # fmt: skip
     f = click.option(
         "--tcg-threads", "tcg", type=click.Choice(["auto", "single", "multi"]), default="auto", show_default=True,

@@ -195,6 +195,10 @@ def test_bringup_hotplug_only_above_threshold_under_tcg_with_a_hotplug_kernel():
     assert qemu.bringup_mode(n + 2, "tcg") == "hotplug"
     assert qemu.bringup_mode(n + 2, "kvm") == "boot"
     assert qemu.bringup_mode(n + 2, "tcg", kernel_hotplug=False) == "boot"
+    assert qemu.bringup_mode(n + 2, "tcg", arch="arm64") == "boot"  # no jiffies tick storm there
+    arm = qemu.plan(_flat(128, "arm64"), HOST_72, kernel_features=HOTPLUG)
+    assert arm.bringup == "boot" and arm.tcg_threads == "single"
+    assert qemu.plan(_flat(128, "arm64"), HOST_72, kernel_features=HOTPLUG, bringup="hotplug").bringup == "hotplug"
     big = _flat(128)
     p = qemu.plan(big, HOST_72, kernel_features=HOTPLUG)
     assert (p.bringup, p.boot_cpus) == ("hotplug", 1)
