@@ -26,6 +26,7 @@ from ..errors import InfraError, LostGuest, UserError
 from ..image import initramfs
 from ..render import qemu as render
 from ..render.qemu import VmPlan
+from . import monitor
 
 log = logging.getLogger(__name__)
 
@@ -187,6 +188,8 @@ def boot(
         plan, kernel=boot_image(kernel, plan.topo.n_cpus), initrd=initrd, files=files, append=cmdline, dtb=dtb,
         tcg_threads=tcg_threads,
     )
+    mon = monitor.Monitor()  # asked where the vCPUs are if the guest is lost
+    argv += mon.argv()
     (run_dir / "qemu.argv").write_text(shlex.join(argv) + "\n")
     stderr_path = run_dir / "qemu.stderr"
     t0 = time.monotonic()
@@ -228,18 +231,21 @@ def boot(
                     break
                 if ready_s is None and now > deadline_ready:
                     raise LostGuest(
-                        f"guest never reported ready within {boot_timeout(plan):.0f}s (console: {files.console})",
+                        f"guest never reported ready within {boot_timeout(plan):.0f}s{_last_said(events)}; "
+                        f"{monitor.diagnose(mon, run_dir, _system_map(kernel))} (console: {files.console})",
                         console_tail(files.console),
                     )
                 if now > deadline:
                     raise LostGuest(
-                        f"guest did not finish within {timeout:.0f}s (console: {files.console})",
+                        f"guest did not finish within {timeout:.0f}s{_last_said(events)}; "
+                        f"{monitor.diagnose(mon, run_dir, _system_map(kernel))} (console: {files.console})",
                         console_tail(files.console),
                     )
                 time.sleep(0.05)
         finally:
             if p is not None:
                 _stop(p)
+            mon.close()
         wall = time.monotonic() - t0
     if p.returncode not in (0, None):
         msg = stderr_path.read_text(errors="replace").strip().splitlines()
@@ -312,6 +318,21 @@ def _online(line: str, plan: VmPlan, console: Path) -> float | None:
         )
     t0, t1 = _field(line, "from"), _field(line, "uptime")
     return round(t1 - t0, 2) if t0 is not None and t1 is not None else None
+
+
+def _system_map(kernel) -> Path | None:
+    try:
+        return kernel.system_map()
+    except (AttributeError, OSError):
+        return None
+
+
+def _last_said(events: list[tuple[float, str]]) -> str:
+    """Where a lost guest stopped, in the agent's words (e.g. the CPU it was onlining)."""
+    if not events:
+        return "; the agent said nothing"
+    t, line = events[-1]
+    return f"; the agent's last word, at {t:.1f}s: {line!r}"
 
 
 def _field(line: str, key: str) -> float | None:

@@ -30,26 +30,6 @@ if [ -f /lab/modules ]; then
     done < /lab/modules
 fi
 
-# lab booted with maxcpus=N (many vCPUs under TCG: see bringup_mode() in
-# lab/render/qemu.py): bring the other CPUs online, in number order as at boot,
-# before anything looks at the topology.  Expedited RCU grace periods only while
-# onlining (each online waits for some), then the kernel's own setting again.
-ONLINED=
-if grep -q 'maxcpus=' /proc/cmdline; then
-    t0=$(cut -d' ' -f1 /proc/uptime)
-    exp=$(cat /sys/kernel/rcu_expedited 2>/dev/null)
-    [ -n "$exp" ] && echo 1 > /sys/kernel/rcu_expedited
-    last=$(sed 's/.*[-,]//' /sys/devices/system/cpu/present)
-    i=0
-    while [ "$i" -le "$last" ]; do
-        f=/sys/devices/system/cpu/cpu$i/online
-        [ -f "$f" ] && [ "$(cat "$f")" = 0 ] && echo 1 > "$f"
-        i=$((i + 1))
-    done
-    [ -n "$exp" ] && echo "$exp" > /sys/kernel/rcu_expedited
-    ONLINED="online cpus=$(cat /sys/devices/system/cpu/online) from=$t0 uptime=$(cut -d' ' -f1 /proc/uptime)"
-fi
-
 LOG=/dev/null
 OUT=
 # The ports' /dev nodes and sysfs names come from the virtio_console probe, which may
@@ -74,7 +54,28 @@ export LAB_LOG_PORT=$LOG LAB_OUT=/tmp/out
 say() { echo "lab: $*" > "$LOG"; }
 up() { cut -d' ' -f1 /proc/uptime; }
 
-[ -n "$ONLINED" ] && say "$ONLINED"
+# lab booted with maxcpus=N (many vCPUs under TCG: see bringup_mode() in
+# lab/render/qemu.py): bring the other CPUs online, in number order as at boot,
+# before anything looks at the topology.  Expedited RCU grace periods only while
+# onlining (each online waits for some), then the kernel's own setting again.
+if grep -q 'maxcpus=' /proc/cmdline; then
+    t0=$(cut -d' ' -f1 /proc/uptime)
+    exp=$(cat /sys/kernel/rcu_expedited 2>/dev/null)
+    [ -n "$exp" ] && echo 1 > /sys/kernel/rcu_expedited
+    last=$(sed 's/.*[-,]//' /sys/devices/system/cpu/present)
+    i=0
+    while [ "$i" -le "$last" ]; do
+        f=/sys/devices/system/cpu/cpu$i/online
+        if [ -f "$f" ] && [ "$(cat "$f")" = 0 ]; then
+            say "onlining cpu=$i uptime=$(up)"  # the host names the CPU a stuck guest stopped at
+            echo 1 > "$f"
+        fi
+        i=$((i + 1))
+    done
+    [ -n "$exp" ] && echo "$exp" > /sys/kernel/rcu_expedited
+    say "online cpus=$(cat /sys/devices/system/cpu/online) from=$t0 uptime=$(up)"
+fi
+
 say "ready uptime=$(up)"
 
 finish() {

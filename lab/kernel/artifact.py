@@ -47,6 +47,16 @@ class KernelArtifact:
 
         return read_config(self.config).get(symbol.removeprefix("CONFIG_"), "n")
 
+    def system_map(self) -> Path | None:
+        """The kernel's System.map when it has real addresses and they are the ones the
+        guest runs at (no KASLR).  Debian's is a placeholder pointing to the -dbg package."""
+        path = self.image.parent / "System.map"
+        if not path.is_file() or self.config_value("RANDOMIZE_BASE") not in ("n", None):
+            return None
+        with open(path, errors="replace") as f:
+            head = f.readline()
+        return None if "real System.map" in head else path
+
     def module_paths(self, names: list[str]) -> list[Path]:
         """The .ko files for module *names* and their dependencies, dependencies
         first (the order to insmod them).  Built-in modules are skipped.  Empty for

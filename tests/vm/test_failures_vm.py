@@ -2,6 +2,7 @@
 Each must give a one-line error, keep what was gathered, and leave no QEMU running."""
 
 import json
+import re
 import subprocess
 
 import pytest
@@ -18,6 +19,10 @@ def test_guest_that_never_reports_is_lost_and_killed(debian_kernel, monkeypatch,
     r = CliRunner().invoke(main, ["verify", "xeon-2s22c-mini"])
     assert r.exit_code == 3, r.output
     assert "never reported ready within 3s" in r.output and "console:" in r.output
+    # Before the kill, QEMU was asked where the vCPUs were (32 vCPUs, x86: halted or not).
+    assert re.search(r"(\d+ of 32 vCPUs running: CPU [-,\d]+ at [0-9a-f]+|all 32 vCPUs halted)", r.output), r.output
+    (lost,) = (tmp_path / "runs").glob("*/lost.registers")
+    assert lost.read_text().count("CPU#") == 32
     assert not qemu_running(str(tmp_path))
 
 
