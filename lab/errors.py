@@ -8,9 +8,14 @@ from __future__ import annotations
 
 
 class LabError(Exception):
-    """Base class.  ``str(err)`` is the one-line message shown to the user."""
+    """Base class.  ``str(err)`` is the one-line message shown to the user.
+
+    ``detail`` (optional) is evidence printed below that line under ``detail_title``:
+    the compiler's errors of a failed build, the console tail of a lost guest."""
 
     exit_code = 2
+    detail: str = ""
+    detail_title: str = ""
 
 
 class UserError(LabError):
@@ -31,12 +36,27 @@ class InfraError(LabError):
     exit_code = 3
 
 
+class BuildError(InfraError):
+    """make failed: the message names the first compiler error and the log; ``detail``
+    holds the compiler's errors with their context."""
+
+    detail_title = "build errors"
+
+    def __init__(self, message: str, detail: str = "", log: str | None = None):
+        super().__init__(message)
+        self.detail = detail
+        self.log = log
+
+
 class LostGuest(InfraError):
     """The guest never reported back (hung, panicked, or was killed)."""
+
+    detail_title = "console tail"
 
     def __init__(self, message: str, console_tail: str = "", log: str | None = None):
         super().__init__(message)
         self.console_tail = console_tail
+        self.detail = console_tail
         self.log = log
 
 

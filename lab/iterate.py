@@ -16,20 +16,44 @@ from pathlib import Path
 from . import proc
 from .errors import UserError
 
+# The kernel's arch/ folder for each lab arch.
+ARCH_DIR = {"x86_64": "x86", "arm64": "arm64"}
 
-def check_tree(tree: Path) -> Path:
+
+def check_tree(tree: Path, arch: str | None = None) -> Path:
+    """*tree* is a kernel source tree lab can build for *arch* out of tree, or a
+    UserError says what it is instead."""
     tree = tree.expanduser().resolve()
     if not tree.is_dir():
         raise UserError(f"--kernel-tree {tree}: no such directory")
     missing = [f for f in ("Makefile", "Kconfig", "kernel/sched/fair.c") if not (tree / f).exists()]
     if missing:
         raise UserError(f"--kernel-tree {tree}: not a kernel tree (no {missing[0]})")
-    if (tree / ".config").exists() or (tree / "include" / "config" / "auto.conf").exists():
+    if arch is not None and not (tree / "arch" / ARCH_DIR[arch] / "Kconfig").is_file():
+        have = sorted(a for a, d in ARCH_DIR.items() if (tree / "arch" / d / "Kconfig").is_file())
         raise UserError(
-            f"--kernel-tree {tree}: the tree is configured in place (.config); an out-of-tree build "
+            f"--kernel-tree {tree}: no arch/{ARCH_DIR[arch]}/Kconfig, so it cannot build {arch} kernels "
+            f"(the topology is {arch}; the tree builds {', '.join(have) or 'neither x86_64 nor arm64'})"
+        )
+    if (tree / ".config").exists() or (tree / "include" / "config" / "auto.conf").exists():
+        configured = _config_arch(tree / ".config")
+        what = f" for {configured}" if configured else ""
+        raise UserError(
+            f"--kernel-tree {tree}: the tree is configured in place{what} (.config); an out-of-tree build "
             "refuses such a tree: run `make mrproper` there (lab keeps its own config and objects)"
         )
     return tree
+
+
+def _config_arch(config: Path) -> str | None:
+    try:
+        text = config.read_text(errors="replace")
+    except OSError:
+        return None
+    for sym, arch in (("CONFIG_X86_64=y", "x86_64"), ("CONFIG_ARM64=y", "arm64"), ("CONFIG_X86_32=y", "i386"), ("CONFIG_ARM=y", "arm")):
+        if sym in text.splitlines():
+            return arch
+    return None
 
 
 def default_recipe(arch: str) -> str:
@@ -67,8 +91,50 @@ def tree_kernel(tree: Path, arch: str, recipe_name: str | None = None, progress=
     """Build *tree* with the recipe's config, patches and fragments; returns the artifact."""
     from .kernel import build as kbuild
 
-    tree = check_tree(tree)
+    tree = check_tree(tree, arch)
     return kbuild.build(tree_recipe(tree, arch, recipe_name), progress=progress or kbuild._noop)
+
+
+def _verdict_file(tree: Path, arch: str, recipe_name: str | None) -> Path:
+    from .kernel import build as kbuild
+
+    return kbuild.work_dir(tree_recipe(tree, arch, recipe_name)) / "last-verdict.json"
+
+
+def save_verdict(tree: Path, arch: str, recipe_name: str | None, outcome, info: dict) -> None:
+    """Remember the tree's latest verdict, so a later broken build can say which
+    verdict still stands (and where its evidence is)."""
+    import json
+    import time
+
+    f = _verdict_file(tree, arch, recipe_name)
+    f.parent.mkdir(parents=True, exist_ok=True)
+    doc = {
+        "status": outcome.status, "scenario": outcome.scenario, "topology": outcome.topology,
+        "kernel": outcome.kernel, "run_dir": str(outcome.run_dir) if outcome.run_dir else None,
+        "git_describe": info.get("git_describe"), "diff_sha256": info.get("diff_sha256"),
+        "when": time.strftime("%Y-%m-%d %H:%M:%S"),
+    }  # fmt: skip
+    tmp = f.with_suffix(".tmp")
+    tmp.write_text(json.dumps(doc, indent=1))
+    os.replace(tmp, f)
+
+
+def last_verdict(tree: Path, arch: str, recipe_name: str | None) -> dict | None:
+    """The verdict saved by the last run on *tree* (any scenario), or None."""
+    import json
+
+    try:
+        return json.loads(_verdict_file(tree, arch, recipe_name).read_text())
+    except (OSError, ValueError, UserError):
+        return None
+
+
+def describe_verdict(v: dict) -> str:
+    return (
+        f"{v['status']} for {v['scenario']} on {v['topology']} at {v.get('git_describe')} "
+        f"(diff {v.get('diff_sha256')}, {v.get('when')}); run dir {v.get('run_dir')}"
+    )
 
 
 def forget_tree(tree: Path, arch: str, recipe_name: str | None = None) -> None:

@@ -7,7 +7,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 TOPOLOGIES = ROOT / "topologies"
-KERNELS = ROOT / "kernels"
+# $LAB_KERNELS: another folder of recipes, fragments and patches (tests use a fake one).
+KERNELS = Path(os.environ["LAB_KERNELS"]) if os.environ.get("LAB_KERNELS") else ROOT / "kernels"
 IMAGES = ROOT / "images"
 SCENARIOS = ROOT / "scenarios"
 

@@ -56,10 +56,9 @@ class LabGroup(click.Group):
             # One line, always: the message says what and where; details live in logs.
             msg = " ".join(str(e).split("\n"))
             click.echo(f"lab: error: {msg}", err=True)
-            tail = getattr(e, "console_tail", "")
-            if tail:
-                click.echo("--- console tail ---", err=True)
-                click.echo(tail.rstrip(), err=True)
+            if e.detail:
+                click.echo(f"--- {e.detail_title or 'detail'} ---", err=True)
+                click.echo(e.detail.rstrip(), err=True)
             ctx.exit(e.exit_code)
         except KeyboardInterrupt:
             click.echo("lab: interrupted", err=True)

@@ -89,17 +89,24 @@ def run_cmd(
 
 
 def _tree_loop(s, topo, tree, recipe, watch, accel, cpu_model, tcg, bringup) -> int:
-    """Build the developer's tree, run, show the verdict; with watch, again on every change."""
+    """Build the developer's tree, run, show the verdict; with watch, again on every change.
+
+    A build that fails shows the compiler's errors and the log, and says which verdict
+    still stands (the last one for this tree, from this run or an earlier one)."""
     import time
 
+    from rich.markup import escape
+
     from .. import iterate, runner, session
+    from .. import watch as watch_mod
     from ..errors import LabError
 
     c = console()
-    tree = iterate.check_tree(tree)
+    tree = iterate.check_tree(tree, topo.arch)
+    iterate.tree_recipe(tree, topo.arch, recipe)  # a bad --recipe is refused before any work
     last = None
+    fp = iterate.fingerprint(tree)
     while True:
-        fp = iterate.fingerprint(tree)
         info = iterate.describe(tree)
         t0 = time.monotonic()
         try:
@@ -119,23 +126,36 @@ def _tree_loop(s, topo, tree, recipe, watch, accel, cpu_model, tcg, bringup) -> 
                     f"build {build_s:.1f}s, edit to verdict {o.timing['edit_to_verdict_s']:.1f}s")
             for line in iterate.verdict_changes(last, o):
                 c.print(f"  changed: {line}", markup=False, highlight=False)
-            last = o
+            if o.status in ("PASS", "FAIL"):
+                iterate.save_verdict(tree, topo.arch, recipe, o, info)
+                last = o
             rc = runner.EXIT[o.status]
         except LabError as e:
+            prev = iterate.last_verdict(tree, topo.arch, recipe)
             if not watch:
+                if prev is not None:
+                    click.echo(f"lab: previous verdict for this tree kept: {iterate.describe_verdict(prev)}", err=True)
                 raise
-            c.print(f"[red]error[/]: {' '.join(str(e).split())}")
-            if last is not None:
-                c.print(f"previous verdict kept: {last.status} ({last.run_dir})")
+            c.print("[red]error[/]: " + escape(" ".join(str(e).split())), highlight=False, soft_wrap=True)
+            if e.detail:
+                c.print(e.detail.rstrip(), markup=False, highlight=False, soft_wrap=True)
+            if prev is not None:
+                c.print(f"previous verdict kept: {iterate.describe_verdict(prev)}", markup=False, highlight=False, soft_wrap=True)
             rc = e.exit_code
         if not watch:
             return rc
-        c.print(f"watching {tree} for changes (Ctrl-C to stop)")
+
+        def said(mode: str, why: str) -> None:
+            how = "" if mode == "inotify" else f" (polling every 5 s: {why})"
+            c.print(f"watching {tree} for changes{how}; Ctrl-C to stop", markup=False, highlight=False, soft_wrap=True)
+
         try:
-            while iterate.fingerprint(tree) == fp:
-                time.sleep(1.0)
+            fp, changed = watch_mod.wait_for_change(tree, lambda: iterate.fingerprint(tree), fp, on_mode=said)
         except KeyboardInterrupt:
             return rc
+        more = f" and {len(changed) - 3} more" if len(changed) > 3 else ""
+        what = ", ".join(changed[:3]) + more if changed else "the tree changed while lab was busy"
+        c.print(f"rebuilding: {what}", markup=False, highlight=False, soft_wrap=True)
 
 
 def _fig(v) -> str:

@@ -31,7 +31,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from .. import paths, proc
-from ..errors import InfraError, UserError
+from ..errors import BuildError, InfraError, UserError
 from . import config as kconfig
 from . import source as ksource
 from . import store
@@ -389,8 +389,43 @@ def _run_make(argv: list[str], env: dict, log_path: Path, progress: Progress) ->
             raise
     if rc != 0:
         lines = log_path.read_text(errors="replace").splitlines()
-        tail = "\n".join(lines[-LOG_TAIL:])
-        raise InfraError(f"make failed (exit {rc}); full log: {log_path}\n{tail}")
+        errs = compiler_errors(lines)
+        if errs:
+            first = errs[0].strip()
+            detail = "\n".join(errs)
+        else:
+            first = next((ln.strip() for ln in reversed(lines) if "***" in ln), "no compiler error in the log")
+            detail = "\n".join(lines[-LOG_TAIL:])
+        raise BuildError(f"make failed (exit {rc}) at {first}; full log: {log_path}", detail=detail, log=str(log_path))
+
+
+# What the compiler, assembler, linker or modpost said was wrong, as gcc/ld print it.
+_ERROR_RE = re.compile(r"(:\d+(:\d+)?: (fatal )?error: )|(^ERROR: )|(undefined reference to )|(^\S*ld(\.\w+)?: .*error)|(^Error: )")
+_IN_FUNCTION_RE = re.compile(r": In function |^In file included from |^\s+from ")
+_CONTEXT_RE = re.compile(r"^\s+(\d+ )?\|")
+
+
+def compiler_errors(lines: list[str], limit: int = 40) -> list[str]:
+    """The build log's error lines, each with what gcc prints around it (the function
+    it is in, the source line and the caret), in log order, at most *limit* lines."""
+    out: list[str] = []
+    taken: set[int] = set()
+    for i, ln in enumerate(lines):
+        if not _ERROR_RE.search(ln):
+            continue
+        j = i
+        while j > 0 and i - j < 4 and _IN_FUNCTION_RE.search(lines[j - 1]):
+            j -= 1
+        k = i + 1
+        while k < len(lines) and k - i <= 4 and _CONTEXT_RE.match(lines[k]):
+            k += 1
+        for n in range(j, k):
+            if n not in taken:
+                taken.add(n)
+                out.append(lines[n])
+        if len(out) >= limit:
+            break
+    return out[:limit]
 
 
 def _kill_group(p: subprocess.Popen) -> None:

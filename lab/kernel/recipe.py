@@ -98,8 +98,22 @@ def names(kernels_dir: Path | None = None) -> list[str]:
 
 
 def load(name: str, kernels_dir: Path | None = None, _seen: tuple[str, ...] = ()) -> Recipe:
-    """Load recipe *name* (following ``extends``)."""
+    """Load recipe *name* (following ``extends``).  A name with a slash, or ending in
+    .toml, is a path: a recipe.toml or a folder holding one, outside lab's kernels/
+    (its fragments and patches are looked up beside it, then in lab's shared ones)."""
     d = kernels_dir or paths.KERNELS
+    if "/" in name or name.endswith(".toml"):
+        f = Path(name).expanduser()
+        if f.is_dir():
+            f = f / "recipe.toml"
+        if not f.is_file():
+            raise UserError(f"kernel recipe {name}: no such file ({f})")
+        f = f.resolve()
+        try:
+            data = tomllib.loads(f.read_text())
+        except tomllib.TOMLDecodeError as e:
+            raise UserError(f"{f}: not valid TOML: {e}") from e
+        return parse(data, f, kernels_dir=d, _seen=(*_seen, str(f)))
     f = d / name / "recipe.toml"
     if not f.is_file():
         raise unknown("kernel recipe", name, names(d))

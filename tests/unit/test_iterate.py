@@ -14,11 +14,14 @@ from lab.runner import RunOutcome
 from lab.scenario import Expectation
 
 
-def fake_tree(root):
+def fake_tree(root, arches=("x86", "arm64")):
     (root / "kernel" / "sched").mkdir(parents=True)
     (root / "Makefile").write_text("all:\n")
     (root / "Kconfig").write_text("")
     (root / "kernel" / "sched" / "fair.c").write_text("int x;\n")
+    for a in arches:
+        (root / "arch" / a).mkdir(parents=True)
+        (root / "arch" / a / "Kconfig").write_text("")
     return root
 
 
@@ -72,3 +75,54 @@ def test_verdict_changes():
     assert iterate.verdict_changes(None, o("PASS", True, 0)) == []
     ch = iterate.verdict_changes(o("FAIL", False, 3), o("PASS", True, 0))
     assert ch == ["verdict FAIL -> PASS", "spread: FAIL -> PASS", "spread: migrations 3 -> 0"]
+
+
+def test_tree_for_another_arch_is_refused(tmp_path):
+    t = fake_tree(tmp_path, arches=("arm64",))
+    with pytest.raises(UserError, match=r"no arch/x86/Kconfig, so it cannot build x86_64 kernels .*the tree builds arm64"):
+        iterate.check_tree(t, "x86_64")
+    assert iterate.check_tree(t, "arm64") == t.resolve()
+    r = CliRunner().invoke(main, ["run", "llc-spread-pinned", "--topology", "zen3-2s-mini", "--kernel-tree", str(t)])
+    assert r.exit_code == 2 and "cannot build x86_64 kernels" in r.output
+
+
+def test_tree_configured_for_another_arch_names_it(tmp_path):
+    t = fake_tree(tmp_path)
+    (t / ".config").write_text("CONFIG_ARM64=y\nCONFIG_SMP=y\n")
+    with pytest.raises(UserError, match="configured in place for arm64"):
+        iterate.check_tree(t)
+
+
+def test_bad_recipe_is_refused_before_any_build(tmp_path):
+    t = fake_tree(tmp_path)
+    r = CliRunner().invoke(main, ["run", "llc-spread-pinned", "--topology", "zen3-2s-mini", "--kernel-tree", str(t), "--recipe", "lab-61"])
+    assert r.exit_code == 2 and "unknown kernel recipe 'lab-61'" in r.output and "did you mean lab-6.1" in r.output
+    r = CliRunner().invoke(main, ["run", "llc-spread-pinned", "--kernel-tree", str(t), "--recipe", str(tmp_path / "nope.toml")])
+    assert r.exit_code == 2 and "no such file" in r.output
+
+
+def test_recipe_from_a_path(tmp_path):
+    from lab.kernel import recipe
+
+    d = tmp_path / "mine"
+    d.mkdir()
+    (d / "recipe.toml").write_text('extends = "lab-6.1"\ndescription = "mine"\n')
+    for ref in (str(d), str(d / "recipe.toml")):
+        r = recipe.load(ref)
+        assert r.name == "mine" and r.arch == "x86_64" and r.description == "mine"
+        # lab's shared fragments come first, then the parent's patch
+        assert r.all_fragments()[0].name == "lab.config" and r.patches[0].path.name.startswith("lab-node-reclaim")
+
+
+def test_saved_verdict_round_trip(tmp_path, monkeypatch):
+    monkeypatch.setenv("LAB_CACHE", str(tmp_path / "cache"))
+    t = fake_tree(tmp_path / "linux")
+    assert iterate.last_verdict(t, "x86_64", None) is None
+    o = RunOutcome("llc-spread-pinned", "zen3-2s-mini", "k", "FAIL", tmp_path / "runs" / "r1")
+    iterate.save_verdict(t, "x86_64", None, o, iterate.describe(t))
+    v = iterate.last_verdict(t, "x86_64", None)
+    assert v["status"] == "FAIL" and v["run_dir"] == str(tmp_path / "runs" / "r1")
+    line = iterate.describe_verdict(v)
+    assert line.startswith("FAIL for llc-spread-pinned on zen3-2s-mini at (not a git tree)") and "r1" in line
+    # another recipe is another build of the tree, with its own verdict
+    assert iterate.last_verdict(t, "x86_64", "lab-6.1-no-affinity-imbalance") is None

@@ -1,0 +1,148 @@
+"""`lab run --kernel-tree --watch` waiting for changes, and what a failed build says.
+
+The watch test runs lab for real on lab's fake kernel tree (tests/fixtures/fakelinux,
+whose make fails on request): the build fails, lab shows the compiler's error, the
+log and the verdict that stands, then waits without using the CPU until a file
+changes, rebuilds, and stops on Ctrl-C."""
+
+from __future__ import annotations
+
+import os
+import select
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from lab import iterate, watch
+from lab.kernel import build
+
+FAKE = Path(__file__).parent.parent / "fixtures" / "fakelinux"
+ROOT = Path(__file__).resolve().parent.parent.parent
+
+
+def test_watcher_wakes_on_a_change_and_not_on_scratch_files(tmp_path):
+    (tmp_path / "kernel" / "sched").mkdir(parents=True)
+    fair = tmp_path / "kernel" / "sched" / "fair.c"
+    fair.write_text("int x;\n")
+    with watch.Watcher(tmp_path) as w:
+        assert w.mode == "inotify", w.why
+        assert w.wait(timeout=0.3) == []  # a quiet tree: nothing to report
+        (tmp_path / "kernel" / "sched" / ".fair.c.swp").write_text("vim")
+        (tmp_path / "kernel" / "sched" / "4913").write_text("")
+        assert w.wait(timeout=0.3) == []  # editor scratch is not a change
+        fair.write_text("int y;\n")
+        assert w.wait(timeout=5) == [str(fair)]
+        # a directory made after the watch started is watched too
+        (tmp_path / "kernel" / "new").mkdir()
+        assert str(tmp_path / "kernel" / "new") in w.wait(timeout=5)
+        (tmp_path / "kernel" / "new" / "x.c").write_text("")
+        assert w.wait(timeout=5) == [str(tmp_path / "kernel" / "new" / "x.c")]
+
+
+def test_wait_for_change_sees_a_change_made_before_it_began(tmp_path):
+    f = tmp_path / "a.c"
+    f.write_text("1")
+    fp = iterate.fingerprint(tmp_path)
+    f.write_text("22")  # changed while lab was busy building or booting
+    t0 = time.monotonic()
+    new, changed = watch.wait_for_change(tmp_path, lambda: iterate.fingerprint(tmp_path), fp)
+    assert new != fp and changed == [] and time.monotonic() - t0 < 2
+
+
+def test_compiler_errors_from_real_gcc(tmp_path):
+    src = tmp_path / "kernel" / "sched" / "fair.c"
+    src.parent.mkdir(parents=True)
+    src.write_text("int ok(void) { return 0; }\nint broken(void)\n{\n\treturn nope;\n}\n")
+    p = subprocess.run(["gcc", "-c", "kernel/sched/fair.c", "-o", "/dev/null"], cwd=tmp_path, capture_output=True, text=True, env={**os.environ, "LC_ALL": "C"})
+    assert p.returncode != 0
+    log = ["  CC      kernel/sched/core.o", "  CC      kernel/sched/fair.o", *p.stderr.splitlines(),
+           "make[3]: *** [scripts/Makefile.build:250: kernel/sched/fair.o] Error 1", "make: *** [Makefile:2012: .] Error 2"]  # fmt: skip
+    errs = build.compiler_errors(log)
+    assert errs[0] == "kernel/sched/fair.c: In function 'broken':"
+    assert errs[1].startswith("kernel/sched/fair.c:4:") and "error: 'nope' undeclared" in errs[1]
+    assert any("return nope;" in e for e in errs)  # gcc's source line comes along
+    assert not any(e.startswith(("  CC", "make")) for e in errs)
+
+
+def _cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _read_until(p: subprocess.Popen, needle: str, timeout: float, out: list[str]) -> str:
+    """Read p's stdout lines into *out* until one contains *needle*."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        r, _, _ = select.select([p.stdout], [], [], 0.2)
+        if r:
+            line = p.stdout.readline()
+            if not line:
+                break
+            out.append(line)
+            if needle in line:
+                return line
+    pytest.fail(f"no {needle!r} within {timeout}s; lab said:\n{''.join(out)}")
+
+
+def test_watch_on_a_failing_tree(tmp_path):
+    tree = tmp_path / "linux"
+    shutil.copytree(FAKE, tree)
+    kdir = tmp_path / "kernels"
+    (kdir / "fragments").mkdir(parents=True)
+    (kdir / "fragments" / "lab.config").write_text("CONFIG_SMP=y\nCONFIG_NUMA=y\n")
+    (kdir / "fake").mkdir()
+    (kdir / "fake" / "recipe.toml").write_text('arch = "x86_64"\nsource = "debian:6.1"\n')
+    env = {**os.environ, "LAB_CACHE": str(tmp_path / "cache"), "LAB_KERNELS": str(kdir), "FAKE_FAIL": "1",
+           "LAB_RUNS": str(tmp_path / "runs"), "COLUMNS": "200", "TERM": "dumb", "PYTHONPATH": str(ROOT)}  # fmt: skip
+    # A verdict from an earlier run on this tree, which the failed builds must leave standing.
+    from lab.runner import RunOutcome
+
+    os.environ["LAB_CACHE"], old = env["LAB_CACHE"], os.environ.get("LAB_CACHE")
+    try:
+        os.environ["LAB_KERNELS"] = str(kdir)
+        import importlib
+
+        from lab import paths
+
+        importlib.reload(paths)
+        o = RunOutcome("llc-spread-pinned", "zen3-2s-mini", "k", "PASS", tmp_path / "runs" / "earlier")
+        iterate.save_verdict(tree.resolve(), "x86_64", "fake", o, iterate.describe(tree))
+    finally:
+        os.environ.pop("LAB_KERNELS")
+        if old is None:
+            os.environ.pop("LAB_CACHE")
+        else:
+            os.environ["LAB_CACHE"] = old
+        importlib.reload(paths)
+    argv = [sys.executable, "-c", "from lab.cli import main; main()", "run", "llc-spread-pinned",
+            "--topology", "zen3-2s-mini", "--kernel-tree", str(tree), "--recipe", "fake", "--watch"]  # fmt: skip
+    p = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1)
+    out: list[str] = []
+    try:
+        err = _read_until(p, "error:", 60, out)
+        assert "make failed (exit 2) at kernel/sched/fair.c:1:1: error: fake failure; full log: " in err
+        assert Path(err.rsplit("full log: ", 1)[1].strip()).is_file()
+        _read_until(p, "previous verdict kept: PASS for llc-spread-pinned on zen3-2s-mini", 10, out)
+        _read_until(p, "watching", 10, out)
+        # Quiet: no rebuild and next to no CPU while nothing changes.
+        cpu0 = _cpu_seconds(p.pid)
+        r, _, _ = select.select([p.stdout], [], [], 3.0)
+        assert not r, p.stdout.readline()
+        assert _cpu_seconds(p.pid) - cpu0 < 0.3
+        fair = tree / "kernel" / "sched" / "fair.c"
+        fair.write_text(fair.read_text() + "/* edit */\n")
+        line = _read_until(p, "rebuilding:", 30, out)
+        assert "kernel/sched/fair.c" in line
+        _read_until(p, "error:", 60, out)
+        _read_until(p, "watching", 10, out)
+        p.send_signal(signal.SIGINT)
+        assert p.wait(timeout=30) == 3  # the last result: the build error
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
