@@ -14,7 +14,7 @@ import os
 from pathlib import Path
 
 from . import proc
-from .errors import UserError
+from .errors import BuildError, UserError
 
 # The kernel's arch/ folder for each lab arch.
 ARCH_DIR = {"x86_64": "x86", "arm64": "arm64"}
@@ -92,7 +92,14 @@ def tree_kernel(tree: Path, arch: str, recipe_name: str | None = None, progress=
     from .kernel import build as kbuild
 
     tree = check_tree(tree, arch)
-    return kbuild.build(tree_recipe(tree, arch, recipe_name), progress=progress or kbuild._noop)
+    r = tree_recipe(tree, arch, recipe_name)
+    try:
+        return kbuild.build(r, progress=progress or kbuild._noop)
+    except BuildError as e:
+        # gcc names the files it compiled: lab's mirror of the tree.  Name the
+        # developer's own files instead, which their editor can open.
+        mirror = f"{kbuild.work_dir(r) / 'src'}/"
+        raise BuildError(str(e).replace(mirror, f"{tree}/"), e.detail.replace(mirror, f"{tree}/"), e.log) from None
 
 
 def _verdict_file(tree: Path, arch: str, recipe_name: str | None) -> Path:

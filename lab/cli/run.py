@@ -133,8 +133,10 @@ def _tree_loop(s, topo, tree, recipe, watch, accel, cpu_model, tcg, bringup) -> 
         except LabError as e:
             prev = iterate.last_verdict(tree, topo.arch, recipe)
             if not watch:
-                if prev is not None:
-                    click.echo(f"lab: previous verdict for this tree kept: {iterate.describe_verdict(prev)}", err=True)
+                if prev is not None:  # printed after the error and its evidence
+                    e.detail = (e.detail.rstrip() + "\n" if e.detail else "") + (
+                        f"previous verdict for this tree kept: {iterate.describe_verdict(prev)}"
+                    )
                 raise
             c.print("[red]error[/]: " + escape(" ".join(str(e).split())), highlight=False, soft_wrap=True)
             if e.detail:

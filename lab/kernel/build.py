@@ -391,7 +391,7 @@ def _run_make(argv: list[str], env: dict, log_path: Path, progress: Progress) ->
         lines = log_path.read_text(errors="replace").splitlines()
         errs = compiler_errors(lines)
         if errs:
-            first = errs[0].strip()
+            first = next(e for e in errs if _ERROR_RE.search(e)).strip()
             detail = "\n".join(errs)
         else:
             first = next((ln.strip() for ln in reversed(lines) if "***" in ln), "no compiler error in the log")

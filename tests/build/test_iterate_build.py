@@ -59,3 +59,18 @@ def test_tree_edit_rebuild_verdict(dev_tree, debian_kernel):
     assert res2["kernel_info"]["id"] != res["kernel_info"]["id"]
     pile = next(e for e in res2["expectations"] if e["name"] == "targets distinct (no pile-up)")
     assert pile["status"] == "FAIL" and pile["evidence"]
+
+    # A typo in fair.c: the build fails with gcc's error, the log's path, and the verdict
+    # that stands for this tree (the FAIL just above) and its run directory.
+    broken = new.replace("if (0 && p->nr_cpus_allowed", "if (0 && p->nr_cpus_alowed", 1)
+    tmp.write_text(broken)
+    os.replace(tmp, fair)
+    r = CliRunner().invoke(main, ["run", "llc-spread-pinned", "--topology", "zen3-2s-mini", "--kernel-tree", str(dev_tree)])
+    assert r.exit_code == 3, r.output[-2000:]
+    first = next(ln for ln in r.output.splitlines() if ln.startswith("lab: error: make failed"))
+    assert f"at {dev_tree.resolve()}/kernel/sched/fair.c:" in first and "error:" in first and "nr_cpus_alowed" in first, first
+    assert Path(first.rsplit("full log: ", 1)[1]).is_file()
+    assert "--- build errors ---" in r.output
+    runs = sorted(Path(os.environ["LAB_RUNS"]).glob("*-llc-spread-pinned-*"))
+    assert "previous verdict for this tree kept: FAIL for llc-spread-pinned on zen3-2s-mini" in r.output
+    assert str(runs[-1]) in r.output  # the standing verdict's evidence, not a new run
