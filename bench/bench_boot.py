@@ -1,7 +1,8 @@
 """Boot time against vCPU count, and the wall time of `lab verify`.
 
     .venv/bin/python bench/bench_boot.py [--arch x86_64] [--vcpus 8,16,32,64,128]
-                                         [--kernel debian[,lab-6.1]] [--verify zen3-2s-mini]
+                                         [--kernel debian[,lab-6.1]] [--verify zen3-2s-mini[,...]]
+                                         [--verify-at 255]
                                          [--bringup auto[,boot,hotplug]] [--tcg-threads auto[,single,multi]]
 
 For each kernel and vCPU count: a 2-socket machine (2 LLCs per socket, SMT2 on x86;
@@ -33,12 +34,12 @@ from lab.kernel import resolve  # noqa: E402
 from lab.render import qemu as render  # noqa: E402
 
 
-def machine(arch: str, n: int) -> topology.Topology:
+def machine_spec(arch: str, n: int) -> dict:
+    """The bench machine with *n* vCPUs, as a spec (what a topologies/*.toml holds)."""
     if arch == "x86_64" and n > 128:
         # Without x2APIC (TCG, QEMU < 9.0) APIC IDs stop at 254: one flat socket.
         shape = {"sockets": 1, "cores_per_cluster": n, "threads_per_core": 1}
-        t = topology.from_dict({"name": f"bench-{arch}-{n}", "arch": arch, "cpu": {"vendor": "intel"}, "topology": shape, "numa": {"memory_mb": 1024}})
-        return t
+        return {"name": f"bench-{arch}-{n}", "arch": arch, "cpu": {"vendor": "intel"}, "topology": shape, "numa": {"memory_mb": 1024}}
     if arch == "x86_64":
         cores = max(1, n // 8)
         shape = {"sockets": 2, "llcs_per_node": 2, "cores_per_cluster": cores, "threads_per_core": 2}
@@ -47,11 +48,53 @@ def machine(arch: str, n: int) -> topology.Topology:
         clusters = max(1, n // 8)
         shape = {"sockets": 2, "clusters_per_llc": clusters, "cores_per_cluster": 4, "threads_per_core": 1}
         cpu = {"vendor": "arm"}
-    t = topology.from_dict(
-        {"name": f"bench-{arch}-{n}", "arch": arch, "cpu": cpu, "topology": shape, "numa": {"distances": [[10, 20], [20, 10]], "memory_mb": 256}}
-    )
+    return {"name": f"bench-{arch}-{n}", "arch": arch, "cpu": cpu, "topology": shape, "numa": {"distances": [[10, 20], [20, 10]], "memory_mb": 256}}
+
+
+def machine(arch: str, n: int) -> topology.Topology:
+    t = topology.from_dict(machine_spec(arch, n))
     assert t.n_cpus == n, (t.n_cpus, n)
     return t
+
+
+def _toml_value(v) -> str:
+    if isinstance(v, str):
+        return json.dumps(v)
+    if isinstance(v, list):
+        return "[" + ", ".join(_toml_value(x) for x in v) + "]"
+    return str(v)
+
+
+def spec_toml(spec: dict) -> str:
+    """*spec* as TOML, for `lab verify FILE` (scalars first, then one table per section)."""
+    out = [f"{k} = {_toml_value(v)}" for k, v in spec.items() if not isinstance(v, dict)]
+    for k, v in spec.items():
+        if isinstance(v, dict):
+            out += ["", f"[{k}]", *(f"{kk} = {_toml_value(vv)}" for kk, vv in v.items())]
+    return "\n".join(out) + "\n"
+
+
+def verify_once(target: str, kname: str, runs: Path) -> dict:
+    """Wall time and outcome of `lab verify TARGET --kernel K` (a catalog name or a spec file)."""
+    from click.testing import CliRunner
+
+    from lab.cli import main as cli
+
+    os.environ["LAB_RUNS"] = str(runs)
+    t0 = time.monotonic()
+    res = CliRunner().invoke(cli, ["verify", target, "--kernel", kname, "--json"])
+    wall = time.monotonic() - t0
+    doc = json.loads(res.output) if res.output.startswith("{") else {}
+    name = Path(target).stem if target.endswith(".toml") else target
+    checks = doc.get("checks") or []
+    v = {"topology": name, "kernel": kname, "exit": res.exit_code, "wall_s": round(wall, 2), "timing": doc.get("timing"),
+         "checks": len(checks), "failed": [c["name"] for c in checks if not c["ok"] and not c.get("known_deviation")],
+         "known_deviations": [c["name"] for c in checks if not c["ok"] and c.get("known_deviation")]}  # fmt: skip
+    if res.exit_code != 0:
+        v["error"] = " ".join(res.output.split())[-400:]
+    dev = f", known deviations: {', '.join(v['known_deviations'])}" if v["known_deviations"] else ""
+    print(f"lab verify {name} --kernel {kname}: exit {res.exit_code}, {len(checks)} checks, {wall:.1f}s wall{dev}", flush=True)
+    return v
 
 
 def boot_once(t: topology.Topology, kernel, run_dir: Path, bringup: str = "auto", tcg: str = "auto") -> dict:
@@ -72,7 +115,8 @@ def main() -> int:
     ap.add_argument("--kernel", default="debian", help="comma-separated kernels")
     ap.add_argument("--bringup", default="auto", help="comma-separated: auto, boot, hotplug")
     ap.add_argument("--tcg-threads", default="auto", help="comma-separated: auto, single, multi")
-    ap.add_argument("--verify", default="zen3-2s-mini", help="also time `lab verify` of this topology ('' to skip)")
+    ap.add_argument("--verify", default="zen3-2s-mini", help="also time `lab verify` of these topologies, comma-separated ('' to skip)")
+    ap.add_argument("--verify-at", default="", help="also verify the bench machine at these vCPU counts (first kernel only)")
     args = ap.parse_args()
     rows = []
     with tempfile.TemporaryDirectory(prefix="lab-bench-") as tmp:
@@ -97,21 +141,15 @@ def main() -> int:
                             f"{r['ready_s']:6.1f}s  VM {r['vm_s']:6.1f}s{online}",
                             flush=True,
                         )
-        verify = None
-        if args.verify:
-            from click.testing import CliRunner
-
-            from lab.cli import main as cli
-
-            os.environ["LAB_RUNS"] = str(Path(tmp) / "runs")
-            for kname in args.kernel.split(","):
-                t0 = time.monotonic()
-                res = CliRunner().invoke(cli, ["verify", args.verify, "--kernel", kname, "--json"])
-                wall = time.monotonic() - t0
-                doc = json.loads(res.output) if res.output.startswith("{") else {}
-                verify = {"topology": args.verify, "kernel": kname, "exit": res.exit_code, "wall_s": round(wall, 2), "timing": doc.get("timing")}
-                rows.append({"verify": verify})
-                print(f"lab verify {args.verify} --kernel {kname}: exit {res.exit_code}, {wall:.1f}s wall", flush=True)
+        for kname in args.kernel.split(","):
+            for target in filter(None, args.verify.split(",")):
+                rows.append({"verify": verify_once(target, kname, Path(tmp) / "runs")})
+        # The largest machines: verify with the first kernel only (each boot is minutes).
+        for n in filter(None, args.verify_at.split(",")):
+            spec = machine_spec(args.arch, int(n))
+            f = Path(tmp) / f"{spec['name']}.toml"
+            f.write_text(spec_toml(spec))
+            rows.append({"verify": verify_once(str(f), args.kernel.split(",")[0], Path(tmp) / "runs")})
     out = {
         "bench": "boot",
         "host": {**host_mod.probe().describe(), "machine": platform.node(), "loadavg": os.getloadavg()},
