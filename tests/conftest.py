@@ -41,3 +41,21 @@ def debian_kernel():
         return resolve("debian", "x86_64", build=False)
     except LabError as e:
         pytest.skip(f"Debian's kernel is not fetched: run `lab kernel fetch debian` ({e})")
+
+
+@pytest.fixture
+def fake_kernels(tmp_path):
+    """A copy of the fake kernel tree and a kernels/ folder beside it with one recipe,
+    'fake', built from that tree: make(fragment, recipe_extra) -> (kernels dir, tree)."""
+
+    def make(fragment: str = "CONFIG_SMP=y\n", recipe_extra: str = "", source: str | None = None):
+        tree = tmp_path / "linux"
+        shutil.copytree(FIXTURES / "fakelinux", tree)
+        kdir = tmp_path / "kernels"
+        (kdir / "fragments").mkdir(parents=True)
+        (kdir / "fragments" / "lab.config").write_text(fragment)
+        (kdir / "fake").mkdir()
+        (kdir / "fake" / "recipe.toml").write_text(f'arch = "x86_64"\nsource = "{source or tree}"\n{recipe_extra}')
+        return kdir, tree
+
+    return make

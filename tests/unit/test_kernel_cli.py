@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 
 import pytest
@@ -42,18 +41,12 @@ def test_unknown_recipe_is_a_user_error(cache):
     assert "unknown kernel recipe 'lab-61'" in r.output and "did you mean" in r.output
 
 
-def test_list_show_rm(cache, tmp_path):
+def test_list_show_rm(cache, tmp_path, fake_kernels):
     from lab.kernel import build, recipe
 
     r = run("list")
     assert r.exit_code == 0 and "no kernels yet" in r.output
-    tree = tmp_path / "linux"
-    shutil.copytree(FAKE, tree)
-    kdir = tmp_path / "kernels"
-    (kdir / "fragments").mkdir(parents=True)
-    (kdir / "fragments" / "lab.config").write_text("CONFIG_SMP=y\n")
-    (kdir / "fake").mkdir()
-    (kdir / "fake" / "recipe.toml").write_text(f'arch = "x86_64"\nsource = "{tree}"\n')
+    kdir, tree = fake_kernels()
     a = build.build(recipe.load("fake", kdir), jobs=1)
 
     r = run("list")

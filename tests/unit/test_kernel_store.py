@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -20,18 +19,9 @@ FAKE = Path(__file__).parent.parent / "fixtures" / "fakelinux"
 
 
 @pytest.fixture
-def setup(tmp_path, monkeypatch):
+def setup(tmp_path, monkeypatch, fake_kernels):
     monkeypatch.setenv("LAB_CACHE", str(tmp_path / "cache"))
-    tree = tmp_path / "linux"
-    shutil.copytree(FAKE, tree)
-    kdir = tmp_path / "kernels"
-    (kdir / "fragments").mkdir(parents=True)
-    (kdir / "fragments" / "lab.config").write_text("CONFIG_SMP=y\nCONFIG_NUMA=y\n")
-    (kdir / "fake").mkdir()
-    (kdir / "fake" / "recipe.toml").write_text(
-        f'arch = "x86_64"\nsource = "{tree}"\nfeatures = ["node_reclaim_distance_param"]\n'
-    )
-    return kdir, tree
+    return fake_kernels("CONFIG_SMP=y\nCONFIG_NUMA=y\n", 'features = ["node_reclaim_distance_param"]\n')
 
 
 def test_build_makes_an_entry_with_metadata(setup):

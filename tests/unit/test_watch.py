@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import select
-import shutil
 import signal
 import subprocess
 import sys
@@ -89,36 +88,18 @@ def _read_until(p: subprocess.Popen, needle: str, timeout: float, out: list[str]
     pytest.fail(f"no {needle!r} within {timeout}s; lab said:\n{''.join(out)}")
 
 
-def test_watch_on_a_failing_tree(tmp_path):
-    tree = tmp_path / "linux"
-    shutil.copytree(FAKE, tree)
-    kdir = tmp_path / "kernels"
-    (kdir / "fragments").mkdir(parents=True)
-    (kdir / "fragments" / "lab.config").write_text("CONFIG_SMP=y\nCONFIG_NUMA=y\n")
-    (kdir / "fake").mkdir()
-    (kdir / "fake" / "recipe.toml").write_text('arch = "x86_64"\nsource = "debian:6.1"\n')
+def test_watch_on_a_failing_tree(tmp_path, monkeypatch, fake_kernels):
+    kdir, tree = fake_kernels()
     env = {**os.environ, "LAB_CACHE": str(tmp_path / "cache"), "LAB_KERNELS": str(kdir), "FAKE_FAIL": "1",
            "LAB_RUNS": str(tmp_path / "runs"), "COLUMNS": "200", "TERM": "dumb", "PYTHONPATH": str(ROOT)}  # fmt: skip
     # A verdict from an earlier run on this tree, which the failed builds must leave standing.
+    from lab import paths
     from lab.runner import RunOutcome
 
-    os.environ["LAB_CACHE"], old = env["LAB_CACHE"], os.environ.get("LAB_CACHE")
-    try:
-        os.environ["LAB_KERNELS"] = str(kdir)
-        import importlib
-
-        from lab import paths
-
-        importlib.reload(paths)
-        o = RunOutcome("llc-spread-pinned", "zen3-2s-mini", "k", "PASS", tmp_path / "runs" / "earlier")
-        iterate.save_verdict(tree.resolve(), "x86_64", "fake", o, iterate.describe(tree))
-    finally:
-        os.environ.pop("LAB_KERNELS")
-        if old is None:
-            os.environ.pop("LAB_CACHE")
-        else:
-            os.environ["LAB_CACHE"] = old
-        importlib.reload(paths)
+    monkeypatch.setenv("LAB_CACHE", env["LAB_CACHE"])
+    monkeypatch.setattr(paths, "KERNELS", kdir)
+    o = RunOutcome("llc-spread-pinned", "zen3-2s-mini", "k", "PASS", tmp_path / "runs" / "earlier")
+    iterate.save_verdict(tree.resolve(), "x86_64", "fake", o, iterate.describe(tree))
     argv = [sys.executable, "-c", "from lab.cli import main; main()", "run", "llc-spread-pinned",
             "--topology", "zen3-2s-mini", "--kernel-tree", str(tree), "--recipe", "fake", "--watch"]  # fmt: skip
     p = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1)
