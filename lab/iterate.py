@@ -67,7 +67,17 @@ def describe(tree: Path) -> dict[str, str]:
         d = proc.run(["git", "-C", tree, "describe", "--always", "--dirty", "--tags"], check=False)
         info["git_describe"] = d.stdout.decode().strip() if d.returncode == 0 else "?"
         diff = proc.run(["git", "-C", tree, "diff", "HEAD", "--binary"], check=False).stdout
-        info["diff_sha256"] = hashlib.sha256(diff).hexdigest()[:16] if diff else "clean"
+        # New files git does not track yet are part of the code being judged too.
+        others = proc.run(["git", "-C", tree, "ls-files", "--others", "--exclude-standard", "-z"], check=False).stdout
+        h = hashlib.sha256(diff)
+        for rel in sorted(x for x in others.split(b"\0") if x):
+            try:
+                h.update(b"\0new:" + rel + b"\0" + (tree / rel.decode(errors="surrogateescape")).read_bytes())
+            except OSError:
+                continue
+        info["diff_sha256"] = h.hexdigest()[:16] if diff or others.strip(b"\0") else "clean"
+        if others.strip(b"\0"):
+            info["untracked_files"] = str(len([x for x in others.split(b"\0") if x]))
     else:
         info["git_describe"] = "(not a git tree)"
         info["diff_sha256"] = fingerprint(tree)[:16]

@@ -66,6 +66,11 @@ def test_fingerprint_changes_with_the_source(tmp_path, git):
     assert b != a
     info = iterate.describe(t)
     assert info["diff_sha256"] != "clean" if git else info["git_describe"] == "(not a git tree)"
+    if git:
+        # a new file, not yet added, is part of the judged code too
+        (t / "kernel" / "sched" / "new.c").write_text("int y;\n")
+        info2 = iterate.describe(t)
+        assert info2["diff_sha256"] != info["diff_sha256"] and info2["untracked_files"] == "1"
 
 
 def test_verdict_changes():
