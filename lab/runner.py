@@ -180,7 +180,7 @@ def run_once(
         out.message = str(e)
     finally:
         out.timing["wall_s"] = round(time.monotonic() - t0, 2)
-        _write(out, run_dir)
+        write_results(out, run_dir)
     return out
 
 
@@ -195,7 +195,7 @@ def _last(text: str) -> str:
     return " | ".join(lines[-3:])
 
 
-def _write(out: RunOutcome, run_dir: Path) -> None:
+def write_results(out: RunOutcome, run_dir: Path) -> None:
     (run_dir / "results.json").write_text(json.dumps(out.to_dict(), indent=1, default=str))
     (run_dir / "junit.xml").write_text(junit([out]))
 

@@ -28,10 +28,18 @@ class TopologyType(click.ParamType):
 TOPOLOGY = TopologyType()
 
 _console = None
+_err_console = None
 
 
-def console():
-    global _console
+def console(stderr: bool = False):
+    """lab's rich console (stdout), or one on stderr for commands whose stdout is JSON."""
+    global _console, _err_console
+    if stderr:
+        if _err_console is None:
+            from rich.console import Console
+
+            _err_console = Console(stderr=True)
+        return _err_console
     if _console is None:
         from rich.console import Console
 

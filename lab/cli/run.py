@@ -51,7 +51,6 @@ def run_cmd(
     s = sc.load(scenario_name)
     topo = topology.load(topo_name or s.topologies[0])
     unmet = s.unmet(topo)
-    c = console()
     if unmet:
         msg = f"SKIP {s.name} on {topo.name}: the topology lacks {'; '.join(unmet)}"
         click.echo(json.dumps({"scenario": s.name, "topology": topo.name, "status": "SKIP", "message": msg}) if as_json else msg)
@@ -61,8 +60,18 @@ def run_cmd(
     if kernel_tree is not None:
         if kernel_spec != "debian":
             raise UserError("give --kernel or --kernel-tree, not both")
-        sys.exit(_tree_loop(s, topo, kernel_tree, recipe, watch, accel, cpu_model, tcg, bringup))
+        sys.exit(_tree_loop(s, topo, kernel_tree, recipe, watch, accel, cpu_model, tcg, bringup, repeat, as_json))
     sess = session.prepare(topo, kernel_spec, accel=accel, cpu_model=cpu_model, tcg=tcg, bringup=bringup)
+    outcomes = _run_repeated(s, topo, kernel_spec, sess, repeat, as_json)
+    sys.exit(max((runner.EXIT[o.status] for o in outcomes), default=3))
+
+
+def _run_repeated(s, topo, kernel_spec, sess, repeat: int, as_json: bool, kernel_info=None, json_lines: bool = False):
+    """Run *s* *repeat* times on one prepared session; show each verdict (or the JSON)
+    and, for more than one run, the spread.  Returns the outcomes."""
+    from .. import runner
+
+    c = console(stderr=as_json)
     outcomes = []
     for i in range(repeat):
         label = f"[{i + 1}/{repeat}] " if repeat > 1 else ""
@@ -72,7 +81,7 @@ def run_cmd(
             status.update(f"{label}{s.name} on {topo.name}: {line.removeprefix('lab: ')} (+{t:.1f}s)")
 
         with status:
-            o = runner.run_once(s, topo, kernel_spec, sess=sess, on_event=on_event)
+            o = runner.run_once(s, topo, kernel_spec, sess=sess, on_event=on_event, kernel_info=kernel_info)
         outcomes.append(o)
         if not as_json:
             _show(o)
@@ -81,18 +90,19 @@ def run_cmd(
         doc = {"runs": [o.to_dict() for o in outcomes]}
         if agg:
             doc["summary"] = agg
-        click.echo(json.dumps(doc, indent=1, default=str))
+        click.echo(json.dumps(doc, indent=None if json_lines else 1, default=str))
     elif agg:
         _show_agg(agg)
-    worst = max((runner.EXIT[o.status] for o in outcomes), default=3)
-    sys.exit(worst)
+    return outcomes
 
 
-def _tree_loop(s, topo, tree, recipe, watch, accel, cpu_model, tcg, bringup) -> int:
+def _tree_loop(s, topo, tree, recipe, watch, accel, cpu_model, tcg, bringup, repeat=1, as_json=False) -> int:
     """Build the developer's tree, run, show the verdict; with watch, again on every change.
 
     A build that fails shows the compiler's errors and the log, and says which verdict
-    still stands (the last one for this tree, from this run or an earlier one)."""
+    still stands (the last one for this tree, from this run or an earlier one).  With
+    --json the verdicts go to stdout as JSON (one line each under --watch) and the rest
+    to stderr."""
     import time
 
     from rich.markup import escape
@@ -101,7 +111,7 @@ def _tree_loop(s, topo, tree, recipe, watch, accel, cpu_model, tcg, bringup) -> 
     from .. import watch as watch_mod
     from ..errors import LabError
 
-    c = console()
+    c = console(stderr=True) if as_json else console()
     tree = iterate.check_tree(tree, topo.arch)
     iterate.tree_recipe(tree, topo.arch, recipe)  # a bad --recipe is refused before any work
     last = None
@@ -114,16 +124,15 @@ def _tree_loop(s, topo, tree, recipe, watch, accel, cpu_model, tcg, bringup) -> 
                 art = iterate.tree_kernel(tree, topo.arch, recipe, progress=lambda stage, d, st=st: st.update(f"build: {stage} {d}"))
             build_s = time.monotonic() - t0
             sess = session.prepare(topo, art.id, accel=accel, cpu_model=cpu_model, tcg=tcg, bringup=bringup)
-            with c.status(f"{s.name} on {topo.name}: booting") as st:
-                o = runner.run_once(
-                    s, topo, art.id, sess=sess, kernel_info=info,
-                    on_event=lambda t, line, st=st: st.update(f"{s.name}: {line.removeprefix('lab: ')} (+{t:.1f}s)"),
-                )
-            o.timing["build_s"] = round(build_s, 2)
-            o.timing["edit_to_verdict_s"] = round(time.monotonic() - t0, 2)
-            _show(o)
+            outs = _run_repeated(s, topo, art.id, sess, repeat, as_json, kernel_info=info, json_lines=watch)
+            edit_to_verdict = time.monotonic() - t0
+            for o in outs:  # the loop's own figures go into each run's results.json too
+                o.timing.update(build_s=round(build_s, 2), edit_to_verdict_s=round(edit_to_verdict, 2))
+                if o.run_dir:
+                    runner.write_results(o, o.run_dir)
+            o = max(outs, key=lambda x: runner.EXIT[x.status])  # the worst run stands for the tree
             c.print(f"judged {info['tree']} at {info['git_describe']} (uncommitted diff {info['diff_sha256']}); "
-                    f"build {build_s:.1f}s, edit to verdict {o.timing['edit_to_verdict_s']:.1f}s")
+                    f"build {build_s:.1f}s, edit to verdict {edit_to_verdict:.1f}s", soft_wrap=True)
             for line in iterate.verdict_changes(last, o):
                 c.print(f"  changed: {line}", markup=False, highlight=False)
             if o.status in ("PASS", "FAIL"):
@@ -138,6 +147,9 @@ def _tree_loop(s, topo, tree, recipe, watch, accel, cpu_model, tcg, bringup) -> 
                         f"previous verdict for this tree kept: {iterate.describe_verdict(prev)}"
                     )
                 raise
+            if as_json:  # the verdict stream gets the error too, as one line
+                click.echo(json.dumps({"status": "ERROR", "message": " ".join(str(e).split()), "kernel_info": info,
+                                       "previous_verdict": prev}))  # fmt: skip
             c.print("[red]error[/]: " + escape(" ".join(str(e).split())), highlight=False, soft_wrap=True)
             if e.detail:
                 c.print(e.detail.rstrip(), markup=False, highlight=False, soft_wrap=True)

@@ -7,6 +7,7 @@ changes, rebuilds, and stops on Ctrl-C."""
 
 from __future__ import annotations
 
+import json
 import os
 import select
 import signal
@@ -88,7 +89,8 @@ def _read_until(p: subprocess.Popen, needle: str, timeout: float, out: list[str]
     pytest.fail(f"no {needle!r} within {timeout}s; lab said:\n{''.join(out)}")
 
 
-def test_watch_on_a_failing_tree(tmp_path, monkeypatch, fake_kernels):
+@pytest.mark.parametrize("as_json", [False, True])
+def test_watch_on_a_failing_tree(tmp_path, monkeypatch, fake_kernels, as_json):
     kdir, tree = fake_kernels()
     env = {**os.environ, "LAB_CACHE": str(tmp_path / "cache"), "LAB_KERNELS": str(kdir), "FAKE_FAIL": "1",
            "LAB_RUNS": str(tmp_path / "runs"), "COLUMNS": "200", "TERM": "dumb", "PYTHONPATH": str(ROOT)}  # fmt: skip
@@ -101,10 +103,13 @@ def test_watch_on_a_failing_tree(tmp_path, monkeypatch, fake_kernels):
     o = RunOutcome("llc-spread-pinned", "zen3-2s-mini", "k", "PASS", tmp_path / "runs" / "earlier")
     iterate.save_verdict(tree.resolve(), "x86_64", "fake", o, iterate.describe(tree))
     argv = [sys.executable, "-c", "from lab.cli import main; main()", "run", "llc-spread-pinned",
-            "--topology", "zen3-2s-mini", "--kernel-tree", str(tree), "--recipe", "fake", "--watch"]  # fmt: skip
+            "--topology", "zen3-2s-mini", "--kernel-tree", str(tree), "--recipe", "fake", "--watch"] + (["--json"] if as_json else [])  # fmt: skip
     p = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1)
     out: list[str] = []
     try:
+        if as_json:  # the verdict stream on stdout says ERROR, with the verdict that stands
+            doc = json.loads(_read_until(p, '{"status": "ERROR"', 60, out))
+            assert "fake failure" in doc["message"] and doc["previous_verdict"]["status"] == "PASS"
         err = _read_until(p, "error:", 60, out)
         assert "make failed (exit 2) at kernel/sched/fair.c:1:1: error: fake failure; full log: " in err
         assert Path(err.rsplit("full log: ", 1)[1].strip()).is_file()
