@@ -35,7 +35,7 @@ def scenarios_cmd() -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print results as JSON.")
 @click.option("--kernel-tree", type=click.Path(path_type=__import__("pathlib").Path), default=None,
               help="Build this kernel tree (out of tree, in lab's cache) and judge it.")
-@click.option("--recipe", default=None, help="Config, fragments and patches for --kernel-tree (default lab-6.1 / lab-6.1-arm64).")
+@click.option("--recipe", default=None, help="Config, fragments and patches for --kernel-tree: a recipe name or a recipe.toml path (default lab-6.1 / lab-6.1-arm64).")
 @click.option("--watch", is_flag=True, help="With --kernel-tree: rebuild and rerun whenever the tree changes.")
 def run_cmd(
     scenario_name: str, topo_name: str | None, kernel_spec: str, accel: str, cpu_model: str, tcg: str, bringup: str, repeat: int,
