@@ -1,7 +1,7 @@
 """lab against virtme-ng, side by side: same kernel (Debian's 6.1), same topology,
 from the command to the guest's output, and whether the guest sees the topology.
 
-    .venv/bin/python bench/bench_vng.py [--repeat 2]
+    .venv/bin/python bench/bench_vng.py [--repeat 3]
 
 virtme-ng is installed into its own virtualenv under lab's cache on first use
 (`pip install virtme-ng`), so it never enters lab's dependencies.  Target (issue 6,
@@ -71,7 +71,7 @@ def answers(out: str) -> list[str]:
 
 def main() -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--repeat", type=int, default=1)
+    ap.add_argument("--repeat", type=int, default=3, help="rounds (best of N: this host runs guests beside other load)")
     args = ap.parse_args()
     kernel = resolve("debian", "x86_64")
     vng = vng_bin()

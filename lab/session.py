@@ -40,7 +40,7 @@ class Session:
 
 def prepare(
     topo: Topology, kernel_spec: str, *, accel: str = "auto", cpu_model: str = "auto", build: bool = True, tcg: str = "auto",
-    bringup: str = "auto",
+    bringup: str = "auto", append: str = "",
 ) -> Session:
     from .kernel import resolve
 
@@ -48,7 +48,7 @@ def prepare(
     kernel = resolve(kernel_spec, topo.arch, build=build)
     if kernel.arch != topo.arch:
         raise UserError(f"kernel {kernel.name} is {kernel.arch}, topology {topo.name} is {topo.arch}")
-    plan = render.plan(topo, h, accel=accel, cpu_model=cpu_model, kernel_features=features(kernel), tcg=tcg, bringup=bringup)
+    plan = render.plan(topo, h, accel=accel, cpu_model=cpu_model, kernel_features=features(kernel), tcg=tcg, bringup=bringup, append=append)
     return Session(topo, kernel, plan)
 
 

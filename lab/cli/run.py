@@ -38,7 +38,7 @@ def scenarios_cmd() -> None:
 @click.option("--recipe", default=None, help="Config, fragments and patches for --kernel-tree: a recipe name or a recipe.toml path (default lab-6.1 / lab-6.1-arm64).")
 @click.option("--watch", is_flag=True, help="With --kernel-tree: rebuild and rerun whenever the tree changes.")
 def run_cmd(
-    scenario_name: str, topo_name: str | None, kernel_spec: str, accel: str, cpu_model: str, tcg: str, bringup: str, repeat: int,
+    scenario_name: str, topo_name: str | None, kernel_spec: str, accel: str, cpu_model: str, tcg: str, bringup: str, append: str, repeat: int,
     as_json: bool, kernel_tree, recipe: str | None, watch: bool,
 ) -> None:
     """Boot, run SCENARIO's workload with tracing on, and give a verdict with evidence.
@@ -60,8 +60,8 @@ def run_cmd(
     if kernel_tree is not None:
         if kernel_spec != "debian":
             raise UserError("give --kernel or --kernel-tree, not both")
-        sys.exit(_tree_loop(s, topo, kernel_tree, recipe, watch, accel, cpu_model, tcg, bringup, repeat, as_json))
-    sess = session.prepare(topo, kernel_spec, accel=accel, cpu_model=cpu_model, tcg=tcg, bringup=bringup)
+        sys.exit(_tree_loop(s, topo, kernel_tree, recipe, watch, accel, cpu_model, tcg, bringup, repeat, as_json, append))
+    sess = session.prepare(topo, kernel_spec, accel=accel, cpu_model=cpu_model, tcg=tcg, bringup=bringup, append=append)
     outcomes = _run_repeated(s, topo, kernel_spec, sess, repeat, as_json)
     sys.exit(max((runner.EXIT[o.status] for o in outcomes), default=3))
 
@@ -96,7 +96,7 @@ def _run_repeated(s, topo, kernel_spec, sess, repeat: int, as_json: bool, kernel
     return outcomes
 
 
-def _tree_loop(s, topo, tree, recipe, watch, accel, cpu_model, tcg, bringup, repeat=1, as_json=False) -> int:
+def _tree_loop(s, topo, tree, recipe, watch, accel, cpu_model, tcg, bringup, repeat=1, as_json=False, append="") -> int:
     """Build the developer's tree, run, show the verdict; with watch, again on every change.
 
     A build that fails shows the compiler's errors and the log, and says which verdict
@@ -123,7 +123,7 @@ def _tree_loop(s, topo, tree, recipe, watch, accel, cpu_model, tcg, bringup, rep
             with c.status(f"building {tree} ({info.get('git_describe')}, diff {info.get('diff_sha256')})") as st:
                 art = iterate.tree_kernel(tree, topo.arch, recipe, progress=lambda stage, d, st=st: st.update(f"build: {stage} {d}"))
             build_s = time.monotonic() - t0
-            sess = session.prepare(topo, art.id, accel=accel, cpu_model=cpu_model, tcg=tcg, bringup=bringup)
+            sess = session.prepare(topo, art.id, accel=accel, cpu_model=cpu_model, tcg=tcg, bringup=bringup, append=append)
             outs = _run_repeated(s, topo, art.id, sess, repeat, as_json, kernel_info=info, json_lines=watch)
             edit_to_verdict = time.monotonic() - t0
             for o in outs:  # the loop's own figures go into each run's results.json too

@@ -17,6 +17,10 @@ KERNEL_HELP = "debian (Debian's prebuilt, the default), a recipe, a store id, or
 
 def vm_options(f):
     f = click.option(
+        "--append", default="", metavar="ARGS",
+        help="More kernel command line, after lab's (so it overrides lab's choices, e.g. 'mitigations=auto').",
+    )(f)  # fmt: skip
+    f = click.option(
         "--bringup", type=click.Choice(["auto", "boot", "hotplug"]), default="auto", show_default=True,
         help="Secondary CPUs: at boot, or onlined by lab's agent after a maxcpus=1 boot; "
         f"auto: hotplug for x86 under TCG above {HOTPLUG_BRINGUP_ABOVE} vCPUs.",
@@ -40,7 +44,7 @@ def vm_options(f):
 @click.option("--dry-run", is_flag=True, help="Print the exact QEMU command and exit.")
 @click.option("--timeout", type=float, default=600, show_default=True, help="Seconds before the VM is killed.")
 @click.argument("cmd", nargs=-1, type=click.UNPROCESSED)
-def boot(topology, kernel_spec: str, accel: str, cpu_model: str, tcg: str, bringup: str, dry_run: bool, timeout: float, cmd) -> None:
+def boot(topology, kernel_spec: str, accel: str, cpu_model: str, tcg: str, bringup: str, append: str, dry_run: bool, timeout: float, cmd) -> None:
     """Boot TOPOLOGY; run CMD in the guest (after --) or open a console.
 
     With CMD, prints its output and exits with its status.
@@ -49,7 +53,7 @@ def boot(topology, kernel_spec: str, accel: str, cpu_model: str, tcg: str, bring
     from ..backends import qemu as backend
     from ..render import qemu as render
 
-    s = session.prepare(topology, kernel_spec, accel=accel, cpu_model=cpu_model, build=not dry_run, tcg=tcg, bringup=bringup)
+    s = session.prepare(topology, kernel_spec, accel=accel, cpu_model=cpu_model, build=not dry_run, tcg=tcg, bringup=bringup, append=append)
     err = sys.stderr
     for n in s.plan.notes:
         click.echo(f"lab: {n}", err=True)
@@ -81,14 +85,14 @@ def boot(topology, kernel_spec: str, accel: str, cpu_model: str, tcg: str, bring
 @click.option("--json", "as_json", is_flag=True, help="Print the checks and the guest's view as JSON.")
 @click.option("--strict", is_flag=True, help="Known deviations (the vendor effect) fail too.")
 @click.option("--timeout", type=float, default=600, show_default=True)
-def verify(topology, kernel_spec: str, accel: str, cpu_model: str, tcg: str, bringup: str, as_json: bool, strict: bool, timeout: float) -> None:
+def verify(topology, kernel_spec: str, accel: str, cpu_model: str, tcg: str, bringup: str, append: str, as_json: bool, strict: bool, timeout: float) -> None:
     """Boot TOPOLOGY and check that the guest kernel sees it: nodes, distances,
     siblings, caches and every CPU's sched-domain tree.  Exit 1 on a mismatch."""
     from .. import expect, session, sysfs
     from ..backends import qemu as backend
 
     t0 = time.monotonic()
-    s = session.prepare(topology, kernel_spec, accel=accel, cpu_model=cpu_model, tcg=tcg, bringup=bringup)
+    s = session.prepare(topology, kernel_spec, accel=accel, cpu_model=cpu_model, tcg=tcg, bringup=bringup, append=append)
     run_dir = session.new_run_dir("verify", topology, s.kernel_label)
     session.write_plan(run_dir, s)
     res = backend.boot(s.plan, s.kernel, run_dir, job=None, timeout=timeout)

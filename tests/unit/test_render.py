@@ -10,9 +10,11 @@ import shlex
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
 from lab import host as host_mod
 from lab import topology
+from lab.cli import main
 from lab.errors import UserError
 from lab.render import qemu
 
@@ -83,6 +85,20 @@ def test_vendor_effect_named_and_fixed_by_kernel_param():
     assert p2.guest_reclaim_distance == 32 and "node_reclaim_distance=32" in qemu.cmdline(p2)
     # Intel spec at distance 21: nothing to say.
     assert qemu.plan(topology.load("xeon-2s22c-mini"), HOST_72).notes == ()
+
+
+def test_tcg_speed_params_and_append_overrides_them():
+    t = topology.load("zen3-2s-mini")
+    line = qemu.cmdline(qemu.plan(t, HOST_72))
+    assert "rodata=off mitigations=off" in line
+    # Under KVM neither costs anything: the guest keeps the kernel's defaults.
+    assert "mitigations=off" not in qemu.cmdline(qemu.plan(t, HOST_KVM))
+    p = qemu.plan(t, HOST_72, kernel_features=frozenset({"node_reclaim_distance_param"}), append="mitigations=auto rodata=on")
+    line = qemu.cmdline(p)
+    # the user's words come last, after lab's own parameters, so the kernel takes theirs
+    assert line.endswith("node_reclaim_distance=32 mitigations=auto rodata=on")
+    r = CliRunner().invoke(main, ["boot", "zen3-2s-mini", "--dry-run", "--append", "sched_verbose"])
+    assert r.exit_code == 0 and "sched_verbose'" in r.output
 
 
 def test_accel_auto():
