@@ -35,11 +35,15 @@ OUT=
 # The ports' /dev nodes and sysfs names come from the virtio_console probe, which may
 # still be running when we get here (and with Debian's kernel, right after insmod).
 i=0
-[ -f /lab/interactive ] && i=50  # no result ports on an interactive console
-while [ $i -lt 50 ]; do
+[ -f /lab/interactive ] && i=250  # no result ports on an interactive console
+# Polled every 20 ms with shell builtins only (no fork per look): the wait is on the
+# boot's critical path, and Debian's kernel usually needs one or two looks.
+while [ $i -lt 250 ]; do
     for p in /sys/class/virtio-ports/*; do
         [ -f "$p/name" ] || continue
-        case "$(cat "$p/name")" in
+        n=
+        read -r n < "$p/name"
+        case "$n" in
             lab.log) LOG=/dev/${p##*/} ;;
             lab.out) OUT=/dev/${p##*/} ;;
         esac
@@ -47,7 +51,7 @@ while [ $i -lt 50 ]; do
     # Both ports: they appear one after the other, so stopping at the first loses the log.
     [ -n "$OUT" ] && [ -c "$OUT" ] && [ "$LOG" != /dev/null ] && [ -c "$LOG" ] && break
     i=$((i + 1))
-    sleep 0.1
+    sleep 0.02
 done
 
 export LAB_LOG_PORT=$LOG LAB_OUT=/tmp/out
