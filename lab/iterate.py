@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import os
+import re
 from pathlib import Path
 
 from . import proc
@@ -106,10 +107,19 @@ def tree_kernel(tree: Path, arch: str, recipe_name: str | None = None, progress=
     try:
         return kbuild.build(r, progress=progress or kbuild._noop)
     except BuildError as e:
-        # gcc names the files it compiled: lab's mirror of the tree.  Name the
-        # developer's own files instead, which their editor can open.
-        mirror = f"{kbuild.work_dir(r) / 'src'}/"
-        raise BuildError(str(e).replace(mirror, f"{tree}/"), e.detail.replace(mirror, f"{tree}/"), e.log) from None
+        # gcc names the files it compiled in lab's mirror of the tree: relative to the
+        # object directory ("../src/kernel/sched/fair.c", as kbuild passes them with O=)
+        # or absolute.  Name the developer's own files instead, which their editor opens.
+        work = kbuild.work_dir(r)
+        raise BuildError(own_paths(str(e), work, tree), own_paths(e.detail, work, tree), e.log) from None
+
+
+def own_paths(text: str, work: Path, tree: Path) -> str:
+    """*text* with paths into the mirror under *work* rewritten into *tree*."""
+    mirror = work / "src"
+    text = text.replace(f"{mirror}/", f"{tree}/")
+    rel = os.path.relpath(mirror, work / "obj")  # "../src"
+    return re.sub(rf"(?<![\w./-]){re.escape(rel)}/", f"{tree}/", text)
 
 
 def _verdict_file(tree: Path, arch: str, recipe_name: str | None) -> Path:

@@ -3,6 +3,7 @@ what changed between two verdicts."""
 
 import os
 import subprocess
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -131,3 +132,20 @@ def test_saved_verdict_round_trip(tmp_path, monkeypatch):
     assert line.startswith("FAIL for llc-spread-pinned on zen3-2s-mini at (not a git tree)") and "r1" in line
     # another recipe is another build of the tree, with its own verdict
     assert iterate.last_verdict(t, "x86_64", "lab-6.1-no-affinity-imbalance") is None
+
+
+def test_own_paths_names_the_developers_files(tmp_path):
+    work, tree = tmp_path / "work" / "lab-6.1-x86_64-tree-1", Path("/home/dev/linux")
+    log = (
+        "In file included from ../src/include/linux/sched.h:12,\n"
+        "../src/kernel/sched/fair.c:9796:37: error: no member named 'nr_cpus_alowed'\n"
+        f"{work}/src/kernel/sched/core.c:1:1: error: x\n"
+        "see ../../src/kernel/x.c and foo../src/y.c\n"
+    )
+    out = iterate.own_paths(log, work, tree)
+    assert out.splitlines() == [
+        "In file included from /home/dev/linux/include/linux/sched.h:12,",
+        "/home/dev/linux/kernel/sched/fair.c:9796:37: error: no member named 'nr_cpus_alowed'",
+        "/home/dev/linux/kernel/sched/core.c:1:1: error: x",
+        "see ../../src/kernel/x.c and foo../src/y.c",  # not a path into the mirror: left alone
+    ]
