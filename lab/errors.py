@@ -55,7 +55,6 @@ class LostGuest(InfraError):
 
     def __init__(self, message: str, console_tail: str = "", log: str | None = None):
         super().__init__(message)
-        self.console_tail = console_tail
         self.detail = console_tail
         self.log = log
 

@@ -51,8 +51,9 @@ def _config_arch(config: Path) -> str | None:
         text = config.read_text(errors="replace")
     except OSError:
         return None
+    lines = set(text.splitlines())
     for sym, arch in (("CONFIG_X86_64=y", "x86_64"), ("CONFIG_ARM64=y", "arm64"), ("CONFIG_X86_32=y", "i386"), ("CONFIG_ARM=y", "arm")):
-        if sym in text.splitlines():
+        if sym in lines:
             return arch
     return None
 
@@ -70,15 +71,16 @@ def describe(tree: Path) -> dict[str, str]:
         diff = proc.run(["git", "-C", tree, "diff", "HEAD", "--binary"], check=False).stdout
         # New files git does not track yet are part of the code being judged too.
         others = proc.run(["git", "-C", tree, "ls-files", "--others", "--exclude-standard", "-z"], check=False).stdout
+        new = sorted(x for x in others.split(b"\0") if x)
         h = hashlib.sha256(diff)
-        for rel in sorted(x for x in others.split(b"\0") if x):
+        for rel in new:
             try:
                 h.update(b"\0new:" + rel + b"\0" + (tree / rel.decode(errors="surrogateescape")).read_bytes())
             except OSError:
                 continue
-        info["diff_sha256"] = h.hexdigest()[:16] if diff or others.strip(b"\0") else "clean"
-        if others.strip(b"\0"):
-            info["untracked_files"] = str(len([x for x in others.split(b"\0") if x]))
+        info["diff_sha256"] = h.hexdigest()[:16] if diff or new else "clean"
+        if new:
+            info["untracked_files"] = str(len(new))
     else:
         info["git_describe"] = "(not a git tree)"
         info["diff_sha256"] = fingerprint(tree)[:16]

@@ -173,7 +173,7 @@ def run_once(
         out.status = "PASS" if all(e.ok for e in out.expectations) else "FAIL"
     except LostGuest as e:
         out.message = str(e)
-        (run_dir / "console.tail").write_text(e.console_tail)
+        (run_dir / "console.tail").write_text(e.detail)
     except sc.ScenarioError:
         raise
     except (InfraError, UserError) as e:

@@ -167,12 +167,7 @@ def wait_for_change(root: Path, fingerprint: Callable[[], str], since: str, on_m
         while True:
             fp = fingerprint()
             if fp != since:
-                rel = []
-                for p in seen:
-                    r = os.path.relpath(p, root)
-                    if r not in rel:
-                        rel.append(r)
-                return fp, rel
+                return fp, list(dict.fromkeys(os.path.relpath(p, root) for p in seen))
             if w.mode == "inotify":
                 seen += w.wait()
             else:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 import click
 
 
@@ -27,24 +29,17 @@ class TopologyType(click.ParamType):
 
 TOPOLOGY = TopologyType()
 
-_console = None
-_err_console = None
-
-
 def console(stderr: bool = False):
     """lab's rich console (stdout), or one on stderr for commands whose stdout is JSON."""
-    global _console, _err_console
-    if stderr:
-        if _err_console is None:
-            from rich.console import Console
+    return _console(bool(stderr))  # one per stream, however the flag is passed
 
-            _err_console = Console(stderr=True)
-        return _err_console
-    if _console is None:
-        from rich.console import Console
 
-        _console = Console()
-        if not _console.is_terminal:
-            # Piped or in CI: do not squeeze tables into 80 columns.
-            _console = Console(width=160)
-    return _console
+@functools.cache
+def _console(stderr: bool):
+    from rich.console import Console
+
+    c = Console(stderr=stderr)
+    if not stderr and not c.is_terminal:
+        # Piped or in CI: do not squeeze tables into 80 columns.
+        c = Console(width=160)
+    return c

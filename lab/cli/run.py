@@ -111,7 +111,7 @@ def _tree_loop(s, topo, tree, recipe, watch, accel, cpu_model, tcg, bringup, rep
     from .. import watch as watch_mod
     from ..errors import LabError
 
-    c = console(stderr=True) if as_json else console()
+    c = console(stderr=as_json)
     tree = iterate.check_tree(tree, topo.arch)
     iterate.tree_recipe(tree, topo.arch, recipe)  # a bad --recipe is refused before any work
     last = None

@@ -109,21 +109,19 @@ def load(name: str, kernels_dir: Path | None = None, _seen: tuple[str, ...] = ()
         if not f.is_file():
             raise UserError(f"kernel recipe {name}: no such file ({f})")
         f = f.resolve()
-        try:
-            data = tomllib.loads(f.read_text())
-        except tomllib.TOMLDecodeError as e:
-            raise UserError(f"{f}: not valid TOML: {e}") from e
-        return parse(data, f, kernels_dir=d, _seen=(*_seen, str(f)))
-    f = d / name / "recipe.toml"
-    if not f.is_file():
-        raise unknown("kernel recipe", name, names(d))
-    if name in _seen:
-        raise UserError(f"{f}: extends: cycle {' -> '.join((*_seen, name))}")
+        key = str(f)
+    else:
+        f = d / name / "recipe.toml"
+        if not f.is_file():
+            raise unknown("kernel recipe", name, names(d))
+        key = name
+    if key in _seen:
+        raise UserError(f"{f}: extends: cycle {' -> '.join((*_seen, key))}")
     try:
         data = tomllib.loads(f.read_text())
     except tomllib.TOMLDecodeError as e:
         raise UserError(f"{f}: not valid TOML: {e}") from e
-    return parse(data, f, kernels_dir=d, _seen=(*_seen, name))
+    return parse(data, f, kernels_dir=d, _seen=(*_seen, key))
 
 
 _KEYS = {
