@@ -58,10 +58,10 @@ def run(
     except subprocess.TimeoutExpired as e:
         raise InfraError(f"timed out after {timeout:.0f}s: {shlex.join(args)}") from e
     if check and cp.returncode != 0:
-        tail = _tail(cp.stderr) or _tail(cp.stdout)
+        said = tail(cp.stderr) or tail(cp.stdout)
         raise InfraError(
             f"command failed (exit {cp.returncode}): {shlex.join(args)}"
-            + (f": {tail}" if tail else "")
+            + (f": {said}" if said else "")
         )
     return cp
 
@@ -126,7 +126,8 @@ def signals_held() -> Iterator[None]:
         signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
-def _tail(data: bytes | str | None, lines: int = 3) -> str:
+def tail(data: bytes | str | None, lines: int = 3) -> str:
+    """The last *lines* non-empty lines of a process's output, on one line."""
     if not data:
         return ""
     if isinstance(data, bytes):
@@ -164,3 +165,35 @@ def hint_package(tool: str) -> str:
     name = Path(tool).name
     pkg = PACKAGES.get(name)
     return f"install the Debian package {pkg}" if pkg else "is it installed and on PATH?"
+
+
+def stop_group(p: subprocess.Popen, grace: float = 5.0) -> None:
+    """Stop a child started with start_new_session=True (QEMU, make) and everything it
+    started: TERM its process group, then KILL; never leave it running."""
+    if p.poll() is not None:
+        return
+    try:
+        os.killpg(p.pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    try:
+        p.wait(timeout=grace)
+    except subprocess.TimeoutExpired:
+        try:
+            os.killpg(p.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        try:
+            p.wait(timeout=30)
+        except subprocess.TimeoutExpired:  # stuck in the kernel; say so rather than hang
+            log.warning("pid %d survived SIGKILL for 30 s; state %s", p.pid, _proc_state(p.pid))
+
+
+def _proc_state(pid: int) -> str:
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+        wchan = Path(f"/proc/{pid}/wchan").read_text()
+    except OSError:
+        return "unknown"
+    state = next((ln.split(":", 1)[1].strip() for ln in status.splitlines() if ln.startswith("State:")), "?")
+    return f"{state}, wchan {wchan or '?'}"

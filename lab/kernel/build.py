@@ -21,7 +21,6 @@ import platform
 import re
 import shlex
 import shutil
-import signal
 import subprocess
 import time
 from collections.abc import Callable
@@ -385,7 +384,7 @@ def _run_make(argv: list[str], env: dict, log_path: Path, progress: Progress) ->
             rc = p.wait()
         except BaseException:
             if p is not None:
-                _kill_group(p)
+                proc.stop_group(p, grace=10)
             raise
     if rc != 0:
         lines = log_path.read_text(errors="replace").splitlines()
@@ -426,17 +425,3 @@ def compiler_errors(lines: list[str], limit: int = 40) -> list[str]:
         if len(out) >= limit:
             break
     return out[:limit]
-
-
-def _kill_group(p: subprocess.Popen) -> None:
-    if p.poll() is not None:
-        return
-    try:
-        os.killpg(p.pid, signal.SIGTERM)
-        p.wait(timeout=10)
-    except (ProcessLookupError, subprocess.TimeoutExpired):
-        try:
-            os.killpg(p.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        p.wait()
