@@ -31,6 +31,7 @@ from lab import session, topology  # noqa: E402
 from lab.backends import qemu as backend  # noqa: E402
 from lab.errors import LabError  # noqa: E402
 from lab.kernel import resolve  # noqa: E402
+from lab.plan import VmOptions  # noqa: E402
 from lab.render import qemu as render  # noqa: E402
 
 
@@ -98,7 +99,8 @@ def verify_once(target: str, kname: str, runs: Path) -> dict:
 
 
 def boot_once(t: topology.Topology, kernel, run_dir: Path, bringup: str = "auto", tcg: str = "auto") -> dict:
-    plan = render.plan(t, host_mod.probe(), kernel_features=session.features(kernel), bringup=bringup, tcg=tcg)
+    opts = VmOptions(kernel=kernel.id, bringup=bringup, tcg_threads=tcg)
+    plan = render.plan(t, host_mod.probe(), opts, kernel_features=session.features(kernel), kernel=kernel.ref())
     t0 = time.monotonic()
     res = backend.boot(plan, kernel, run_dir, job=None, timeout=1800)
     return {

@@ -1,24 +1,24 @@
-"""What this host can do: QEMU binaries and versions, KVM, cross compilers.
+"""What this host can do: QEMU binaries and versions, KVM, dtc, the CPU vendor.
 
-Probed once per process (cached) and passed around as a frozen ``Host`` so the
-renderers stay pure functions of (Topology, Host, options).
+Probed once per process (cached) and passed around as a frozen ``Host``: nothing
+else asks the host, so the renderers stay pure functions of (Topology, Host,
+options) and a golden argv does not depend on the machine that made it.
 """
 
 from __future__ import annotations
 
 import fcntl
 import os
-import platform
 import re
 import shutil
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
+from . import arch as arch_mod
 from . import proc
 from .errors import UserError
 
-QEMU_BINARIES = {"x86_64": "qemu-system-x86_64", "arm64": "qemu-system-aarch64"}
 KVM_CREATE_VM = 0xAE01  # _IO(KVMIO, 0x01)
 
 
@@ -29,11 +29,13 @@ class Host:
     qemu: dict[str, tuple[int, int, int] | None] = field(default_factory=dict)  # arch -> version
     kvm: bool = False
     kvm_reason: str = ""
+    dtc: bool = True  # device-tree-compiler on PATH (arm64 guests get cache nodes through it)
+    cpu_vendor: str = "intel"  # the host CPU's vendor: what -cpu host gives a KVM guest
 
     def qemu_version(self, arch: str) -> tuple[int, int, int]:
         v = self.qemu.get(arch)
         if v is None:
-            binary = QEMU_BINARIES[arch]
+            binary = arch_mod.get(arch).qemu
             raise UserError(f"{binary} not found ({proc.hint_package(binary)})")
         return v
 
@@ -63,12 +65,20 @@ class Host:
             "qemu": {a: (".".join(map(str, v)) if v else None) for a, v in self.qemu.items()},
             "kvm": self.kvm,
             "kvm_reason": self.kvm_reason,
+            "dtc": self.dtc,
+            "cpu_vendor": self.cpu_vendor,
         }
 
 
-def _host_arch() -> str:
-    m = platform.machine()
-    return {"x86_64": "x86_64", "amd64": "x86_64", "aarch64": "arm64", "arm64": "arm64"}.get(m, m)
+def _cpuinfo() -> str:
+    try:
+        return Path("/proc/cpuinfo").read_text(errors="replace")
+    except OSError:
+        return ""
+
+
+def _cpu_vendor(cpuinfo: str) -> str:
+    return "amd" if "AuthenticAMD" in cpuinfo[:4096] else "intel"
 
 
 def _qemu_version(binary: str) -> tuple[int, int, int] | None:
@@ -90,7 +100,7 @@ def kvm_usable(arch: str | None = None, cpuinfo: str | None = None, dev: str = "
     virtualisation switched off) KVM_CREATE_VM succeeds and the guest then hangs
     at boot.  So on x86 the CPU must also advertise vmx or svm.
     """
-    arch = arch or _host_arch()
+    arch = arch or arch_mod.host_name()
     if not os.path.exists(dev):
         return False, f"{dev} does not exist (no KVM module, or not a VM host)"
     try:
@@ -107,10 +117,7 @@ def kvm_usable(arch: str | None = None, cpuinfo: str | None = None, dev: str = "
         os.close(fd)
     if arch == "x86_64":
         if cpuinfo is None:
-            try:
-                cpuinfo = Path("/proc/cpuinfo").read_text()
-            except OSError:
-                cpuinfo = ""
+            cpuinfo = _cpuinfo()
         flags = set()
         for line in cpuinfo.splitlines():
             if line.startswith("flags"):
@@ -126,7 +133,10 @@ def kvm_usable(arch: str | None = None, cpuinfo: str | None = None, dev: str = "
 
 @lru_cache(maxsize=1)
 def probe() -> Host:
-    arch = _host_arch()
-    qemu = {a: _qemu_version(b) for a, b in QEMU_BINARIES.items()}
+    arch = arch_mod.host_name()
+    qemu = {a.name: _qemu_version(a.qemu) for a in arch_mod.ARCHES.values()}
     ok, why = kvm_usable(arch)
-    return Host(arch=arch, cpus=os.cpu_count() or 1, qemu=qemu, kvm=ok, kvm_reason=why)
+    return Host(
+        arch=arch, cpus=os.cpu_count() or 1, qemu=qemu, kvm=ok, kvm_reason=why,
+        dtc=shutil.which("dtc") is not None, cpu_vendor=_cpu_vendor(_cpuinfo()),
+    )  # fmt: skip

@@ -18,10 +18,11 @@ from pathlib import Path
 from typing import Any
 from xml.sax.saxutils import escape
 
+from . import proc, session, sysfs
 from . import scenario as sc
-from . import session, sysfs
 from .errors import InfraError, LostGuest, UserError
 from .image import initramfs
+from .plan import VmPlan
 from .topology import Topology
 
 EXIT = {"PASS": 0, "FAIL": 1, "SKIP": 0, "ERROR": 3}
@@ -108,23 +109,20 @@ def _sh_quote(s: str) -> str:
 
 def run_once(
     s: sc.Scenario,
-    topo: Topology,
-    kernel_spec: str,
+    sess: session.Session,
     *,
-    accel: str = "auto",
-    cpu_model: str = "auto",
     on_event=None,
-    sess: session.Session | None = None,
-    run_base: Path | None = None,
     kernel_info: dict[str, Any] | None = None,
 ) -> RunOutcome:
+    """Boot *sess*, run *s* in the guest and judge it.  A run that cannot start for the
+    user's reason (e.g. a tool that cannot be packed) still leaves its run directory, then
+    raises the UserError (exit 2)."""
     t0 = time.monotonic()
+    topo = sess.topo
     unmet = s.unmet(topo)
     if unmet:
-        return RunOutcome(s.name, topo.name, kernel_spec, "SKIP", None, message=f"{topo.name} lacks: {'; '.join(unmet)}")
-    sess = sess or session.prepare(topo, kernel_spec, accel=accel, cpu_model=cpu_model)
-    run_dir = session.new_run_dir(s.name, topo, sess.kernel_label, base=run_base)
-    session.write_plan(run_dir, sess)
+        return RunOutcome(s.name, topo.name, sess.kernel.name, "SKIP", None, message=f"{topo.name} lacks: {'; '.join(unmet)}")
+    run_dir = session.open_run(s.name, sess)
     out = RunOutcome(s.name, topo.name, sess.kernel.name, "ERROR", run_dir, notes=list(sess.plan.notes))
     out.kernel_info = {"id": sess.kernel.id, "release": sess.kernel.release, **(kernel_info or {})}
     try:
@@ -141,25 +139,19 @@ def run_once(
         out.timing["boot_to_agent_s"] = round(res.ready_s or 0, 2)
         out.timing["vm_s"] = round(res.wall_s, 2)
         out.timing["prepare_s"] = round(t_boot - t0, 2)
-        for name in ("guest",):
-            if (res.out_dir / name).exists():
-                shutil.copytree(res.out_dir / name, run_dir / name, dirs_exist_ok=True)
-        view = None
         if (res.out_dir / "guest").exists():
-            from .expect import translate
-
-            view = translate(sysfs.read_snapshot(res.out_dir / "guest"), sess.plan)
-        r = sc.Result(s, topo, sess.plan, sess.kernel, res.out_dir, view)
+            shutil.copytree(res.out_dir / "guest", run_dir / "guest", dirs_exist_ok=True)
+        r = _result(s, sess.plan, res.out_dir, run_dir / "guest")
         if res.rc == 90:
-            out.message = "trace setup failed in the guest: " + _last(res.stderr)
+            out.message = "trace setup failed in the guest: " + proc.tail(res.stderr)
             return out
         if res.rc not in (0, None):
-            out.message = f"the job exited {res.rc}: {_last(res.stderr)}"
+            out.message = f"the job exited {res.rc}: {proc.tail(res.stderr)}"
             return out
         failed = [st for st in (r.step(p.name[:-3]) for p in sorted(res.out_dir.glob("*.rc"))) if st.rc not in (0, None)]
         if failed:
             st = failed[0]
-            out.message = f"workload step '{st.name}' exited {st.rc}: {_last(st.err) or _last(st.out)}"
+            out.message = f"workload step '{st.name}' exited {st.rc}: {proc.tail(st.err) or proc.tail(st.out)}"
             return out
         for ph in r.phases:
             lost = r.lost(ph)
@@ -176,7 +168,10 @@ def run_once(
         (run_dir / "console.tail").write_text(e.detail)
     except sc.ScenarioError:
         raise
-    except (InfraError, UserError) as e:
+    except UserError as e:
+        out.message = str(e)
+        raise  # bad input exits 2 (the run directory keeps the message)
+    except InfraError as e:
         out.message = str(e)
     finally:
         out.timing["wall_s"] = round(time.monotonic() - t0, 2)
@@ -184,15 +179,21 @@ def run_once(
     return out
 
 
+def _result(s: sc.Scenario, plan: VmPlan, out_dir: Path, guest_dir: Path) -> sc.Result:
+    """What check() gets, live or rechecked alike: the plan, the kernel it names, the
+    files, and the guest's topology snapshot in the spec's numbering."""
+    view = None
+    if guest_dir.exists():
+        from .expect import translate
+
+        view = translate(sysfs.read_snapshot(guest_dir), plan)
+    return sc.Result(s, plan.topo, plan, plan.kernel, out_dir, view)
+
+
 def _boot(sess, run_dir, job, layers, timeout, on_event):
     from .backends import qemu as backend
 
     return backend.boot(sess.plan, sess.kernel, run_dir, job=job, layers=layers, timeout=timeout, on_event=on_event)
-
-
-def _last(text: str) -> str:
-    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
-    return " | ".join(lines[-3:])
 
 
 def write_results(out: RunOutcome, run_dir: Path) -> None:
@@ -265,52 +266,14 @@ def aggregate(outcomes: list[RunOutcome]) -> dict[str, Any]:
     }
 
 
-@dataclass
-class StoredPlan:
-    """The parts of a VmPlan that checks read, as plan.json recorded them."""
-
-    guest_to_spec: tuple[int, ...]
-    guest_node_to_spec: tuple[int, ...]
-    guest_reclaim_distance: int
-    cpu_vendor: str
-    cpu_model: str
-    accel: str
-    numbering_mode: str
-    notes: tuple[str, ...] = ()
-    qemu_version: tuple[int, ...] = (0, 0, 0)
-
-
 def recheck(run_dir: Path, scenario_file: str | None = None) -> RunOutcome:
     """Run a scenario's check() again on a finished run directory (no VM)."""
-    from .topology import load
-
-    plan_file = run_dir / "plan.json"
-    if not plan_file.exists():
-        raise UserError(f"{run_dir}: not a lab run directory (no plan.json)")
-    pj = json.loads(plan_file.read_text())
+    plan = VmPlan.read(run_dir)
     res = json.loads((run_dir / "results.json").read_text()) if (run_dir / "results.json").exists() else {}
     s = sc.load(scenario_file or res.get("scenario") or "")
-    topo_file = pj.get("topology_file")
-    topo = load(topo_file if topo_file and Path(topo_file).exists() else pj["topology"])
-    plan = StoredPlan(
-        tuple(pj["guest_to_spec"]),
-        tuple(pj["guest_node_to_spec"]),
-        pj["guest_node_reclaim_distance"],
-        pj.get("cpu_vendor", "intel"),
-        pj.get("cpu_model", ""),
-        pj.get("accel", ""),
-        pj.get("numbering", "native"),
-        tuple(pj.get("notes", [])),
-        tuple(pj.get("qemu_version", (0, 0, 0))),
-    )
-    out_dir = run_dir / "out"
-    view = None
-    if (run_dir / "guest").exists():
-        from .expect import translate
-
-        view = translate(sysfs.read_snapshot(run_dir / "guest"), plan)
-    r = sc.Result(s, topo, plan, pj.get("kernel", {}), out_dir, view)
-    o = RunOutcome(s.name, topo.name, pj.get("kernel", {}).get("name", "?"), "ERROR", run_dir, notes=list(plan.notes))
+    r = _result(s, plan, run_dir / "out", run_dir / "guest")
+    kernel = plan.kernel.name if plan.kernel else "?"
+    o = RunOutcome(s.name, plan.topo.name, kernel, "ERROR", run_dir, notes=list(plan.notes))
     o.expectations = sc.call_check(s, r)
     o.status = "PASS" if all(e.ok for e in o.expectations) else "FAIL"
     return o

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import re
 import shlex
 import sys
@@ -12,51 +11,61 @@ from pathlib import Path
 
 from . import host as host_mod
 from .errors import UserError
+from .kernel.artifact import KernelArtifact
 from .paths import runs_dir
+from .plan import VmOptions, VmPlan
 from .render import qemu as render
 from .topology import Topology
 
 ARGV: list[str] | None = None  # set by the CLI: the arguments of this `lab` invocation
 
 
-@dataclass
+@dataclass(frozen=True)
 class Session:
-    topo: Topology
-    kernel: object  # lab.kernel.KernelArtifact
-    plan: render.VmPlan
+    """A decided VM: the plan (the record written to plan.json) and the kernel's files."""
+
+    plan: VmPlan
+    kernel: KernelArtifact
+
+    @property
+    def topo(self) -> Topology:
+        return self.plan.topo
+
+    @property
+    def options(self) -> VmOptions:
+        return self.plan.options
 
     @property
     def kernel_label(self) -> str:
-        return getattr(self.kernel, "name", "kernel")
+        return self.kernel.name
 
     @property
     def cluster_level(self) -> bool:
         """Whether the guest kernel builds a CLS level (CONFIG_SCHED_CLUSTER)."""
-        val = self.kernel.config_value("SCHED_CLUSTER") if hasattr(self.kernel, "config_value") else None
+        val = self.kernel.config_value("SCHED_CLUSTER")
         if val is None:
             return self.topo.arch == "x86_64"
         return val == "y"
 
 
-def prepare(
-    topo: Topology, kernel_spec: str, *, accel: str = "auto", cpu_model: str = "auto", build: bool = True, tcg: str = "auto",
-    bringup: str = "auto", append: str = "",
-) -> Session:
+def prepare(topo: Topology, options: VmOptions, *, build: bool = True, progress=None) -> Session:
+    """Resolve the kernel *options* name (building or fetching it if *build*) and decide
+    the VM for *topo* on this host."""
     from .kernel import resolve
 
     h = host_mod.probe()
-    kernel = resolve(kernel_spec, topo.arch, build=build)
+    kernel = resolve(options.kernel, topo.arch, build=build, progress=progress)
     if kernel.arch != topo.arch:
         raise UserError(f"kernel {kernel.name} is {kernel.arch}, topology {topo.name} is {topo.arch}")
-    plan = render.plan(topo, h, accel=accel, cpu_model=cpu_model, kernel_features=features(kernel), tcg=tcg, bringup=bringup, append=append)
-    return Session(topo, kernel, plan)
+    plan = render.plan(topo, h, options, kernel_features=features(kernel), kernel=kernel.ref())
+    return Session(plan, kernel)
 
 
-def features(kernel) -> frozenset[str]:
+def features(kernel: KernelArtifact) -> frozenset[str]:
     """What the kernel can do that the plan depends on: the recipe's declared features,
     plus CPU hotplug when its config says so (Debian's and lab's kernels have it)."""
     out = set(kernel.features)
-    if hasattr(kernel, "config_value") and kernel.config_value("HOTPLUG_CPU") == "y":
+    if kernel.config_value("HOTPLUG_CPU") == "y":
         out.add("cpu_hotplug")
     return frozenset(out)
 
@@ -67,43 +76,32 @@ def _slug(s: str) -> str:
 
 def new_run_dir(kind: str, topo: Topology, kernel_label: str, base: Path | None = None) -> Path:
     base = base or runs_dir()
+    base.mkdir(parents=True, exist_ok=True)
     stamp = time.strftime("%Y%m%d-%H%M%S")
-    d = base / f"{stamp}-{_slug(kind)}-{_slug(topo.name)}-{_slug(kernel_label)}"
-    n = 1
-    while d.exists():
-        n += 1
-        d = base / f"{stamp}-{_slug(kind)}-{_slug(topo.name)}-{_slug(kernel_label)}-{n}"
-    d.mkdir(parents=True)
+    name = f"{stamp}-{_slug(kind)}-{_slug(topo.name)}-{_slug(kernel_label)}"
+    d, n = base / name, 1
+    while True:  # mkdir is the test: two lab processes never share a run directory
+        try:
+            d.mkdir()
+            break
+        except FileExistsError:
+            n += 1
+            d = base / f"{name}-{n}"
     # Every run directory starts with the lab command that reproduces it.
     args = ARGV if ARGV is not None else sys.argv[1:]
     (d / "command").write_text(shlex.join(["lab", *args]) + "\n")
     return d
 
 
-def write_plan(run_dir: Path, s: Session) -> None:
-    p = s.plan
-    (run_dir / "plan.json").write_text(
-        json.dumps(
-            {
-                "topology": s.topo.name,
-                "topology_file": s.topo.path,
-                "kernel": {"name": s.kernel.name, "id": s.kernel.id, "release": s.kernel.release, "image": str(s.kernel.image)},
-                "accel": p.accel,
-                "accel_reason": p.accel_reason,
-                "machine": p.machine,
-                "cpu_model": p.cpu_model,
-                "cpu_vendor": p.cpu_vendor,
-                "qemu_version": list(p.qemu_version),
-                "smp": p.smp,
-                "tcg_threads": p.tcg_threads,
-                "bringup": p.bringup,
-                "boot_cpus": p.boot_cpus,
-                "numbering": p.numbering_mode,
-                "guest_to_spec": list(p.guest_to_spec),
-                "guest_node_to_spec": list(p.guest_node_to_spec),
-                "guest_node_reclaim_distance": p.guest_reclaim_distance,
-                "notes": list(p.notes),
-            },
-            indent=1,
-        )
-    )
+def open_run(kind: str, s: Session) -> Path:
+    """A new run directory for *s*, holding the command that reproduces it and the plan."""
+    d = new_run_dir(kind, s.topo, s.kernel_label)
+    s.plan.write(d)
+    return d
+
+
+def dry_run_argv(s: Session) -> list[str]:
+    """The QEMU argv a boot of *s* runs (in its run directory)."""
+    from .backends import qemu as backend
+
+    return backend.dry_run_argv(s.plan, s.kernel)

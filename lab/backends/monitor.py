@@ -10,28 +10,31 @@ something that will not come), or the guest busy (which vCPUs run, and where).
 from __future__ import annotations
 
 import json
+import os
 import re
-import shutil
 import socket
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 
 class Monitor:
-    """A QMP socket in a short private directory (a run dir's path can exceed the
-    108 bytes a unix socket path may have)."""
+    """The QMP socket QEMU made at *path* (render.qemu.BootFiles.monitor, in the run dir)."""
 
-    def __init__(self) -> None:
-        self.dir = Path(tempfile.mkdtemp(prefix="lab-qmp-"))
-        self.path = self.dir / "qmp.sock"
-
-    def argv(self) -> list[str]:
-        return ["-qmp", f"unix:{self.path},server=on,wait=off"]
+    def __init__(self, path: Path) -> None:
+        self.path = path
 
     def close(self) -> None:
-        shutil.rmtree(self.dir, ignore_errors=True)
+        self.path.unlink(missing_ok=True)
+
+    def _connect(self, s: socket.socket) -> None:
+        # A run dir's path can exceed the 108 bytes a unix socket path may have: reach
+        # the socket through a descriptor of its directory, whose /proc path is short.
+        fd = os.open(self.path.parent, os.O_PATH | os.O_CLOEXEC)
+        try:
+            s.connect(f"/proc/self/fd/{fd}/{self.path.name}")
+        finally:
+            os.close(fd)
 
     def registers(self, timeout: float = 5.0) -> str | None:
         """`info registers -a`, or None if QEMU does not answer within *timeout*."""
@@ -39,7 +42,7 @@ class Monitor:
         try:
             with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
                 s.settimeout(timeout)
-                s.connect(str(self.path))
+                self._connect(s)
                 f = s.makefile("rwb")
                 _reply(f, deadline)  # the greeting
                 for cmd in (

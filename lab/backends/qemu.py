@@ -24,8 +24,9 @@ from pathlib import Path
 from .. import cpulist, proc
 from ..errors import InfraError, LostGuest, UserError
 from ..image import initramfs
+from ..kernel.artifact import KernelArtifact
+from ..plan import VmPlan
 from ..render import qemu as render
-from ..render.qemu import VmPlan
 from . import monitor
 
 log = logging.getLogger(__name__)
@@ -88,7 +89,7 @@ PAYLOADS = (
 PVH_MAX_VCPUS = 64
 
 
-def boot_image(kernel, vcpus: int = 1) -> Path:
+def boot_image(kernel: KernelArtifact, vcpus: int = 1) -> Path:
     """What QEMU's -kernel gets.
 
     An x86 kernel built with CONFIG_PVH boots straight from its uncompressed ELF
@@ -104,7 +105,7 @@ def boot_image(kernel, vcpus: int = 1) -> Path:
     not PVH, but the limit stays until PVH at 128 is measured again.
     """
     image = Path(kernel.image)
-    if getattr(kernel, "arch", "") != "x86_64" or not hasattr(kernel, "config_value"):
+    if kernel.arch != "x86_64":
         return image
     if vcpus > PVH_MAX_VCPUS:
         return image
@@ -155,41 +156,61 @@ def build_initrd(
     """base + the kernel's virtio modules (if it has modules) + extra layers + the job."""
     base = initramfs.base_layer(plan.arch)
     mods = None
-    if getattr(kernel, "modules", None) is not None:
+    if kernel.modules is not None:
         paths = kernel.module_paths(["virtio_pci", "virtio_console"])
         mods = initramfs.modules_layer(kernel.release, paths)
     job_cpio = initramfs.job_layer(dest.with_name("job.cpio"), job, config, interactive)
     return initramfs.assemble(dest, [base, mods, *(layers or []), job_cpio])
 
 
+def prepare(
+    plan: VmPlan,
+    kernel: KernelArtifact,
+    run_dir: Path,
+    *,
+    job: str | None = None,
+    config: Mapping[str, str] | None = None,
+    layers: list[Path] | None = None,
+    interactive: bool = False,
+) -> render.BootFiles:
+    """Make the files a boot reads in *run_dir* (initramfs, arm64's device tree)."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    files = render.boot_files(plan, boot_image(kernel, plan.topo.n_cpus), interactive=interactive)
+    for f in (files.console, files.agent_log, files.results, files.monitor):
+        if f is not None:
+            (run_dir / f).unlink(missing_ok=True)
+    build_initrd(run_dir / files.initrd, plan, kernel, job=job, config=config, layers=layers, interactive=interactive)
+    if files.dtb is not None:
+        from ..render import dtb as dtb_mod
+
+        # QEMU's own device tree for this machine, with the spec's caches and CPU order.
+        dump = render.argv(plan, render.dump_files(files))
+        dtb_mod.build(dump, plan.topo, run_dir / files.dtb)
+    return files
+
+
+def dry_run_argv(plan: VmPlan, kernel: KernelArtifact) -> list[str]:
+    """What boot() would run for *plan* (in its run directory), without making anything."""
+    return render.argv(plan, render.boot_files(plan, boot_image(kernel, plan.topo.n_cpus)))
+
+
 def boot(
     plan: VmPlan,
-    kernel,
+    kernel: KernelArtifact,
     run_dir: Path,
     *,
     job: str | None = None,
     config: Mapping[str, str] | None = None,
     layers: list[Path] | None = None,
     timeout: float = 600,
-    append_extra: tuple[str, ...] = (),
-    dtb: Path | None = None,
     on_event: Callable[[float, str], None] | None = None,
-    tcg_threads: str | None = None,
 ) -> BootResult:
     """Boot, run *job* (a shell script) in the guest, wait, collect.  Always stops QEMU."""
-    run_dir.mkdir(parents=True, exist_ok=True)
-    files = render.RunFiles(run_dir / "console.log", run_dir / "agent.log", run_dir / "results.tar")
-    for f in (files.console, files.agent_log, files.results):
-        f.unlink(missing_ok=True)
-    initrd = build_initrd(run_dir / "initrd.cpio", plan, kernel, job=job, config=config, layers=layers)
-    cmdline = render.cmdline(plan, append_extra)
-    dtb = dtb or _machine_dtb(plan, kernel, initrd, run_dir, files)
-    argv = render.argv(
-        plan, kernel=boot_image(kernel, plan.topo.n_cpus), initrd=initrd, files=files, append=cmdline, dtb=dtb,
-        tcg_threads=tcg_threads,
-    )
-    mon = monitor.Monitor()  # asked where the vCPUs are if the guest is lost
-    argv += mon.argv()
+    files = prepare(plan, kernel, run_dir, job=job, config=config, layers=layers)
+    assert files.console and files.agent_log and files.results and files.monitor
+    console, agent_log, results = run_dir / files.console, run_dir / files.agent_log, run_dir / files.results
+    argv = render.argv(plan, files)
+    mon = monitor.Monitor(run_dir / files.monitor)  # asked where the vCPUs are if the guest is lost
     (run_dir / "qemu.argv").write_text(shlex.join(argv) + "\n")
     stderr_path = run_dir / "qemu.stderr"
     t0 = time.monotonic()
@@ -205,14 +226,14 @@ def boot(
         try:
             with proc.signals_held():  # p is set before an interrupt can unwind (proc.signals_held)
                 p = proc.popen(
-                    argv, stdin=subprocess_devnull(), stdout=err, stderr=err, start_new_session=True,
+                    argv, cwd=run_dir, stdin=subprocess_devnull(), stdout=err, stderr=err, start_new_session=True,
                     preexec_fn=_die_with_parent,
                 )
             while True:
                 rc = p.poll()
                 now = time.monotonic()
                 try:
-                    text = files.agent_log.read_text(errors="replace")
+                    text = agent_log.read_text(errors="replace")
                 except OSError:
                     text = ""
                 lines = text.splitlines()
@@ -222,7 +243,7 @@ def boot(
                     if on_event:
                         on_event(now - t0, line)
                     if line.startswith("lab: online "):
-                        online_s = _online(line, plan, files.console)
+                        online_s = _online(line, plan, console)
                     if line.startswith("lab: ready") and ready_s is None:
                         ready_s = now - t0
                         ready_uptime = _field(line, "uptime")
@@ -232,19 +253,19 @@ def boot(
                 if ready_s is None and now > deadline_ready:
                     raise LostGuest(
                         f"guest never reported ready within {boot_timeout(plan):.0f}s{_last_said(events)}; "
-                        f"{monitor.diagnose(mon, run_dir, _system_map(kernel))} (console: {files.console})",
-                        console_tail(files.console),
+                        f"{monitor.diagnose(mon, run_dir, _system_map(kernel))} (console: {console})",
+                        console_tail(console),
                     )
                 if now > deadline:
                     raise LostGuest(
                         f"guest did not finish within {timeout:.0f}s{_last_said(events)}; "
-                        f"{monitor.diagnose(mon, run_dir, _system_map(kernel))} (console: {files.console})",
-                        console_tail(files.console),
+                        f"{monitor.diagnose(mon, run_dir, _system_map(kernel))} (console: {console})",
+                        console_tail(console),
                     )
                 time.sleep(0.05)
         finally:
             if p is not None:
-                _stop(p)
+                proc.stop_group(p)
             mon.close()
         wall = time.monotonic() - t0
     if p.returncode not in (0, None):
@@ -254,12 +275,12 @@ def boot(
             f"QEMU exited with status {p.returncode}: {msg[-1] if msg else 'no message'} (argv: {run_dir / 'qemu.argv'})"
         )
     out_dir = run_dir / "out"
-    _extract(files.results, out_dir)
+    _extract(results, out_dir)
     rc_text = (out_dir / "rc").read_text().strip() if (out_dir / "rc").exists() else None
     if ready_s is None or not any(line.startswith("lab: done") for _, line in events):
         raise LostGuest(
-            f"guest stopped without reporting its results (console: {files.console})",
-            console_tail(files.console),
+            f"guest stopped without reporting its results (console: {console})",
+            console_tail(console),
         )
     result = BootResult(
         run_dir=run_dir,
@@ -345,37 +366,6 @@ def _field(line: str, key: str) -> float | None:
     return None
 
 
-def _stop(p) -> None:
-    """Never leave a VM running: TERM the session, then KILL."""
-    if p.poll() is not None:
-        return
-    try:
-        os.killpg(p.pid, signal.SIGTERM)
-    except ProcessLookupError:
-        return
-    try:
-        p.wait(timeout=5)
-    except Exception:
-        try:
-            os.killpg(p.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        try:
-            p.wait(timeout=30)
-        except Exception:  # noqa: BLE001 - stuck in the kernel; say so rather than hang
-            log.warning("QEMU (pid %d) survived SIGKILL for 30 s; state %s", p.pid, _proc_state(p.pid))
-
-
-def _proc_state(pid: int) -> str:
-    try:
-        status = Path(f"/proc/{pid}/status").read_text()
-        wchan = Path(f"/proc/{pid}/wchan").read_text()
-    except OSError:
-        return "unknown"
-    state = next((ln.split(":", 1)[1].strip() for ln in status.splitlines() if ln.startswith("State:")), "?")
-    return f"{state}, wchan {wchan or '?'}"
-
-
 def _extract(tar_path: Path, out_dir: Path) -> None:
     out_dir.mkdir(parents=True, exist_ok=True)
     if not tar_path.exists() or tar_path.stat().st_size == 0:
@@ -399,23 +389,11 @@ def _extract(tar_path: Path, out_dir: Path) -> None:
         pass
 
 
-def interactive(plan: VmPlan, kernel, run_dir: Path, dtb: Path | None = None) -> int:
+def interactive(plan: VmPlan, kernel: KernelArtifact, run_dir: Path) -> int:
     """Boot with the console on this terminal and a shell in the guest."""
     if not os.isatty(0):
         raise UserError("an interactive console needs a terminal; give a command after --")
-    run_dir.mkdir(parents=True, exist_ok=True)
-    initrd = build_initrd(run_dir / "initrd.cpio", plan, kernel, job=None, interactive=True)
-    dtb = dtb or _machine_dtb(plan, kernel, initrd, run_dir, None)
-    argv = render.argv(plan, kernel=boot_image(kernel, plan.topo.n_cpus), initrd=initrd, files=None, interactive=True, dtb=dtb)
+    files = prepare(plan, kernel, run_dir, interactive=True)
+    argv = render.argv(plan, files)
     (run_dir / "qemu.argv").write_text(shlex.join(argv) + "\n")
-    return proc.run(argv, capture=False, check=False).returncode
-
-
-def _machine_dtb(plan: VmPlan, kernel, initrd: Path, run_dir: Path, files) -> Path | None:
-    """arm64: QEMU's device tree with the spec's caches and CPU order (render/dtb.py)."""
-    if not plan.dt_caches:
-        return None
-    from ..render import dtb as dtb_mod
-
-    base = render.argv(plan, kernel=kernel.image, initrd=initrd, files=files)
-    return dtb_mod.build(base, plan.topo, run_dir / "machine.dtb")
+    return proc.run(argv, cwd=run_dir, capture=False, check=False).returncode

@@ -38,8 +38,7 @@ def scenarios_cmd() -> None:
 @click.option("--recipe", default=None, help="Config, fragments and patches for --kernel-tree: a recipe name or a recipe.toml path (default lab-6.1 / lab-6.1-arm64).")
 @click.option("--watch", is_flag=True, help="With --kernel-tree: rebuild and rerun whenever the tree changes.")
 def run_cmd(
-    scenario_name: str, topo_name: str | None, kernel_spec: str, accel: str, cpu_model: str, tcg: str, bringup: str, append: str, repeat: int,
-    as_json: bool, kernel_tree, recipe: str | None, watch: bool,
+    scenario_name: str, topo_name: str | None, vm, repeat: int, as_json: bool, kernel_tree, recipe: str | None, watch: bool,
 ) -> None:
     """Boot, run SCENARIO's workload with tracing on, and give a verdict with evidence.
 
@@ -47,6 +46,7 @@ def run_cmd(
     from .. import runner, session, topology
     from .. import scenario as sc
     from ..errors import UserError
+    from ..plan import VmOptions
 
     s = sc.load(scenario_name)
     topo = topology.load(topo_name or s.topologies[0])
@@ -58,20 +58,21 @@ def run_cmd(
     if kernel_tree is None and (watch or recipe):
         raise UserError("--watch and --recipe go with --kernel-tree")
     if kernel_tree is not None:
-        if kernel_spec != "debian":
+        if vm.kernel != VmOptions().kernel:
             raise UserError("give --kernel or --kernel-tree, not both")
-        sys.exit(_tree_loop(s, topo, kernel_tree, recipe, watch, accel, cpu_model, tcg, bringup, repeat, as_json, append))
-    sess = session.prepare(topo, kernel_spec, accel=accel, cpu_model=cpu_model, tcg=tcg, bringup=bringup, append=append)
-    outcomes = _run_repeated(s, topo, kernel_spec, sess, repeat, as_json)
+        sys.exit(_tree_loop(s, topo, vm, kernel_tree, recipe, watch=watch, repeat=repeat, as_json=as_json))
+    sess = session.prepare(topo, vm)
+    outcomes = _run_repeated(s, sess, repeat, as_json)
     sys.exit(max((runner.EXIT[o.status] for o in outcomes), default=3))
 
 
-def _run_repeated(s, topo, kernel_spec, sess, repeat: int, as_json: bool, kernel_info=None, json_lines: bool = False):
+def _run_repeated(s, sess, repeat: int, as_json: bool, kernel_info=None, json_lines: bool = False):
     """Run *s* *repeat* times on one prepared session; show each verdict (or the JSON)
     and, for more than one run, the spread.  Returns the outcomes."""
     from .. import runner
 
     c = console(stderr=as_json)
+    topo = sess.topo
     outcomes = []
     for i in range(repeat):
         label = f"[{i + 1}/{repeat}] " if repeat > 1 else ""
@@ -81,7 +82,7 @@ def _run_repeated(s, topo, kernel_spec, sess, repeat: int, as_json: bool, kernel
             status.update(f"{label}{s.name} on {topo.name}: {line.removeprefix('lab: ')} (+{t:.1f}s)")
 
         with status:
-            o = runner.run_once(s, topo, kernel_spec, sess=sess, on_event=on_event, kernel_info=kernel_info)
+            o = runner.run_once(s, sess, on_event=on_event, kernel_info=kernel_info)
         outcomes.append(o)
         if not as_json:
             _show(o)
@@ -96,13 +97,14 @@ def _run_repeated(s, topo, kernel_spec, sess, repeat: int, as_json: bool, kernel
     return outcomes
 
 
-def _tree_loop(s, topo, tree, recipe, watch, accel, cpu_model, tcg, bringup, repeat=1, as_json=False, append="") -> int:
+def _tree_loop(s, topo, vm, tree, recipe, *, watch: bool, repeat: int = 1, as_json: bool = False) -> int:
     """Build the developer's tree, run, show the verdict; with watch, again on every change.
 
     A build that fails shows the compiler's errors and the log, and says which verdict
     still stands (the last one for this tree, from this run or an earlier one).  With
     --json the verdicts go to stdout as JSON (one line each under --watch) and the rest
     to stderr."""
+    import dataclasses
     import time
 
     from rich.markup import escape
@@ -123,8 +125,8 @@ def _tree_loop(s, topo, tree, recipe, watch, accel, cpu_model, tcg, bringup, rep
             with c.status(f"building {tree} ({info.get('git_describe')}, diff {info.get('diff_sha256')})") as st:
                 art = iterate.tree_kernel(tree, topo.arch, recipe, progress=lambda stage, d, st=st: st.update(f"build: {stage} {d}"))
             build_s = time.monotonic() - t0
-            sess = session.prepare(topo, art.id, accel=accel, cpu_model=cpu_model, tcg=tcg, bringup=bringup, append=append)
-            outs = _run_repeated(s, topo, art.id, sess, repeat, as_json, kernel_info=info, json_lines=watch)
+            sess = session.prepare(topo, dataclasses.replace(vm, kernel=art.id))
+            outs = _run_repeated(s, sess, repeat, as_json, kernel_info=info, json_lines=watch)
             edit_to_verdict = time.monotonic() - t0
             for o in outs:  # the loop's own figures go into each run's results.json too
                 o.timing.update(build_s=round(build_s, 2), edit_to_verdict_s=round(edit_to_verdict, 2))

@@ -9,6 +9,7 @@ from pathlib import Path
 import click
 
 from .common import TOPOLOGY, console
+from .vm import vm_options
 
 
 @click.group()
@@ -103,28 +104,19 @@ def show(spec) -> None:
 @topo.command()
 @click.argument("spec", type=TOPOLOGY)
 @click.option("--format", "fmt", type=click.Choice(["qemu", "json"]), default="qemu", show_default=True)
-@click.option("--accel", type=click.Choice(["auto", "kvm", "tcg"]), default="auto", show_default=True)
-@click.option("--cpu-model", default="auto", show_default=True, help="auto, intel, amd, or a QEMU -cpu model")
-@click.option("--kernel", "kernel_path", default="KERNEL", show_default=True, help="Path shown for -kernel.")
-def render(spec, fmt: str, accel: str, cpu_model: str, kernel_path: str) -> None:
-    """The exact QEMU argv for a topology, or the model as JSON."""
+@vm_options
+def render(spec, fmt: str, vm) -> None:
+    """The exact QEMU argv a boot of SPEC runs (as `lab boot --dry-run` prints it), or the model as JSON."""
     if fmt == "json":
         click.echo(json.dumps(spec.to_dict(), indent=1))
         return
-    from .. import host
-    from ..render import qemu
+    from .. import session
 
-    plan = qemu.plan(spec, host.probe(), accel=accel, cpu_model=cpu_model)
-    argv = qemu.argv(
-        plan,
-        kernel=Path(kernel_path),
-        initrd=Path("INITRD"),
-        files=qemu.RunFiles(Path("RUN/console.log"), Path("RUN/agent.log"), Path("RUN/results.tar")),
-    )
-    click.echo(shlex.join(argv))
-    for n in plan.notes:
+    s = session.prepare(spec, vm, build=False)
+    click.echo(shlex.join(session.dry_run_argv(s)))
+    for n in s.plan.notes:
         click.echo(f"# {n}", err=True)
-    if plan.numbering_mode == "translated":
+    if s.plan.numbering_mode == "translated":
         click.echo(
             f"# numbering: QEMU numbers vCPUs with SMT siblings adjacent; lab translates guest CPU ids "
             f"to the spec's {spec.numbering} numbering",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import shlex
 import sys
@@ -16,26 +17,41 @@ KERNEL_HELP = "debian (Debian's prebuilt, the default), a recipe, a store id, or
 
 
 def vm_options(f):
-    f = click.option(
-        "--append", default="", metavar="ARGS",
-        help="More kernel command line, after lab's (so it overrides lab's choices, e.g. 'mitigations=auto').",
-    )(f)  # fmt: skip
-    f = click.option(
+    """The VM options every VM command takes, passed to the command as one ``vm: VmOptions``."""
+
+    @functools.wraps(f)
+    def command(*args, kernel_spec, accel, cpu_model, tcg_threads, bringup, append, **kw):
+        from ..plan import VmOptions
+
+        vm = VmOptions(kernel=kernel_spec, accel=accel, cpu_model=cpu_model, tcg_threads=tcg_threads, bringup=bringup, append=append)
+        return f(*args, vm=vm, **kw)
+
+    for opt in reversed(VM_OPTIONS):
+        command = opt(command)
+    return command
+
+
+VM_OPTIONS = (
+    click.option("--kernel", "kernel_spec", default="debian", show_default=True, help=KERNEL_HELP),
+    click.option(
+        "--accel", type=click.Choice(["auto", "kvm", "tcg"]), default="auto", show_default=True,
+        help="auto picks KVM only where a guest can really run under it.",
+    ),
+    click.option("--cpu-model", default="auto", show_default=True, help="auto, intel, amd, or a QEMU -cpu model."),
+    click.option(
+        "--tcg-threads", type=click.Choice(["auto", "single", "multi"]), default="auto", show_default=True,
+        help="TCG threading; auto: one thread per vCPU while vCPUs <= 2 x host cores or with hotplug bring-up.",
+    ),
+    click.option(
         "--bringup", type=click.Choice(["auto", "boot", "hotplug"]), default="auto", show_default=True,
         help="Secondary CPUs: at boot, or onlined by lab's agent after a maxcpus=1 boot; "
         f"auto: hotplug for x86 under TCG above {HOTPLUG_BRINGUP_ABOVE} vCPUs.",
-    )(f)  # fmt: skip
-    f = click.option(
-        "--tcg-threads", "tcg", type=click.Choice(["auto", "single", "multi"]), default="auto", show_default=True,
-        help="TCG threading; auto: one thread per vCPU while vCPUs <= 2 x host cores or with hotplug bring-up.",
-    )(f)  # fmt: skip
-    f = click.option("--cpu-model", default="auto", show_default=True, help="auto, intel, amd, or a QEMU -cpu model.")(f)
-    f = click.option(
-        "--accel", type=click.Choice(["auto", "kvm", "tcg"]), default="auto", show_default=True,
-        help="auto picks KVM only where a guest can really run under it.",
-    )(f)  # fmt: skip
-    f = click.option("--kernel", "kernel_spec", default="debian", show_default=True, help=KERNEL_HELP)(f)
-    return f
+    ),
+    click.option(
+        "--append", default="", metavar="ARGS",
+        help="More kernel command line, after lab's (so it overrides lab's choices, e.g. 'mitigations=auto').",
+    ),
+)  # fmt: skip
 
 
 @click.command(context_settings={"ignore_unknown_options": False})
@@ -44,26 +60,23 @@ def vm_options(f):
 @click.option("--dry-run", is_flag=True, help="Print the exact QEMU command and exit.")
 @click.option("--timeout", type=float, default=600, show_default=True, help="Seconds before the VM is killed.")
 @click.argument("cmd", nargs=-1, type=click.UNPROCESSED)
-def boot(topology, kernel_spec: str, accel: str, cpu_model: str, tcg: str, bringup: str, append: str, dry_run: bool, timeout: float, cmd) -> None:
+def boot(topology, vm, dry_run: bool, timeout: float, cmd) -> None:
     """Boot TOPOLOGY; run CMD in the guest (after --) or open a console.
 
     With CMD, prints its output and exits with its status.
     """
     from .. import session
     from ..backends import qemu as backend
-    from ..render import qemu as render
 
-    s = session.prepare(topology, kernel_spec, accel=accel, cpu_model=cpu_model, build=not dry_run, tcg=tcg, bringup=bringup, append=append)
+    s = session.prepare(topology, vm, build=not dry_run)
     err = sys.stderr
     for n in s.plan.notes:
         click.echo(f"lab: {n}", err=True)
     if dry_run:
-        files = render.RunFiles(*(session.runs_dir() / "RUN" / f for f in ("console.log", "agent.log", "results.tar")))
-        argv = render.argv(s.plan, kernel=s.kernel.image, initrd=session.runs_dir() / "RUN" / "initrd.cpio", files=files)
-        click.echo(shlex.join(argv))
+        click.echo(shlex.join(session.dry_run_argv(s)))
+        click.echo("lab: run in the run directory: the initramfs, logs and sockets are named relative to it", err=True)
         return
-    run_dir = session.new_run_dir("boot", topology, s.kernel_label)
-    session.write_plan(run_dir, s)
+    run_dir = session.open_run("boot", s)
     click.echo(f"lab: {topology.name} on {s.kernel.name} ({s.kernel.release}), accel {s.plan.accel} ({s.plan.accel_reason}); run dir {run_dir}", err=True)
     if not cmd:
         rc = backend.interactive(s.plan, s.kernel, run_dir)
@@ -85,16 +98,15 @@ def boot(topology, kernel_spec: str, accel: str, cpu_model: str, tcg: str, bring
 @click.option("--json", "as_json", is_flag=True, help="Print the checks and the guest's view as JSON.")
 @click.option("--strict", is_flag=True, help="Known deviations (the vendor effect) fail too.")
 @click.option("--timeout", type=float, default=600, show_default=True)
-def verify(topology, kernel_spec: str, accel: str, cpu_model: str, tcg: str, bringup: str, append: str, as_json: bool, strict: bool, timeout: float) -> None:
+def verify(topology, vm, as_json: bool, strict: bool, timeout: float) -> None:
     """Boot TOPOLOGY and check that the guest kernel sees it: nodes, distances,
     siblings, caches and every CPU's sched-domain tree.  Exit 1 on a mismatch."""
     from .. import expect, session, sysfs
     from ..backends import qemu as backend
 
     t0 = time.monotonic()
-    s = session.prepare(topology, kernel_spec, accel=accel, cpu_model=cpu_model, tcg=tcg, bringup=bringup, append=append)
-    run_dir = session.new_run_dir("verify", topology, s.kernel_label)
-    session.write_plan(run_dir, s)
+    s = session.prepare(topology, vm)
+    run_dir = session.open_run("verify", s)
     res = backend.boot(s.plan, s.kernel, run_dir, job=None, timeout=timeout)
     view = sysfs.read_snapshot(res.out_dir / "guest")
     vd = expect.verify(topology, s.plan, view, cluster_level=s.cluster_level)

@@ -5,8 +5,12 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..errors import UserError
+
+if TYPE_CHECKING:
+    from ..plan import KernelRef
 
 
 @dataclass(frozen=True)
@@ -38,6 +42,12 @@ class KernelArtifact:
             id=meta["id"],
             metadata=meta,
         )
+
+    def ref(self) -> KernelRef:
+        """What a run records of this kernel (plan.json)."""
+        from ..plan import KernelRef
+
+        return KernelRef(name=self.name, id=self.id, release=self.release, arch=self.arch, image=str(self.image))
 
     def config_value(self, symbol: str) -> str | None:
         """The value of CONFIG_<symbol> in this kernel's config ("n" if not set)."""

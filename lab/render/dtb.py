@@ -138,7 +138,7 @@ def build(qemu_argv: list[str], topo: Topology, out: Path) -> Path:
     raw = out.with_suffix(".qemu.dtb")
     argv[i + 1] += f",dumpdtb={raw}"
     # Drop the devices and chardevs: they do not change the tree's CPUs and caches.
-    proc.run(_strip_io(argv), timeout=120)
+    proc.run(_strip_io(argv), cwd=out.parent, timeout=120)  # the argv names run files relative to it
     dts = proc.run(["dtc", "-q", "-I", "dtb", "-O", "dts", str(raw)], timeout=60).stdout.decode()
     try:
         edited = edit(dts, topo)

@@ -1,20 +1,23 @@
-"""Topology -> QEMU command line.  Pure functions: no files, no processes.
+"""Topology -> QEMU command line.  Pure functions: no files, no processes, no host probing.
 
-``plan()`` decides everything about the VM that depends on the topology and the
-host (machine, CPU model, -smp, NUMA, numbering, vendor behaviour) and raises a
-UserError for what this QEMU cannot express.  ``argv()`` turns a plan plus the
-run's file paths into the exact argv.
+``plan()`` decides everything about the VM that depends on the topology, the options,
+the host's facts (``Host``, probed once elsewhere) and the kernel's features (machine,
+CPU model, -smp, NUMA, numbering, vendor behaviour, bring-up), and raises a UserError
+for what this QEMU cannot express.  ``argv()`` turns a plan plus the boot's files into
+the exact argv: `lab boot`, `lab boot --dry-run` and `lab topo render` all print or run
+what it returns.
 """
 
 from __future__ import annotations
 
-import shutil
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 from pathlib import Path
 
+from .. import arch as arch_mod
 from ..errors import UserError
-from ..host import QEMU_BINARIES, Host
-from ..topology import RECLAIM_DISTANCE, Topology
+from ..host import Host
+from ..plan import KernelRef, VmOptions, VmPlan
+from ..topology import AMD_ZEN_RECLAIM_DISTANCE, RECLAIM_DISTANCE, Topology
 
 # Intel model for x86 guests under TCG: with -smp dies=D it gives one L3 per die and
 # SMT siblings.  AMD models lose both under TCG (no topoext), so they are used only
@@ -42,56 +45,21 @@ def _v(v: tuple[int, int, int]) -> str:
     return ".".join(map(str, v))
 
 
-@dataclass(frozen=True)
-class VmPlan:
-    topo: Topology
-    arch: str
-    qemu: str
-    qemu_version: tuple[int, int, int]
-    accel: str
-    accel_reason: str
-    machine: str
-    cpu_model: str
-    cpu_vendor: str  # vendor the guest kernel sees: intel | amd | arm
-    smp: str
-    memory_mb: int
-    numa_cpu_args: tuple[str, ...]
-    guest_to_spec: tuple[int, ...]  # guest logical CPU -> spec CPU id
-    guest_node_to_spec: tuple[int, ...]  # guest node -> spec node id
-    guest_reclaim_distance: int
-    cmdline_extra: tuple[str, ...]
-    numbering_mode: str  # "native" (guest numbers as the spec) | "translated"
-    notes: tuple[str, ...] = field(default_factory=tuple)
-    dt_caches: bool = False  # arm64: boot with an edited device tree (caches, cpu order)
-    tcg_threads: str = "multi"  # "single" | "multi" (MTTCG): see tcg_threading()
-    bringup: str = "boot"  # "boot" (all CPUs at boot) | "hotplug" (maxcpus=boot_cpus, the agent onlines the rest)
-    boot_cpus: int = 0  # with hotplug: how many CPUs come up at boot (see boot_cpus())
-
-    @property
-    def spec_to_guest(self) -> dict[int, int]:
-        return {s: g for g, s in enumerate(self.guest_to_spec)}
-
-    @property
-    def console(self) -> str:
-        return "ttyS0" if self.arch == "x86_64" else "ttyAMA0"
-
-
 def plan(
     topo: Topology,
     host: Host,
+    options: VmOptions | None = None,
     *,
-    accel: str = "auto",
-    cpu_model: str = "auto",
     kernel_features: frozenset[str] = frozenset(),
-    tcg: str = "auto",
-    bringup: str = "auto",
-    append: str = "",
+    kernel: KernelRef | None = None,
 ) -> VmPlan:
     """Decide the VM for *topo* on *host*, or refuse with the QEMU version that can.
-    *append* goes last on the kernel command line (so it overrides lab's choices)."""
+    ``options.append`` goes last on the kernel command line (so it overrides lab's choices)."""
+    options = options or VmOptions()
     arch = topo.arch
     version = host.qemu_version(arch)
-    acc, why = host.accel(accel, arch)
+    acc, why = host.accel(options.accel, arch)
+    cpu_model = options.cpu_model
     shape = topo.shape
     if shape is None:
         raise UserError(
@@ -122,7 +90,7 @@ def plan(
     # distances <= node_reclaim_distance, which AMD family 17h+ kernels lower to 32
     # (arch/x86/kernel/cpu/amd.c: init_amd_zen_common()).
     want = topo.node_reclaim_distance
-    guest = 32 if vendor == "amd" else RECLAIM_DISTANCE
+    guest = AMD_ZEN_RECLAIM_DISTANCE if vendor == "amd" else RECLAIM_DISTANCE
     extra: list[str] = []
     if want != guest:
         if "node_reclaim_distance_param" in kernel_features:
@@ -143,7 +111,7 @@ def plan(
                     "takes node_reclaim_distance= and fixes this"
                 )
     guest_to_spec = tuple(c.id for c in topo.cpus)
-    dt_caches = arch == "arm64" and shutil.which("dtc") is not None
+    dt_caches = arch == "arm64" and host.dtc
     if arch == "arm64" and not dt_caches:
         notes.append("dtc not found (install device-tree-compiler): the guest gets no cache nodes and QEMU's CPU order")
     if dt_caches:
@@ -153,7 +121,7 @@ def plan(
         guest_to_spec = (topo.cpus[0].id, *rest)
     mode = "native" if list(guest_to_spec) == list(range(topo.n_cpus)) else "translated"
     hotplug_ok = "cpu_hotplug" in kernel_features
-    up = bringup_mode(topo.n_cpus, acc, hotplug_ok, arch) if bringup == "auto" else bringup
+    up = bringup_mode(topo.n_cpus, acc, hotplug_ok, arch) if options.bringup == "auto" else options.bringup
     first = 0
     if up == "hotplug":
         if not hotplug_ok:
@@ -169,11 +137,11 @@ def plan(
             )
         else:
             up = "boot"
-    threads = tcg_threading(topo.n_cpus, host.cpus, up) if tcg == "auto" else tcg
+    threads = tcg_threading(topo.n_cpus, host.cpus, up) if options.tcg_threads == "auto" else options.tcg_threads
     return VmPlan(
         topo=topo,
         arch=arch,
-        qemu=QEMU_BINARIES[arch],
+        qemu=arch_mod.get(arch).qemu,
         qemu_version=version,
         accel=acc,
         accel_reason=why,
@@ -186,13 +154,15 @@ def plan(
         guest_to_spec=guest_to_spec,
         guest_node_to_spec=topo.node_ids,
         guest_reclaim_distance=guest,
-        cmdline_extra=(*extra, *append.split()),
+        cmdline_extra=(*extra, *options.append.split()),
         numbering_mode=mode,
         notes=tuple(notes),
         dt_caches=dt_caches,
         tcg_threads=threads,
         bringup=up,
         boot_cpus=first if up == "hotplug" else topo.n_cpus,
+        kernel=kernel,
+        options=options,
     )
 
 
@@ -286,10 +256,7 @@ def _x86(topo: Topology, version, acc: str, cpu_model: str, host: Host):
     if dies > 1 and version < QEMU_X86_DIES:
         raise UserError(f"{topo.name}: several LLCs per socket need -smp dies=, QEMU {_v(QEMU_X86_DIES)}+")
     if cpu_model == "auto":
-        if acc == "kvm":
-            model = "host"
-        else:
-            model = INTEL_MODEL
+        model = "host" if acc == "kvm" else INTEL_MODEL
     elif cpu_model == "intel":
         model = INTEL_MODEL
     elif cpu_model == "amd":
@@ -297,7 +264,7 @@ def _x86(topo: Topology, version, acc: str, cpu_model: str, host: Host):
     else:
         model = cpu_model
     if model == "host":
-        vendor = "amd" if _host_is_amd() else "intel"
+        vendor = host.cpu_vendor
     elif model.upper().startswith(("EPYC", "OPTERON", "PHENOM")):
         vendor = "amd"
     else:
@@ -326,14 +293,6 @@ def _x86(topo: Topology, version, acc: str, cpu_model: str, host: Host):
             numa_cpu.append(arg)
     machine = "q35"
     return machine, cpu, vendor, smp, numa_cpu
-
-
-def _host_is_amd() -> bool:
-    try:
-        with open("/proc/cpuinfo") as f:
-            return "AuthenticAMD" in f.read(4096)
-    except OSError:
-        return False
 
 
 def _arm64(topo: Topology, version, acc: str, cpu_model: str):
@@ -375,18 +334,39 @@ def _arm64(topo: Topology, version, acc: str, cpu_model: str):
 
 
 @dataclass(frozen=True)
-class RunFiles:
-    """Where a run's VM writes: console log, agent log port, result port."""
+class BootFiles:
+    """What a boot's QEMU reads and writes.  Paths other than the kernel's are relative
+    to the run directory, where QEMU runs: the argv is the same whatever the run
+    directory is called (so `--dry-run` prints what a boot runs), and the QMP socket's
+    path stays under the 108 bytes a unix socket path may have."""
 
-    console: Path
-    agent_log: Path
-    results: Path
+    kernel: Path  # what -kernel gets (see backends.qemu.boot_image())
+    initrd: Path = Path("initrd.cpio")
+    dtb: Path | None = None  # arm64: the device tree with the spec's caches and CPU order
+    console: Path | None = Path("console.log")  # None: the console is this terminal
+    agent_log: Path | None = Path("agent.log")  # virtio-serial port lab.log
+    results: Path | None = Path("results.tar")  # virtio-serial port lab.out
+    monitor: Path | None = Path("qmp.sock")  # QMP, asked where the vCPUs are if the guest is lost
+
+
+def boot_files(p: VmPlan, kernel: Path, *, interactive: bool = False) -> BootFiles:
+    """The files of a boot of *p* with the kernel image *kernel*: a batch boot reports
+    over virtio-serial; an interactive one has the console on this terminal."""
+    dtb = Path("machine.dtb") if p.dt_caches else None
+    if interactive:
+        return BootFiles(kernel, dtb=dtb, console=None, agent_log=None, results=None, monitor=None)
+    return BootFiles(kernel, dtb=dtb)
+
+
+def dump_files(files: BootFiles) -> BootFiles:
+    """The files of the QEMU run that dumps the machine's own device tree (no -dtb yet)."""
+    return replace(files, dtb=None, monitor=None)
 
 
 BASE_CMDLINE = ("panic=-1", "oops=panic", "rdinit=/init", "loglevel=4")
 
 
-def cmdline(p: VmPlan, extra: tuple[str, ...] = ()) -> str:
+def cmdline(p: VmPlan) -> str:
     parts = [f"console={p.console}", *BASE_CMDLINE]
     if p.accel == "tcg":
         # Emulated CPUs run unevenly: skip the calibrations and watchdogs that
@@ -407,26 +387,16 @@ def cmdline(p: VmPlan, extra: tuple[str, ...] = ()) -> str:
         parts += ["cryptomgr.notests"]
     if p.bringup == "hotplug":
         parts += [f"maxcpus={p.boot_cpus}"]  # guest/init.sh onlines the others before anything else
-    parts += list(p.cmdline_extra) + list(extra)
+    parts += list(p.cmdline_extra)
     return " ".join(parts)
 
 
-def argv(
-    p: VmPlan,
-    *,
-    kernel: Path,
-    initrd: Path,
-    files: RunFiles | None,
-    append: str | None = None,
-    dtb: Path | None = None,
-    interactive: bool = False,
-    tcg_threads: str | None = None,
-) -> list[str]:
-    """The exact QEMU argv for *p*."""
+def argv(p: VmPlan, files: BootFiles) -> list[str]:
+    """The exact QEMU argv for *p* booting *files* (run it in the run directory)."""
     a = [p.qemu, "-nodefaults", "-no-user-config", "-nographic", "-no-reboot"]
     a += ["-machine", p.machine]
     if p.accel == "tcg":
-        a += ["-accel", f"tcg,thread={tcg_threads or p.tcg_threads}"]
+        a += ["-accel", f"tcg,thread={p.tcg_threads}"]
     else:
         a += ["-accel", "kvm"]
     a += ["-cpu", p.cpu_model, "-smp", p.smp, "-m", f"{p.memory_mb}M"]
@@ -441,20 +411,21 @@ def argv(
         for j in range(n):
             if i != j:
                 a += ["-numa", f"dist,src={i},dst={j},val={p.topo.distances[i][j]}"]
-    a += ["-kernel", str(kernel), "-initrd", str(initrd)]
-    if dtb is not None:
-        a += ["-dtb", str(dtb)]
-    a += ["-append", append if append is not None else cmdline(p)]
-    if interactive:
+    a += ["-kernel", str(files.kernel), "-initrd", str(files.initrd)]
+    if files.dtb is not None:
+        a += ["-dtb", str(files.dtb)]
+    a += ["-append", cmdline(p)]
+    if files.console is None:
         a += ["-serial", "mon:stdio"]
-    elif files is not None:
-        a += ["-chardev", f"file,id=con,path={files.console}", "-serial", "chardev:con"]
     else:
-        a += ["-serial", "stdio"]
+        a += ["-chardev", f"file,id=con,path={files.console}", "-serial", "chardev:con"]
     a += ["-device", "virtio-serial-pci,id=vs"]
-    if files is not None:
+    if files.agent_log is not None:
         a += ["-chardev", f"file,id=agentlog,path={files.agent_log}"]
         a += ["-device", "virtserialport,bus=vs.0,chardev=agentlog,name=lab.log"]
+    if files.results is not None:
         a += ["-chardev", f"file,id=results,path={files.results}"]
         a += ["-device", "virtserialport,bus=vs.0,chardev=results,name=lab.out"]
+    if files.monitor is not None:
+        a += ["-qmp", f"unix:{files.monitor},server=on,wait=off"]
     return a

@@ -3,9 +3,12 @@ lab-6.1 x86 stopped 1 s into boot, lab-6.1-arm64 1.5 s in) and the kernel's Syst
 (the lines around those addresses, from the same builds)."""
 
 import json
+import os
 import socket
 import threading
 from pathlib import Path
+
+import pytest
 
 from lab.backends import monitor
 
@@ -44,7 +47,11 @@ def _fake_qmp(path, answer: bool):
     """A QMP server speaking the protocol's framing (greeting, then one reply per
     command, with an event in between), or one that never answers."""
     srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    srv.bind(str(path))
+    fd = os.open(path.parent, os.O_PATH)  # as QEMU does, relative to its directory
+    try:
+        srv.bind(f"/proc/self/fd/{fd}/{path.name}")
+    finally:
+        os.close(fd)
     srv.listen(1)
 
     def serve():
@@ -69,8 +76,11 @@ def _fake_qmp(path, answer: bool):
     return srv, t
 
 
-def test_diagnose_saves_the_registers_and_names_a_silent_qemu(tmp_path):
-    mon = monitor.Monitor()
+@pytest.mark.parametrize("depth", [1, 6], ids=["short", "run-dir-path-over-108-bytes"])
+def test_diagnose_saves_the_registers_and_names_a_silent_qemu(tmp_path, depth):
+    run_dir = tmp_path.joinpath(*["a-long-run-directory-name"] * depth)
+    run_dir.mkdir(parents=True)
+    mon = monitor.Monitor(run_dir / "qmp.sock")
     try:
         srv, t = _fake_qmp(mon.path, answer=True)
         msg = monitor.diagnose(mon, tmp_path)
@@ -84,6 +94,6 @@ def test_diagnose_saves_the_registers_and_names_a_silent_qemu(tmp_path):
         srv.close()
     finally:
         mon.close()
-    assert not mon.dir.exists()
+    assert not mon.path.exists()
     # No monitor at all (QEMU gone): said, not raised.
     assert "did not answer" in monitor.diagnose(mon, tmp_path)

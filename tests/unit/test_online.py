@@ -8,6 +8,7 @@ from lab import host as host_mod
 from lab import topology
 from lab.backends import qemu as backend
 from lab.errors import InfraError
+from lab.plan import VmOptions
 from lab.render import qemu
 
 HOST = host_mod.Host(arch="x86_64", cpus=2, qemu={"x86_64": (7, 2, 0), "arm64": (7, 2, 0)}, kvm=False, kvm_reason="test")
@@ -15,7 +16,7 @@ HOST = host_mod.Host(arch="x86_64", cpus=2, qemu={"x86_64": (7, 2, 0), "arm64": 
 
 def _plan():
     t = topology.load("zen3-2s-mini")
-    return qemu.plan(t, HOST, kernel_features=frozenset({"cpu_hotplug"}), bringup="hotplug")
+    return qemu.plan(t, HOST, VmOptions(bringup="hotplug"), kernel_features=frozenset({"cpu_hotplug"}))
 
 
 def test_online_reports_the_time_spent():

@@ -16,21 +16,30 @@ from lab import host as host_mod
 from lab import topology
 from lab.cli import main
 from lab.errors import UserError
+from lab.plan import VmOptions
 from lab.render import qemu
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "qemu"
 HOST_72 = host_mod.Host(arch="x86_64", cpus=2, qemu={"x86_64": (7, 2, 0), "arm64": (7, 2, 0)}, kvm=False, kvm_reason="test host")
 HOST_KVM = host_mod.Host(arch="x86_64", cpus=64, qemu={"x86_64": (9, 2, 0), "arm64": (9, 2, 0)}, kvm=True, kvm_reason="ok")
-FILES = qemu.RunFiles(Path("RUN/console.log"), Path("RUN/agent.log"), Path("RUN/results.tar"))
+
+
+def plan(t, host, *, kernel_features=frozenset(), tcg="auto", **opts):
+    """qemu.plan with the VM options as keywords (tcg= is --tcg-threads)."""
+    return qemu.plan(t, host, VmOptions(tcg_threads=tcg, **opts), kernel_features=kernel_features)
+
+
+def argv(p) -> list[str]:
+    return qemu.argv(p, qemu.boot_files(p, Path("KERNEL")))
 
 
 def render(name: str, host=HOST_72, **kw) -> str:
     t = topology.load(name)
     try:
-        p = qemu.plan(t, host, **kw)
+        p = plan(t, host, **kw)
     except UserError as e:
         return f"refused: {e}\n"
-    lines = [shlex.join(qemu.argv(p, kernel=Path("KERNEL"), initrd=Path("INITRD"), files=FILES))]
+    lines = [shlex.join(argv(p))]
     lines += [f"# {n}" for n in p.notes]
     lines.append(f"# numbering: {p.numbering_mode}; guest_to_spec: {list(p.guest_to_spec)}")
     return "\n".join(lines) + "\n"
@@ -52,7 +61,7 @@ def test_every_cpu_lands_in_its_node():
         t = topology.load(name)
         if t.arch != "x86_64" or t.n_cpus > 255:
             continue
-        p = qemu.plan(t, HOST_72)
+        p = plan(t, HOST_72)
         s = t.shape
         dies = s.llcs_per_socket
         cover = {}
@@ -69,31 +78,31 @@ def test_every_cpu_lands_in_its_node():
 
 def test_guest_numbering_is_qemu_order():
     t = topology.load("zen3-2s-mini")
-    p = qemu.plan(t, HOST_72)
+    p = plan(t, HOST_72)
     # QEMU: socket 0 = guest CPUs 0-15, SMT siblings adjacent; spec: socket 0 = 0-7,16-23.
     assert p.guest_to_spec[:4] == (0, 16, 1, 17)
     assert sorted(p.guest_to_spec[:16]) == list(t.node_cpus(0))
     assert p.numbering_mode == "translated"
-    assert qemu.plan(topology.load("numa4-96-mini"), HOST_72).numbering_mode == "native"
+    assert plan(topology.load("numa4-96-mini"), HOST_72).numbering_mode == "native"
 
 
 def test_vendor_effect_named_and_fixed_by_kernel_param():
     t = topology.load("zen3-2s-mini")
-    p = qemu.plan(t, HOST_72)
+    p = plan(t, HOST_72)
     assert p.guest_reclaim_distance == 30 and any("vendor effect" in n for n in p.notes)
-    p2 = qemu.plan(t, HOST_72, kernel_features=frozenset({"node_reclaim_distance_param"}))
+    p2 = plan(t, HOST_72, kernel_features=frozenset({"node_reclaim_distance_param"}))
     assert p2.guest_reclaim_distance == 32 and "node_reclaim_distance=32" in qemu.cmdline(p2)
     # Intel spec at distance 21: nothing to say.
-    assert qemu.plan(topology.load("xeon-2s22c-mini"), HOST_72).notes == ()
+    assert plan(topology.load("xeon-2s22c-mini"), HOST_72).notes == ()
 
 
 def test_tcg_speed_params_and_append_overrides_them():
     t = topology.load("zen3-2s-mini")
-    line = qemu.cmdline(qemu.plan(t, HOST_72))
+    line = qemu.cmdline(plan(t, HOST_72))
     assert "rodata=off mitigations=off" in line
     # Under KVM neither costs anything: the guest keeps the kernel's defaults.
-    assert "mitigations=off" not in qemu.cmdline(qemu.plan(t, HOST_KVM))
-    p = qemu.plan(t, HOST_72, kernel_features=frozenset({"node_reclaim_distance_param"}), append="mitigations=auto rodata=on")
+    assert "mitigations=off" not in qemu.cmdline(plan(t, HOST_KVM))
+    p = plan(t, HOST_72, kernel_features=frozenset({"node_reclaim_distance_param"}), append="mitigations=auto rodata=on")
     line = qemu.cmdline(p)
     # the user's words come last, after lab's own parameters, so the kernel takes theirs
     assert line.endswith("node_reclaim_distance=32 mitigations=auto rodata=on")
@@ -103,18 +112,18 @@ def test_tcg_speed_params_and_append_overrides_them():
 
 def test_accel_auto():
     t = topology.load("xeon-2s22c-mini")
-    assert qemu.plan(t, HOST_72).accel == "tcg"
-    assert qemu.plan(t, HOST_KVM).accel == "kvm"
-    assert qemu.plan(t, HOST_KVM).cpu_model == "host"
+    assert plan(t, HOST_72).accel == "tcg"
+    assert plan(t, HOST_KVM).accel == "kvm"
+    assert plan(t, HOST_KVM).cpu_model == "host"
     # arm64 on an x86 host is TCG whatever KVM can do.
-    assert qemu.plan(topology.load("kunpeng920-2s-mini"), HOST_KVM).accel == "tcg"
+    assert plan(topology.load("kunpeng920-2s-mini"), HOST_KVM).accel == "tcg"
     with pytest.raises(UserError, match="KVM is not usable"):
-        qemu.plan(t, HOST_72, accel="kvm")
+        plan(t, HOST_72, accel="kvm")
 
 
 def test_refusals_name_the_qemu_version():
     with pytest.raises(UserError, match=r"QEMU 9\.0\.0 can"):
-        qemu.plan(topology.load("zen3-2s"), HOST_72)
+        plan(topology.load("zen3-2s"), HOST_72)
     clusters = topology.loads(
         """
 [cpu]
@@ -126,7 +135,7 @@ cores_per_cluster = 2
 """
     )
     with pytest.raises(UserError, match=r"x86 clusters need QEMU 9\.1"):
-        qemu.plan(clusters, HOST_72)
+        plan(clusters, HOST_72)
     smt_arm = topology.loads(
         """
 arch = "arm64"
@@ -139,7 +148,7 @@ threads_per_core = 2
 """
     )
     with pytest.raises(UserError, match="threads_per_core"):
-        qemu.plan(smt_arm, HOST_72)
+        plan(smt_arm, HOST_72)
 
 
 def test_kvm_usable_needs_vmx_or_svm(tmp_path):
@@ -155,8 +164,8 @@ def test_tcg_threading_by_vcpus_per_core():
     assert qemu.tcg_threading(32, 2) == "single"
     assert qemu.tcg_threading(32, 16) == "multi"
     t = topology.load("zen3-2s-mini")
-    assert "tcg,thread=single" in qemu.argv(qemu.plan(t, HOST_72), kernel=Path("K"), initrd=Path("I"), files=FILES)
-    assert "tcg,thread=multi" in qemu.argv(qemu.plan(t, HOST_72, tcg="multi"), kernel=Path("K"), initrd=Path("I"), files=FILES)
+    assert "tcg,thread=single" in argv(plan(t, HOST_72))
+    assert "tcg,thread=multi" in argv(plan(t, HOST_72, tcg="multi"))
 
 
 def test_apic_ids_beyond_254_are_refused_under_tcg():
@@ -175,10 +184,10 @@ distances = [[10, 20, 20], [20, 10, 20], [20, 20, 10]]
     assert t.n_cpus == 255
     assert qemu.max_apic_id(t) == (2 << 8) | (4 << 5) | 16
     with pytest.raises(UserError, match="highest APIC ID would be 656"):
-        qemu.plan(t, HOST_72)
+        plan(t, HOST_72)
     flat = topology.loads('[cpu]\nvendor = "intel"\n[topology]\nsockets = 1\ncores_per_cluster = 255\n')
     assert qemu.max_apic_id(flat) == 254
-    qemu.plan(flat, HOST_72)  # 255 vCPUs, IDs 0-254: fine
+    plan(flat, HOST_72)  # 255 vCPUs, IDs 0-254: fine
 
 
 def test_arm64_gic_and_size_limits():
@@ -186,11 +195,11 @@ def test_arm64_gic_and_size_limits():
         return topology.loads(f'arch = "arm64"\n[cpu]\nvendor = "arm"\n{extra_cpu}\n[topology]\nsockets = 1\ncores_per_cluster = {cores}\n')
 
     with pytest.raises(UserError, match="GICv2 addresses at most 8 CPUs, this machine has 16"):
-        qemu.plan(arm("gic = 2", 16), HOST_72)
-    assert qemu.plan(arm("gic = 2", 8), HOST_72).machine == "virt"
-    assert qemu.plan(arm("", 16), HOST_72).machine == "virt,gic-version=3"
+        plan(arm("gic = 2", 16), HOST_72)
+    assert plan(arm("gic = 2", 8), HOST_72).machine == "virt"
+    assert plan(arm("", 16), HOST_72).machine == "virt,gic-version=3"
     with pytest.raises(UserError, match="at most 512"):
-        qemu.plan(arm("", 513), HOST_72)
+        plan(arm("", 513), HOST_72)
     with pytest.raises(topology.SpecError, match="cpu.gic: must be 2 or 3"):
         arm("gic = 4", 2)
 
@@ -212,27 +221,27 @@ def test_bringup_hotplug_only_above_threshold_under_tcg_with_a_hotplug_kernel():
     assert qemu.bringup_mode(n + 2, "kvm") == "boot"
     assert qemu.bringup_mode(n + 2, "tcg", kernel_hotplug=False) == "boot"
     assert qemu.bringup_mode(n + 2, "tcg", arch="arm64") == "boot"  # no jiffies tick storm there
-    arm = qemu.plan(_flat(128, "arm64"), HOST_72, kernel_features=HOTPLUG)
+    arm = plan(_flat(128, "arm64"), HOST_72, kernel_features=HOTPLUG)
     assert arm.bringup == "boot" and arm.tcg_threads == "single"
-    assert qemu.plan(_flat(128, "arm64"), HOST_72, kernel_features=HOTPLUG, bringup="hotplug").bringup == "hotplug"
+    assert plan(_flat(128, "arm64"), HOST_72, kernel_features=HOTPLUG, bringup="hotplug").bringup == "hotplug"
     big = _flat(128)
-    p = qemu.plan(big, HOST_72, kernel_features=HOTPLUG)
+    p = plan(big, HOST_72, kernel_features=HOTPLUG)
     assert (p.bringup, p.boot_cpus) == ("hotplug", 1)
     assert "maxcpus=1" in qemu.cmdline(p).split()
     assert any("CPUs 1-127 are brought online by lab's agent" in note for note in p.notes)
     # A kernel without CONFIG_HOTPLUG_CPU (or one lab cannot read) boots them all.
-    p = qemu.plan(big, HOST_72)
+    p = plan(big, HOST_72)
     assert (p.bringup, p.boot_cpus) == ("boot", 128)
     assert "maxcpus" not in qemu.cmdline(p)
     # --bringup boot and small machines: no maxcpus.
-    assert "maxcpus" not in qemu.cmdline(qemu.plan(big, HOST_72, kernel_features=HOTPLUG, bringup="boot"))
-    assert "maxcpus" not in qemu.cmdline(qemu.plan(_flat(32), HOST_72, kernel_features=HOTPLUG))
+    assert "maxcpus" not in qemu.cmdline(plan(big, HOST_72, kernel_features=HOTPLUG, bringup="boot"))
+    assert "maxcpus" not in qemu.cmdline(plan(_flat(32), HOST_72, kernel_features=HOTPLUG))
 
 
 def test_forced_hotplug_needs_a_hotplug_kernel():
     with pytest.raises(UserError, match="CONFIG_HOTPLUG_CPU"):
-        qemu.plan(_flat(16), HOST_72, bringup="hotplug")
-    p = qemu.plan(_flat(16), HOST_72, kernel_features=HOTPLUG, bringup="hotplug")
+        plan(_flat(16), HOST_72, bringup="hotplug")
+    p = plan(_flat(16), HOST_72, kernel_features=HOTPLUG, bringup="hotplug")
     assert "maxcpus=1" in qemu.cmdline(p).split()
 
 
@@ -241,7 +250,7 @@ def test_boot_cpus_cover_numa_in_package():
     # several nodes (no DIE level then), so CPU 0's package must show a second node
     # before maxcpus stops bring-up: the first guest CPU of node 1 boots too.
     t = topology.load("epyc7551-8n-mini")
-    p = qemu.plan(t, HOST_72, kernel_features=HOTPLUG, bringup="hotplug")
+    p = plan(t, HOST_72, kernel_features=HOTPLUG, bringup="hotplug")
     by_id = {c.id: c for c in t.cpus}
     guest = [by_id[s] for s in p.guest_to_spec]
     first_other = next(g for g, c in enumerate(guest) if c.socket == guest[0].socket and c.node != guest[0].node)
@@ -249,14 +258,14 @@ def test_boot_cpus_cover_numa_in_package():
     assert all(c.node == guest[0].node for c in guest[: p.boot_cpus - 1])
     assert f"maxcpus={p.boot_cpus}" in qemu.cmdline(p).split()
     # One node per package (and arm64, which reads the whole cpu-map at boot): one CPU.
-    assert qemu.plan(topology.load("zen3-2s-mini"), HOST_72, kernel_features=HOTPLUG, bringup="hotplug").boot_cpus == 1
-    assert qemu.plan(topology.load("kunpeng920-2s-mini"), HOST_72, kernel_features=HOTPLUG, bringup="hotplug").boot_cpus == 1
+    assert plan(topology.load("zen3-2s-mini"), HOST_72, kernel_features=HOTPLUG, bringup="hotplug").boot_cpus == 1
+    assert plan(topology.load("kunpeng920-2s-mini"), HOST_72, kernel_features=HOTPLUG, bringup="hotplug").boot_cpus == 1
 
 
 def test_hotplug_bringup_runs_one_tcg_thread_per_vcpu():
     assert qemu.tcg_threading(128, 2, "hotplug") == "multi"
     assert qemu.tcg_threading(128, 2, "boot") == "single"
-    p = qemu.plan(_flat(128), HOST_72, kernel_features=HOTPLUG)
+    p = plan(_flat(128), HOST_72, kernel_features=HOTPLUG)
     assert p.tcg_threads == "multi"
-    assert qemu.plan(_flat(128), HOST_72, kernel_features=HOTPLUG, tcg="single").tcg_threads == "single"
-    assert qemu.plan(_flat(128), HOST_72).tcg_threads == "single"
+    assert plan(_flat(128), HOST_72, kernel_features=HOTPLUG, tcg="single").tcg_threads == "single"
+    assert plan(_flat(128), HOST_72).tcg_threads == "single"

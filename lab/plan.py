@@ -1,0 +1,203 @@
+"""A VM run's plan: what was asked (``VmOptions``), which kernel (``KernelRef``), and
+everything decided about the VM (``VmPlan``).
+
+``VmPlan`` is the one record of a run's plan: ``render.qemu.plan()`` makes it, the
+backends boot it, it writes itself to the run directory's ``plan.json`` and reads
+itself back, so a rechecked run sees the same types as a live one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from . import arch as arch_mod
+from .errors import UserError
+from .topology import Topology
+
+PLAN_FILE = "plan.json"
+FORMAT = 2  # plan.json's layout; 1 (no "format" key) is still read
+
+
+@dataclass(frozen=True)
+class VmOptions:
+    """The VM options every VM command takes (`lab boot|verify|run`, `lab topo render`),
+    made once from the command line and passed whole."""
+
+    kernel: str = "debian"  # a kernel spec: debian, a recipe, a store id or an image path
+    accel: str = "auto"  # auto | kvm | tcg
+    cpu_model: str = "auto"  # auto | intel | amd | a QEMU -cpu model
+    tcg_threads: str = "auto"  # auto | single | multi
+    bringup: str = "auto"  # auto | boot | hotplug
+    append: str = ""  # more kernel command line, after lab's
+
+    def to_dict(self) -> dict[str, str]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> VmOptions:
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: str(v) for k, v in d.items() if k in known})
+
+
+@dataclass(frozen=True)
+class KernelRef:
+    """Which kernel a run booted: enough to name it and find it again, not the files."""
+
+    name: str
+    id: str
+    release: str
+    arch: str
+    image: str = ""  # the image path when the run was made
+
+    def to_dict(self) -> dict[str, str]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any], arch: str) -> KernelRef:
+        return cls(
+            name=str(d.get("name", "?")),
+            id=str(d.get("id", "?")),
+            release=str(d.get("release", "?")),
+            arch=str(d.get("arch", arch)),
+            image=str(d.get("image", "")),
+        )
+
+
+@dataclass(frozen=True)
+class VmPlan:
+    topo: Topology
+    arch: str
+    qemu: str
+    qemu_version: tuple[int, int, int]
+    accel: str
+    accel_reason: str
+    machine: str
+    cpu_model: str
+    cpu_vendor: str  # vendor the guest kernel sees: intel | amd | arm
+    smp: str
+    memory_mb: int
+    numa_cpu_args: tuple[str, ...]
+    guest_to_spec: tuple[int, ...]  # guest logical CPU -> spec CPU id
+    guest_node_to_spec: tuple[int, ...]  # guest node -> spec node id
+    guest_reclaim_distance: int
+    cmdline_extra: tuple[str, ...]
+    numbering_mode: str  # "native" (guest numbers as the spec) | "translated"
+    notes: tuple[str, ...] = field(default_factory=tuple)
+    dt_caches: bool = False  # arm64: boot with an edited device tree (caches, cpu order)
+    tcg_threads: str = "multi"  # "single" | "multi" (MTTCG): see render.qemu.tcg_threading()
+    bringup: str = "boot"  # "boot" (all CPUs at boot) | "hotplug" (maxcpus=boot_cpus, the agent onlines the rest)
+    boot_cpus: int = 0  # with hotplug: how many CPUs come up at boot (see render.qemu.boot_cpus())
+    kernel: KernelRef | None = None  # the kernel this plan boots (None: decided without one)
+    options: VmOptions = field(default_factory=VmOptions)
+
+    @property
+    def spec_to_guest(self) -> dict[int, int]:
+        return {s: g for g, s in enumerate(self.guest_to_spec)}
+
+    @property
+    def console(self) -> str:
+        return arch_mod.get(self.arch).console
+
+    # ---- plan.json ---------------------------------------------------------------------
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "format": FORMAT,
+            "topology": self.topo.name,
+            "topology_file": self.topo.path,
+            "kernel": self.kernel.to_dict() if self.kernel else None,
+            "options": self.options.to_dict(),
+            "arch": self.arch,
+            "qemu": self.qemu,
+            "qemu_version": list(self.qemu_version),
+            "accel": self.accel,
+            "accel_reason": self.accel_reason,
+            "machine": self.machine,
+            "cpu_model": self.cpu_model,
+            "cpu_vendor": self.cpu_vendor,
+            "smp": self.smp,
+            "memory_mb": self.memory_mb,
+            "numa_cpu_args": list(self.numa_cpu_args),
+            "tcg_threads": self.tcg_threads,
+            "bringup": self.bringup,
+            "boot_cpus": self.boot_cpus,
+            "numbering": self.numbering_mode,
+            "guest_to_spec": list(self.guest_to_spec),
+            "guest_node_to_spec": list(self.guest_node_to_spec),
+            "guest_node_reclaim_distance": self.guest_reclaim_distance,
+            "cmdline_extra": list(self.cmdline_extra),
+            "dt_caches": self.dt_caches,
+            "notes": list(self.notes),
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any], topo: Topology, where: str = PLAN_FILE) -> VmPlan:
+        """The plan *d* describes (as to_dict() wrote it, or an older plan.json: fields it
+        lacks take what the topology says or their defaults)."""
+        try:
+            arch = str(d.get("arch") or topo.arch)
+            return cls(
+                topo=topo,
+                arch=arch,
+                qemu=str(d.get("qemu") or arch_mod.get(arch).qemu),
+                qemu_version=_version(d.get("qemu_version", (0, 0, 0))),
+                accel=str(d.get("accel", "")),
+                accel_reason=str(d.get("accel_reason", "")),
+                machine=str(d.get("machine", "")),
+                cpu_model=str(d.get("cpu_model", "")),
+                cpu_vendor=str(d.get("cpu_vendor", "intel")),
+                smp=str(d.get("smp", "")),
+                memory_mb=int(d.get("memory_mb", sum(topo.memory_mb))),
+                numa_cpu_args=tuple(map(str, d.get("numa_cpu_args", ()))),
+                guest_to_spec=tuple(int(x) for x in d["guest_to_spec"]),
+                guest_node_to_spec=tuple(int(x) for x in d["guest_node_to_spec"]),
+                guest_reclaim_distance=int(d["guest_node_reclaim_distance"]),
+                cmdline_extra=tuple(map(str, d.get("cmdline_extra", ()))),
+                numbering_mode=str(d.get("numbering", "native")),
+                notes=tuple(map(str, d.get("notes", ()))),
+                dt_caches=bool(d.get("dt_caches", False)),
+                tcg_threads=str(d.get("tcg_threads", "multi")),
+                bringup=str(d.get("bringup", "boot")),
+                boot_cpus=int(d.get("boot_cpus", topo.n_cpus)),
+                kernel=KernelRef.from_dict(d["kernel"], arch) if isinstance(d.get("kernel"), dict) else None,
+                options=VmOptions.from_dict(d.get("options") or {}),
+            )
+        except (KeyError, TypeError, ValueError) as e:
+            what = f"no field {e}" if isinstance(e, KeyError) else str(e)
+            raise UserError(f"{where}: not a plan lab can read ({what})") from None
+
+    def write(self, run_dir: Path) -> Path:
+        path = run_dir / PLAN_FILE
+        tmp = path.with_name(PLAN_FILE + ".tmp")
+        tmp.write_text(json.dumps(self.to_dict(), indent=1) + "\n")
+        os.replace(tmp, path)
+        return path
+
+    @classmethod
+    def read(cls, run_dir: Path) -> VmPlan:
+        """The plan a run directory recorded; its topology from the recorded spec file
+        when that still exists, else from the catalog by name."""
+        from .topology import load
+
+        path = run_dir / PLAN_FILE
+        if not path.is_file():
+            raise UserError(f"{run_dir}: not a lab run directory (no {PLAN_FILE})")
+        try:
+            d = json.loads(path.read_text())
+        except (OSError, ValueError) as e:
+            raise UserError(f"{path}: not a plan lab can read ({e})") from None
+        if not isinstance(d, dict) or "topology" not in d:
+            raise UserError(f"{path}: not a plan lab can read (no topology)")
+        spec = d.get("topology_file")
+        topo = load(spec if spec and Path(spec).exists() else d["topology"])
+        return cls.from_dict(d, topo, where=str(path))
+
+
+def _version(v: Any) -> tuple[int, int, int]:
+    parts = [int(x) for x in v][:3]
+    parts += [0] * (3 - len(parts))
+    return (parts[0], parts[1], parts[2])
