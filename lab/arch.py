@@ -26,6 +26,11 @@ class Arch:
     console: str  # the serial console the guest kernel writes to
     image: str  # the kernel image QEMU's -kernel takes, as the build names it
     image_path: str  # ... and where the kernel build puts it
+    image_magic: tuple[int, bytes]  # (offset, bytes) that mark a boot image of this arch
+    debian_vmlinuz_gzipped: bool  # Debian's /boot/vmlinuz is a gzipped `image` (QEMU wants it raw)
+    kconfig: str  # the symbol a .config for this arch sets: CONFIG_<kconfig>=y
+    vendors: tuple[str, ...]  # topology cpu.vendor values of this arch ("generic" fits any)
+    recipe: str  # lab's default kernel recipe for this arch (kernels/<recipe>/)
 
     @property
     def cross_compile(self) -> str:
@@ -33,9 +38,15 @@ class Arch:
         return f"{self.triplet}-"
 
     @property
+    def cross_packages(self) -> tuple[str, str]:
+        """The Debian packages of the cross compiler (<cross_compile>gcc) and of its
+        C library (headers and the static libc)."""
+        return f"gcc-{self.triplet.replace('_', '-')}", f"libc6-dev-{self.debian}-cross"
+
+    @property
     def cross_gcc_packages(self) -> str:
         """The Debian packages of the cross compiler and its libc headers."""
-        return f"gcc-{self.triplet.replace('_', '-')} and libc6-dev-{self.debian}-cross"
+        return " and ".join(self.cross_packages)
 
     def is_host(self) -> bool:
         return platform.machine().lower() in self.uname
@@ -53,6 +64,11 @@ X86_64 = Arch(
     console="ttyS0",
     image="bzImage",
     image_path="arch/x86/boot/bzImage",
+    image_magic=(0x202, b"HdrS"),  # the boot protocol's setup header
+    debian_vmlinuz_gzipped=False,  # vmlinuz is the bzImage
+    kconfig="X86_64",
+    vendors=("intel", "amd"),
+    recipe="lab-6.1",
 )
 ARM64 = Arch(
     name="arm64",
@@ -66,6 +82,11 @@ ARM64 = Arch(
     console="ttyAMA0",
     image="Image",
     image_path="arch/arm64/boot/Image",
+    image_magic=(0x38, b"ARM\x64"),  # the arm64 Image header's magic
+    debian_vmlinuz_gzipped=True,
+    kconfig="ARM64",
+    vendors=("hisilicon", "ampere", "arm"),
+    recipe="lab-6.1-arm64",
 )
 
 ARCHES: dict[str, Arch] = {a.name: a for a in (X86_64, ARM64)}
@@ -90,7 +111,26 @@ def from_debian(name: str) -> Arch | None:
     return next((a for a in ARCHES.values() if a.debian == name), None)
 
 
+def from_vendor(vendor: str) -> Arch | None:
+    """The Arch whose machines have CPUs of *vendor* (topology spelling), or None."""
+    return next((a for a in ARCHES.values() if vendor in a.vendors), None)
+
+
+def from_kernel_image(data: bytes) -> Arch | None:
+    """The Arch of the kernel boot image *data* (bzImage, arm64 Image), by its magic."""
+    for a in ARCHES.values():
+        off, magic = a.image_magic
+        if data[off : off + len(magic)] == magic:
+            return a
+    return None
+
+
+def host() -> Arch | None:
+    """This host's Arch, or None if lab knows no such arch."""
+    return from_uname(platform.machine())
+
+
 def host_name() -> str:
     """This host's arch in lab's spelling (the raw machine name if lab knows no such arch)."""
-    a = from_uname(platform.machine())
+    a = host()
     return a.name if a else platform.machine()

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from . import arch as archs
 from . import cpulist, topology
 from .errors import UserError
 from .sysfs import MachineView
@@ -92,7 +93,7 @@ def view_to_spec(view: MachineView, name: str, source: str) -> tuple[str, list[s
     vendor = (view.vendor or "generic").lower()
     if vendor not in topology.VENDORS:
         vendor = "generic"
-    arch = "x86_64" if vendor in ("intel", "amd") else ("arm64" if vendor in ("hisilicon", "arm", "ampere") else "x86_64")
+    arch = (archs.from_vendor(vendor) or archs.X86_64).name
     lines = [
         f"# Imported by `lab topo import` from {source}",
         f"name = {_toml_str(name)}",

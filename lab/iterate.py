@@ -14,11 +14,9 @@ import os
 import re
 from pathlib import Path
 
+from . import arch as archs
 from . import proc
 from .errors import BuildError, UserError
-
-# The kernel's arch/ folder for each lab arch.
-ARCH_DIR = {"x86_64": "x86", "arm64": "arm64"}
 
 
 def check_tree(tree: Path, arch: str | None = None) -> Path:
@@ -30,11 +28,12 @@ def check_tree(tree: Path, arch: str | None = None) -> Path:
     missing = [f for f in ("Makefile", "Kconfig", "kernel/sched/fair.c") if not (tree / f).exists()]
     if missing:
         raise UserError(f"--kernel-tree {tree}: not a kernel tree (no {missing[0]})")
-    if arch is not None and not (tree / "arch" / ARCH_DIR[arch] / "Kconfig").is_file():
-        have = sorted(a for a, d in ARCH_DIR.items() if (tree / "arch" / d / "Kconfig").is_file())
+    builds = [a.name for a in archs.ARCHES.values() if (tree / "arch" / a.kernel_arch / "Kconfig").is_file()]
+    if arch is not None and arch not in builds:
+        have = ", ".join(sorted(builds)) or "neither " + " nor ".join(archs.NAMES)
         raise UserError(
-            f"--kernel-tree {tree}: no arch/{ARCH_DIR[arch]}/Kconfig, so it cannot build {arch} kernels "
-            f"(the topology is {arch}; the tree builds {', '.join(have) or 'neither x86_64 nor arm64'})"
+            f"--kernel-tree {tree}: no arch/{archs.get(arch).kernel_arch}/Kconfig, so it cannot build {arch} kernels "
+            f"(the topology is {arch}; the tree builds {have})"
         )
     if (tree / ".config").exists() or (tree / "include" / "config" / "auto.conf").exists():
         configured = _config_arch(tree / ".config")
@@ -52,14 +51,15 @@ def _config_arch(config: Path) -> str | None:
     except OSError:
         return None
     lines = set(text.splitlines())
-    for sym, arch in (("CONFIG_X86_64=y", "x86_64"), ("CONFIG_ARM64=y", "arm64"), ("CONFIG_X86_32=y", "i386"), ("CONFIG_ARM=y", "arm")):
-        if sym in lines:
+    # lab's arches, then the 32-bit ones a tree may be configured for.
+    for sym, arch in (*((a.kconfig, a.name) for a in archs.ARCHES.values()), ("X86_32", "i386"), ("ARM", "arm")):
+        if f"CONFIG_{sym}=y" in lines:
             return arch
     return None
 
 
 def default_recipe(arch: str) -> str:
-    return "lab-6.1" if arch == "x86_64" else "lab-6.1-arm64"
+    return archs.get(arch).recipe
 
 
 def describe(tree: Path) -> dict[str, str]:

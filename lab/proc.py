@@ -15,6 +15,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
+from . import arch as archs
 from .errors import InfraError, UserError
 
 log = logging.getLogger("lab.proc")
@@ -136,17 +137,16 @@ def tail(data: bytes | str | None, lines: int = 3) -> str:
     return " | ".join(out[-lines:])
 
 
-# Debian package that provides each tool lab may call.
+# Debian package that provides each tool lab may call (the one tool-to-package map).
 PACKAGES = {
-    "qemu-system-x86_64": "qemu-system-x86",
-    "qemu-system-aarch64": "qemu-system-arm",
+    **{a.qemu: a.qemu_package for a in archs.ARCHES.values()},
+    **{f"{a.cross_compile}gcc": a.cross_packages[0] for a in archs.ARCHES.values()},
     "busybox": "busybox-static",
     "cpio": "cpio",
     "patch": "patch",
     "zstd": "zstd",
     "depmod": "kmod",
     "ccache": "ccache",
-    "aarch64-linux-gnu-gcc": "gcc-aarch64-linux-gnu",
     "gcc": "gcc",
     "make": "make",
     "dtc": "device-tree-compiler",

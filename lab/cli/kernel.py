@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import click
 
-ARCH = click.Choice(["x86_64", "arm64"])
+from .. import arch as archs
+
+ARCH = click.Choice(archs.NAMES)
 
 
 class RecipeName(click.ParamType):

@@ -21,6 +21,7 @@ import shutil
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
+from .. import arch as archs
 from .. import proc
 from ..errors import UserError
 from ..paths import cache_dir
@@ -47,21 +48,23 @@ def _sha(*parts: bytes | str) -> str:
 
 
 def busybox(arch: str) -> Path:
-    """A static busybox for *arch*: the host's busybox-static, or the arm64 package's."""
-    if arch == "x86_64":
+    """A static busybox for *arch*: the host's busybox-static, or Debian's package for
+    the other arch."""
+    a = archs.ARCHES.get(arch)
+    if a is None:
+        raise UserError(f"no busybox for arch {arch!r}")
+    if a.is_host():
         for cand in ("/bin/busybox", "/usr/bin/busybox"):
             p = Path(cand)
             if p.exists() and _is_static(p):
                 return p
         raise UserError(
-            "no static busybox for x86_64 guests (install the Debian package busybox-static)"
+            f"no static busybox for {arch} guests (install the Debian package busybox-static)"
         )
-    if arch == "arm64":
-        dest = cache_dir() / "busybox" / "arm64" / "busybox"
-        if dest.exists():
-            return dest
-        return _fetch_foreign_busybox("arm64", dest)
-    raise UserError(f"no busybox for arch {arch!r}")
+    dest = cache_dir() / "busybox" / arch / "busybox"
+    if dest.exists():
+        return dest
+    return _fetch_foreign_busybox(a.debian, dest)
 
 
 def _is_static(p: Path) -> bool:
@@ -71,7 +74,8 @@ def _is_static(p: Path) -> bool:
 
 
 def _fetch_foreign_busybox(arch: str, dest: Path) -> Path:
-    """Download Debian's busybox-static for another architecture (multiarch)."""
+    """Download Debian's busybox-static for another architecture (multiarch; *arch*
+    in Debian's spelling)."""
     work = dest.parent / "deb"
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)

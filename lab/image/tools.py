@@ -24,31 +24,21 @@ import glob
 import hashlib
 import logging
 import os
-import platform
 import re
 import shutil
 import struct
 from dataclasses import dataclass
 from pathlib import Path
 
+from .. import arch as archs
+from ..arch import host_name as host_arch
 from ..errors import UserError
+from ..proc import PACKAGES, hint_package
 
 log = logging.getLogger("lab.image.tools")
 
-# Tool -> Debian package that provides it.
-PACKAGES = {
-    "perf": "linux-perf",
-    "hackbench": "rt-tests",
-    "stress-ng": "stress-ng",
-    "numactl": "numactl",
-}
-DEFAULT_TOOLS = tuple(PACKAGES)
-
-# lab arch -> (ELF e_machine, Debian multiarch triplet, uname -m values)
-_ARCHES = {
-    "x86_64": (62, "x86_64-linux-gnu", ("x86_64", "amd64")),
-    "arm64": (183, "aarch64-linux-gnu", ("aarch64", "arm64")),
-}
+# The host tools staged by default (their Debian packages: proc.PACKAGES).
+DEFAULT_TOOLS = ("perf", "hackbench", "stress-ng", "numactl")
 
 # Libraries glibc dlopen()s itself rather than naming in DT_NEEDED: libgcc_s for
 # unwinding on pthread_exit()/pthread_cancel() since glibc 2.34.  Staged whenever
@@ -177,7 +167,7 @@ def _ld_so_conf_dirs(sysroot: Path, conf: str = "/etc/ld.so.conf", seen=None) ->
 
 def system_dirs(arch: str) -> list[str]:
     """Where ld.so looks with no cache: Debian glibc's built-in search path."""
-    triplet = _ARCHES[arch][1]
+    triplet = archs.get(arch).triplet
     return [f"/lib/{triplet}", f"/usr/lib/{triplet}", "/lib", "/usr/lib"]
 
 
@@ -248,18 +238,8 @@ class Entry:
     link: str | None = None
 
 
-def host_arch() -> str:
-    machine = platform.machine().lower()
-    for arch, (_m, _t, names) in _ARCHES.items():
-        if machine in names:
-            return arch
-    return machine
-
-
 def _missing(tool: str) -> UserError:
-    pkg = PACKAGES.get(tool)
-    how = f"install the Debian package {pkg}" if pkg else "is it installed and on PATH?"
-    return UserError(f"host tool '{tool}' not found ({how})")
+    return UserError(f"host tool '{tool}' not found ({hint_package(tool)})")
 
 
 def _which(tool: str) -> Path:
@@ -304,8 +284,8 @@ def _real_binary(tool: str, path: Path) -> tuple[Path, list[Entry]]:
 
 def plan(arch: str, tools: list[str] | tuple[str, ...]) -> list[Entry]:
     """Everything ``stage_tools`` would put in the root, sorted by guest path."""
-    if arch not in _ARCHES:
-        raise UserError(f"unknown arch '{arch}' (known: {', '.join(_ARCHES)})")
+    if arch not in archs.NAMES:
+        raise UserError(f"unknown arch '{arch}' (known: {', '.join(archs.NAMES)})")
     if arch != host_arch():
         return []
     resolver = _Resolver(arch, Path("/"))
@@ -329,7 +309,7 @@ def plan(arch: str, tools: list[str] | tuple[str, ...]) -> list[Entry]:
         path = _which(tool)
         real, links = _real_binary(tool, path)
         exe = read_elf(real)
-        if exe.machine != _ARCHES[arch][0]:
+        if exe.machine != archs.get(arch).elf_machine:
             raise UserError(f"{real} is not an {arch} binary (ELF machine {exe.machine})")
         add_file(str(real), real)
         for link in links:

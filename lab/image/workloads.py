@@ -10,11 +10,11 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import platform
 import shutil
 import tempfile
 from pathlib import Path
 
+from .. import arch as archs
 from .. import paths
 from ..errors import InfraError, UserError
 from ..proc import run
@@ -24,32 +24,17 @@ SOURCES = paths.IMAGES / "workloads"
 # -static: the initramfs has no libc of its own.  -pthread for stream/pingpong.
 CFLAGS = ("-static", "-O2", "-pthread", "-std=gnu11", "-Wall", "-Wextra", "-Werror")
 
-ARCHES = ("x86_64", "arm64")
-
-# arch -> (machine names meaning "native", cross compiler, Debian packages for it)
-_TOOLCHAINS = {
-    "x86_64": (
-        ("x86_64", "amd64"),
-        "x86_64-linux-gnu-gcc",
-        "gcc-x86-64-linux-gnu and libc6-dev-amd64-cross",
-    ),
-    "arm64": (
-        ("aarch64", "arm64"),
-        "aarch64-linux-gnu-gcc",
-        "gcc-aarch64-linux-gnu and libc6-dev-arm64-cross",
-    ),
-}
 
 
 def compiler(arch: str) -> str:
     """The C compiler that targets *arch* on this host (path); UserError if absent."""
-    if arch not in _TOOLCHAINS:
-        raise UserError(f"unknown workload arch '{arch}' (known: {', '.join(ARCHES)})")
-    native, cross, packages = _TOOLCHAINS[arch]
-    if platform.machine().lower() in native:
+    a = archs.ARCHES.get(arch)
+    if a is None:
+        raise UserError(f"unknown workload arch '{arch}' (known: {', '.join(archs.NAMES)})")
+    if a.is_host():
         cc, packages = "gcc", "gcc and libc6-dev"
     else:
-        cc = cross
+        cc, packages = f"{a.cross_compile}gcc", a.cross_gcc_packages
     found = shutil.which(cc)
     if not found:
         raise UserError(
@@ -120,7 +105,8 @@ def build(arch: str, out_dir: Path) -> dict[str, Path]:
 def _raise_compile_error(arch: str, cc: str, src: Path, stderr: str) -> None:
     # A missing static libc looks like a compile error but is the user's to fix.
     if "cannot find -lc" in stderr or "stdio.h: No such file" in stderr:
-        pkg = "libc6-dev-arm64-cross" if "aarch64" in Path(cc).name else "libc6-dev"
+        a = archs.get(arch)
+        pkg = "libc6-dev" if a.is_host() else a.cross_packages[1]
         raise UserError(
             f"{cc} cannot build static {arch} binaries (no C library): "
             f"install the Debian package {pkg}"

@@ -11,6 +11,7 @@ import json
 import re
 from pathlib import Path
 
+from .. import arch as archs
 from ..errors import UserError
 from .artifact import KernelArtifact
 
@@ -39,8 +40,8 @@ def resolve(spec: str, arch: str, *, build: bool = True, progress=None) -> Kerne
     from . import recipe as krecipe
     from . import store
 
-    if arch not in ("x86_64", "arm64"):
-        raise UserError(f"arch '{arch}': lab kernels are x86_64 or arm64")
+    if arch not in archs.NAMES:
+        raise UserError(f"arch '{arch}': lab kernels are {' or '.join(archs.NAMES)}")
     spec = spec or DEFAULT
     if spec == "debian":
         have = [a for a in store.entries() if a.name == "debian" and a.arch == arch]
@@ -111,7 +112,8 @@ def from_image(path: Path, arch: str) -> KernelArtifact:
         image = out
     kind = image_arch(data)
     if kind is None:
-        raise UserError(f"{path} is neither an x86 bzImage nor an arm64 Image")
+        kinds = " nor ".join(f"an {a.kernel_arch} {a.image}" for a in archs.ARCHES.values())
+        raise UserError(f"{path} is neither {kinds}")
     _check_arch(kind, arch, f"{path}")
     release = image_release(data, kind) or "unknown"
     meta: dict = {}
@@ -138,11 +140,8 @@ def from_image(path: Path, arch: str) -> KernelArtifact:
 
 
 def image_arch(data: bytes) -> str | None:
-    if len(data) > 0x210 and data[0x202:0x206] == b"HdrS":
-        return "x86_64"
-    if len(data) > 0x40 and data[0x38:0x3C] == b"ARM\x64":
-        return "arm64"
-    return None
+    a = archs.from_kernel_image(data)
+    return a.name if a else None
 
 
 def image_release(data: bytes, arch: str) -> str | None:

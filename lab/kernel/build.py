@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
+from .. import arch as archs
 from .. import paths, proc
 from ..errors import BuildError, InfraError, UserError
 from . import config as kconfig
@@ -37,9 +38,6 @@ from . import store
 from .artifact import KernelArtifact
 from .recipe import Recipe, input_digest
 
-SRCARCH = {"x86_64": "x86", "arm64": "arm64"}
-IMAGE_PATH = {"x86_64": "arch/x86/boot/bzImage", "arm64": "arch/arm64/boot/Image"}
-HOST_ARCH = {"x86_64": "x86_64", "aarch64": "arm64"}.get(platform.machine(), platform.machine())
 LOG_TAIL = 40
 
 
@@ -52,11 +50,8 @@ class Toolchain:
 
     @classmethod
     def for_arch(cls, arch: str) -> Toolchain:
-        prefix = (
-            ""
-            if arch == HOST_ARCH
-            else {"arm64": "aarch64-linux-gnu-", "x86_64": "x86_64-linux-gnu-"}[arch]
-        )
+        a = archs.get(arch)
+        prefix = "" if a.is_host() else a.cross_compile
         gcc = f"{prefix}gcc"
         if shutil.which(gcc) is None:
             raise UserError(f"{gcc} not found: {proc.hint_package(gcc)} to build {arch} kernels")
@@ -76,7 +71,7 @@ class Toolchain:
         return cls(arch, prefix, f"ccache {gcc}" if ccache else gcc, versions)
 
     def make_args(self) -> list[str]:
-        args = [f"ARCH={SRCARCH[self.arch] if self.arch == 'x86_64' else self.arch}"]
+        args = [f"ARCH={archs.get(self.arch).kernel_arch}"]
         if self.cross_compile:
             args.append(f"CROSS_COMPILE={self.cross_compile}")
         args.append(f"CC={self.cc}")
@@ -260,12 +255,12 @@ def build(
         release = (
             proc.run(p.make_argv("-s", "kernelrelease"), env=p.make_env()).stdout.decode().strip()
         )
-        image = p.obj / IMAGE_PATH[recipe.arch]
+        a = archs.get(recipe.arch)
+        image = p.obj / a.image_path
         if not image.is_file():
             raise InfraError(f"make succeeded but {image} is missing; see {log_path}")
         with store.staging(p.id) as tmp:
-            img_name = Path(IMAGE_PATH[recipe.arch]).name
-            shutil.copy2(image, tmp / img_name)
+            shutil.copy2(image, tmp / a.image)
             shutil.copy2(p.obj / ".config", tmp / "config")
             for extra in ("System.map", "vmlinux"):
                 if (p.obj / extra).is_file() and extra == "System.map":
@@ -275,7 +270,7 @@ def build(
                 "id": p.id,
                 "name": recipe.name,
                 "arch": recipe.arch,
-                "image": img_name,
+                "image": a.image,
                 "config": "config",
                 "modules": None,
                 "release": release,

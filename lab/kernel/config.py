@@ -14,6 +14,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from .. import arch as archs
 from ..errors import UserError
 
 _SET = re.compile(r"^(CONFIG_[A-Za-z0-9_]+)=(.*)$")
@@ -117,12 +118,12 @@ def kconfig_env(srctree: Path, arch: str, cc: str, ld: str, kernelversion: str =
     """The environment the kernel's Makefile gives Kconfig, for kconfiglib."""
     from .. import proc
 
-    srcarch = {"x86_64": "x86", "arm64": "arm64"}[arch]
+    karch = archs.get(arch).kernel_arch
     cc_text = proc.run([*cc.split(), "--version"]).stdout.decode().splitlines()[0]
     return {
         "srctree": str(srctree),
-        "ARCH": "x86" if arch == "x86_64" else arch,
-        "SRCARCH": srcarch,
+        "ARCH": karch,
+        "SRCARCH": karch,
         "KERNELVERSION": kernelversion,
         "CC": cc,
         "LD": ld,

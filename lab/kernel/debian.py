@@ -25,12 +25,12 @@ import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
 
+from .. import arch as archs
 from .. import proc
 from ..errors import InfraError, UserError
 from . import store
 from .artifact import KernelArtifact
 
-DEB_ARCH = {"x86_64": "amd64", "arm64": "arm64"}
 # What the guest needs from the kernel: PCI transport, virtio-serial, and friends.
 # (virtio_ring.ko has no symbol of its own: it comes with VIRTIO and is a
 # dependency that module_paths() adds.)
@@ -41,7 +41,8 @@ VIRTIO_SYMBOLS = {
     "VIRTIO_PCI": "virtio_pci",
     "VIRTIO_CONSOLE": "virtio_console",
 }
-_PKG_RE = re.compile(r"^linux-image-(6\.1\.0-(\d+))-(amd64|arm64)$")
+_DEBS = "|".join(a.debian for a in archs.ARCHES.values())
+_PKG_RE = re.compile(rf"^linux-image-(6\.1\.0-(\d+))-({_DEBS})$")
 
 
 def installed_entries(arch: str) -> list[KernelArtifact]:
@@ -50,7 +51,7 @@ def installed_entries(arch: str) -> list[KernelArtifact]:
 
 def newest_package(arch: str) -> tuple[str, str]:
     """(package name, release) of the newest linux-image-6.1.0-NN-<debarch> apt knows."""
-    deb = DEB_ARCH[arch]
+    deb = archs.get(arch).debian
     found = _search(deb)
     if not found:
         if deb != _native_deb_arch():
@@ -91,8 +92,8 @@ def _search(deb: str) -> list[tuple[int, str, str]]:
 
 def fetch_debian(arch: str = "x86_64", *, refresh: bool = False) -> KernelArtifact:
     """Download and unpack Debian's newest 6.1 kernel for *arch* (once)."""
-    if arch not in DEB_ARCH:
-        raise UserError(f"arch '{arch}': Debian kernels are fetched for x86_64 or arm64")
+    if arch not in archs.NAMES:
+        raise UserError(f"arch '{arch}': Debian kernels are fetched for {' or '.join(archs.NAMES)}")
     have = installed_entries(arch)
     try:
         pkg, release = newest_package(arch)
@@ -104,7 +105,7 @@ def fetch_debian(arch: str = "x86_64", *, refresh: bool = False) -> KernelArtifa
     existing = store.get(entry_id)
     if existing is not None and existing.id == entry_id:
         return existing
-    deb = DEB_ARCH[arch]
+    deb = archs.get(arch).debian
     with tempfile.TemporaryDirectory(prefix="lab-deb-") as td:
         tdp = Path(td)
         spec = pkg if deb == _native_deb_arch() else f"{pkg}:{deb}"
@@ -128,12 +129,13 @@ def _install(root: Path, tmp: Path, arch: str, release: str, pkg: str, version: 
     vmlinuz = boot / f"vmlinuz-{release}"
     if not vmlinuz.is_file():
         raise InfraError(f"{pkg}: no /boot/vmlinuz-{release} in the package")
-    if arch == "arm64":
+    a = archs.get(arch)
+    if a.debian_vmlinuz_gzipped:
         data = vmlinuz.read_bytes()
         if data[:2] == b"\x1f\x8b":
             data = gzip.decompress(data)
-        (tmp / "Image").write_bytes(data)
-        image = "Image"
+        (tmp / a.image).write_bytes(data)
+        image = a.image
     else:
         shutil.copy2(vmlinuz, tmp / "vmlinuz")
         image = "vmlinuz"

@@ -11,10 +11,10 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .. import arch as archs
 from .. import paths
 from ..errors import UserError, unknown
 
-ARCHES = ("x86_64", "arm64")
 BASES = ("tinyconfig", "defconfig", "allnoconfig")
 # lab's own fragments, merged before the recipe's: lab.config then lab-<arch>.config.
 LAB_FRAGMENTS = ("lab",)
@@ -68,7 +68,7 @@ class Recipe:
         return frozenset(feats)
 
     def image_target(self) -> str:
-        return "bzImage" if self.arch == "x86_64" else "Image"
+        return archs.get(self.arch).image
 
     def with_patches(self, extra: list[Path]) -> Recipe:
         """A copy with one-off patches (``--patch FILE``) applied after the series."""
@@ -165,9 +165,9 @@ def parse(
 
     arch = get("arch", None)
     if arch is None:
-        raise UserError(f"{file}: missing field 'arch' (one of {', '.join(ARCHES)})")
-    if arch not in ARCHES:
-        raise UserError(f"{file}: arch: '{arch}' is not one of {', '.join(ARCHES)}")
+        raise UserError(f"{file}: missing field 'arch' (one of {', '.join(archs.NAMES)})")
+    if arch not in archs.NAMES:
+        raise UserError(f"{file}: arch: '{arch}' is not one of {', '.join(archs.NAMES)}")
     source = get("source", None)
     if not isinstance(source, str) or not source:
         raise UserError(
