@@ -68,19 +68,12 @@ def describe(tree: Path) -> dict[str, str]:
     if (tree / ".git").exists():
         d = proc.run(["git", "-C", tree, "describe", "--always", "--dirty", "--tags"], check=False)
         info["git_describe"] = d.stdout.decode().strip() if d.returncode == 0 else "?"
-        diff = proc.run(["git", "-C", tree, "diff", "HEAD", "--binary"], check=False).stdout
-        # New files git does not track yet are part of the code being judged too.
-        others = proc.run(["git", "-C", tree, "ls-files", "--others", "--exclude-standard", "-z"], check=False).stdout
-        new = sorted(x for x in others.split(b"\0") if x)
-        h = hashlib.sha256(diff)
-        for rel in new:
-            try:
-                h.update(b"\0new:" + rel + b"\0" + (tree / rel.decode(errors="surrogateescape")).read_bytes())
-            except OSError:
-                continue
-        info["diff_sha256"] = h.hexdigest()[:16] if diff or new else "clean"
+        from .kernel.source import git_dirty
+
+        digest, new = git_dirty(tree)
+        info["diff_sha256"] = digest or "clean"
         if new:
-            info["untracked_files"] = str(len(new))
+            info["untracked_files"] = str(new)
     else:
         info["git_describe"] = "(not a git tree)"
         info["diff_sha256"] = fingerprint(tree)[:16]

@@ -60,7 +60,7 @@ class BootResult:
 
 def boot_timeout(plan: VmPlan) -> float:
     """How long to wait for "ready": SMP bring-up under TCG grows faster than the vCPUs
-    (measured here: x86 lab-6.1 took 3 s at 32, 40-70 s at 128, 200-220 s at 255)."""
+    (README, "Boot to agent against vCPUs")."""
     n = plan.topo.n_cpus
     if plan.accel == "kvm":
         return 60 + n * 0.2
@@ -94,15 +94,13 @@ def boot_image(kernel: KernelArtifact, vcpus: int = 1) -> Path:
 
     An x86 kernel built with CONFIG_PVH boots straight from its uncompressed ELF
     vmlinux through QEMU's PVH entry, skipping the bzImage's self-decompression,
-    which is slow under TCG: Debian's xz-compressed kernel reached lab's agent on
-    32 vCPUs in 5.1-5.8 s instead of 8.4-8.8 s.  The vmlinux is extracted once per
-    kernel into lab's cache.
+    which is slow under TCG.  The vmlinux is extracted once per kernel into lab's cache.
 
-    Only up to PVH_MAX_VCPUS: at 128 vCPUs the PVH-booted Debian kernel took ~100 s
-    of guest time to bring up its CPUs (the bzImage reached the agent in 56 s).  That
-    was measured before hotplug bring-up, when early-boot ticks on every vCPU made
-    128-vCPU boots vary by minutes (see bringup_mode()); most likely that variance,
-    not PVH, but the limit stays until PVH at 128 is measured again.
+    Only up to PVH_MAX_VCPUS: at 128 vCPUs the PVH-booted kernel was once much slower
+    to bring up its CPUs than the bzImage.  That was measured before hotplug bring-up,
+    when early-boot ticks on every vCPU made 128-vCPU boots vary by minutes (see
+    render.qemu.bringup_mode()); most likely that variance, not PVH, but the limit
+    stays until PVH at 128 is measured again.  Figures: README, "Boot speed".
     """
     image = Path(kernel.image)
     if kernel.arch != "x86_64":

@@ -39,7 +39,7 @@ def _console(stderr: bool):
     from rich.console import Console
 
     c = Console(stderr=stderr)
-    if not stderr and not c.is_terminal:
+    if not c.is_terminal:
         # Piped or in CI: do not squeeze tables into 80 columns.
-        c = Console(width=160)
+        c = Console(stderr=stderr, width=160)
     return c

@@ -128,25 +128,35 @@ def _sha256_file(p: Path) -> str:
     return h.hexdigest()
 
 
+def git_dirty(tree: Path) -> tuple[str | None, int]:
+    """A digest of a git tree's uncommitted code (None when there is none) and how many
+    files git does not track yet: the diff against HEAD, and every untracked file that
+    is not ignored (a new file is part of the code being judged)."""
+    diff = proc.run(["git", "-C", tree, "diff", "HEAD", "--binary"], check=False).stdout
+    others = proc.run(["git", "-C", tree, "ls-files", "--others", "--exclude-standard", "-z"], check=False).stdout
+    new = sorted(x for x in others.split(b"\0") if x)
+    if not diff and not new:
+        return None, 0
+    h = hashlib.sha256(diff)
+    for rel in new:
+        h.update(b"\0new:" + rel + b"\0")
+        try:
+            h.update((tree / rel.decode(errors="surrogateescape")).read_bytes())
+        except OSError:  # gone since, or not a file
+            continue
+    return h.hexdigest()[:16], len(new)
+
+
 def _local(spec: str, tree: Path) -> Source:
     """A user's tree: identity from git (HEAD + the diff) if it is a repo, else stat data."""
     if (tree / ".git").exists():
         head = proc.run(["git", "-C", tree, "rev-parse", "HEAD"], check=False)
         if head.returncode == 0:
             sha = head.stdout.decode().strip()
-            diff = proc.run(["git", "-C", tree, "diff", "HEAD", "--binary"]).stdout
-            untracked = proc.run(
-                ["git", "-C", tree, "ls-files", "--others", "--exclude-standard", "-z"]
-            ).stdout
-            h = hashlib.sha256(diff + b"\0" + untracked)
-            for name in sorted(untracked.split(b"\0")):
-                if name:
-                    f = tree / name.decode(errors="surrogateescape")
-                    if f.is_file():
-                        h.update(f.read_bytes())
+            digest, _ = git_dirty(tree)
             when = proc.run(["git", "-C", tree, "log", "-1", "--format=%ct"]).stdout
             ts = _stamp(float(when.decode().strip() or 0))
-            dirty = "" if not diff and not untracked else f" dirty:{h.hexdigest()[:16]}"
+            dirty = f" dirty:{digest}" if digest else ""
             return Source(spec, tree, f"git:{sha}{dirty}", ts)
     h = hashlib.sha256()
     newest = 0.0

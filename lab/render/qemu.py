@@ -187,18 +187,15 @@ def bringup_mode(vcpus: int, accel: str, kernel_hotplug: bool = True, arch: str 
 
     Under TCG every CPU that is online during early boot takes a periodic tick (the
     clocksource is jiffies until fs_initcall, so NO_HZ cannot stop it), and each tick
-    of each vCPU costs a pass of QEMU's round-robin loop over all vCPUs.  Measured
-    here (2 host cores, QEMU 7.2, lab-6.1 with NO_HZ_IDLE, 2 sockets, thread=single):
-    128 vCPUs took 217-275 s to the agent when brought up at boot, 25.5 s with
-    maxcpus=1 and the rest onlined by the agent (18.6 s with thread=multi).  At 32 and
-    64 vCPUs bring-up at boot is as fast or faster, so it stays the default there.
-    The topology the kernel ends with is the same either way (`lab verify` checks it;
-    tests/vm compares the two snapshots).
+    of each vCPU costs a pass of QEMU's round-robin loop over all vCPUs: above
+    HOTPLUG_BRINGUP_ABOVE x86 vCPUs, booting with maxcpus and onlining the rest from
+    the agent is many times faster; at and below it, bring-up at boot is as fast or
+    faster.  The topology the kernel ends with is the same either way (`lab verify`
+    checks it; tests/vm compares the two snapshots).
 
     x86 only: arm64 has its architected timer from the start, so there is no jiffies
     tick storm to avoid, and onlining one CPU at a time costs more than it saves.
-    lab-6.1-arm64, 2 sockets, to the agent: 128 vCPUs 14.3 s at boot (thread=single)
-    against 26.0 s hotplugged (29.2 s single); 64 vCPUs 3.7 s against 6.8 s.
+    The measurements are in the README's "Boot speed" table (bench/bench_boot.py).
     """
     if arch != "x86_64" or accel != "tcg" or not kernel_hotplug:
         return "boot"
@@ -230,14 +227,12 @@ def boot_cpus(topo: Topology, guest_to_spec: tuple[int, ...]) -> int:
 def tcg_threading(vcpus: int, host_cpus: int, bringup: str = "boot") -> str:
     """One TCG thread per vCPU (MTTCG), or all vCPUs round-robin on one thread.
 
-    Measured here (2 host cores, QEMU 7.2, lab-6.1, bench/bench_boot.py): while all
-    CPUs come up at boot, early boot ticks every vCPU and MTTCG's host threads fight
-    for the 2 cores: 64 vCPUs took 26.4 s to the agent with thread=multi against 5.9 s
-    with thread=single (32 vCPUs: 8.9-10.2 s against 4.8-5.3 s).  Once the kernel runs
-    tickless (the hotplug bring-up, see bringup_mode()), idle vCPU threads sleep and
-    the round-robin loop's pass over every vCPU is what costs: 128 vCPUs 22.1 s multi
-    against 23.6 s single, 255 vCPUs 54 s multi against 369 s single.  With few
-    vCPUs per host core MTTCG's parallelism wins either way.
+    While all CPUs come up at boot, early boot ticks every vCPU and MTTCG's host
+    threads fight for the host's cores: one thread wins once vCPUs outnumber twice the
+    cores.  Once the kernel runs tickless (the hotplug bring-up, see bringup_mode()),
+    idle vCPU threads sleep and the round-robin loop's pass over every vCPU is what
+    costs, so MTTCG wins; with few vCPUs per host core it wins either way.  The
+    measurements are in the README's "Boot speed" table (bench/bench_boot.py).
     """
     if vcpus <= 2 * max(1, host_cpus) or bringup == "hotplug":
         return "multi"
@@ -374,17 +369,13 @@ def cmdline(p: VmPlan) -> str:
         if p.arch == "x86_64":
             parts += ["tsc=reliable", "no_timer_check"]
         parts += ["nowatchdog"]
-        # Boot speed, nothing the scheduler sees: write-protecting the kernel and its
-        # two W+X page-table walks, and patching in speculation mitigations, cost
-        # Debian's kernel ~0.5 s of its ~4.4 s to /init at 16 vCPUs under TCG
-        # (interleaved runs: 4.29-4.64 s against 3.79-4.02 s).  Timings inside a TCG
-        # guest say nothing about real hardware either way; --append overrides both.
-        parts += ["rodata=off", "mitigations=off"]
-        # The crypto API's self-tests of every registered algorithm (a late initcall in
-        # kernels with CRYPTO_MANAGER tests built, as Debian's are): Debian's kernel at
-        # 16 vCPUs reached the agent at guest uptime 3.15-3.67 s without them against
-        # 3.67-4.28 s with them (three interleaved pairs, each 0.35-0.6 s apart).
-        parts += ["cryptomgr.notests"]
+        # Boot speed, nothing the scheduler sees (measured: README, "Boot speed"):
+        # write-protecting the kernel and its two W+X page-table walks, patching in
+        # speculation mitigations, and the crypto API's self-tests of every registered
+        # algorithm (a late initcall in kernels with CRYPTO_MANAGER tests built, as
+        # Debian's are).  Timings inside a TCG guest say nothing about real hardware
+        # either way; --append puts any of them back.
+        parts += ["rodata=off", "mitigations=off", "cryptomgr.notests"]
     if p.bringup == "hotplug":
         parts += [f"maxcpus={p.boot_cpus}"]  # guest/init.sh onlines the others before anything else
     parts += list(p.cmdline_extra)

@@ -1,0 +1,96 @@
+"""The plan record: VmOptions passed whole, plan.json written and read by VmPlan itself,
+a rechecked run seeing the same types as a live one, and bad input exiting 2 in `lab run`."""
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from lab import host as host_mod
+from lab import runner, session, topology
+from lab import scenario as sc
+from lab.cli import main
+from lab.errors import UserError
+from lab.kernel.artifact import KernelArtifact
+from lab.plan import KernelRef, VmOptions, VmPlan
+from lab.render import qemu
+
+HOST = host_mod.Host(arch="x86_64", cpus=2, qemu={"x86_64": (7, 2, 0), "arm64": (7, 2, 0)}, kvm=False, kvm_reason="test host")
+RUNS = Path(__file__).resolve().parents[1] / "fixtures" / "runs"
+
+
+def _session(name: str = "zen3-2s-mini", **opts) -> session.Session:
+    t = topology.load(name)
+    k = KernelArtifact(
+        name="fake", arch=t.arch, image=Path("/nonexistent/bzImage"), release="6.1.0", modules=None,
+        config=None, features=frozenset({"node_reclaim_distance_param"}), id="fake-1",
+    )  # fmt: skip
+    vm = VmOptions(kernel="fake", **opts)
+    return session.Session(qemu.plan(t, HOST, vm, kernel_features=session.features(k), kernel=k.ref()), k)
+
+
+@pytest.mark.parametrize("name", ["zen3-2s-mini", "kunpeng920-2s-mini", "numa4-96-mini"])
+def test_plan_json_round_trip_is_the_same_plan(tmp_path, name):
+    s = _session(name, append="quiet", bringup="boot")
+    s.plan.write(tmp_path)
+    back = VmPlan.read(tmp_path)
+    assert back == s.plan  # every field, the topology, the kernel and the options
+    assert isinstance(back.kernel, KernelRef) and back.options == VmOptions(kernel="fake", append="quiet", bringup="boot")
+
+
+def test_older_plan_json_still_reads():
+    plan = VmPlan.read(RUNS / "llc-spread-pinned-zen3-2s-mini-lab-6.1")
+    assert plan.topo.name == "zen3-2s-mini" and plan.kernel == KernelRef("lab-6.1", "60391fab261024167e4881e2a4642dc5", "6.1.192", "x86_64", "(recorded)")
+    assert plan.guest_to_spec[:4] == (0, 16, 1, 17) and plan.numbering_mode == "translated"
+
+
+def test_unreadable_plan_is_one_line(tmp_path):
+    with pytest.raises(UserError, match="no plan.json"):
+        VmPlan.read(tmp_path)
+    (tmp_path / "plan.json").write_text('{"topology": "zen3-2s-mini"}')
+    with pytest.raises(UserError, match=r"plan.json: not a plan lab can read \(no field 'guest_to_spec'\)"):
+        VmPlan.read(tmp_path)
+
+
+def test_recheck_gives_check_the_same_types_as_a_live_run(monkeypatch):
+    seen = []
+    real = sc.call_check
+
+    def spy(s, r):
+        seen.append((type(r.plan), type(r.kernel)))
+        return real(s, r)
+
+    monkeypatch.setattr(sc, "call_check", spy)
+    runner.recheck(RUNS / "llc-spread-pinned-zen3-2s-mini-lab-6.1")
+    assert seen == [(VmPlan, KernelRef)]
+    # What a live run hands check(): the same record (runner._result is shared).
+    s = _session()
+    r = runner._result(sc.load("llc-spread-pinned"), s.plan, Path("/nonexistent"), Path("/nonexistent"))
+    assert (type(r.plan), type(r.kernel)) == (VmPlan, KernelRef)
+
+
+def test_bad_input_in_lab_run_exits_2_and_keeps_the_run_dir(monkeypatch, tmp_path):
+    monkeypatch.setenv("LAB_RUNS", str(tmp_path))
+    monkeypatch.setattr(session, "prepare", lambda topo, vm, **kw: _session(topo.name))
+
+    def refuse(arch, tools):
+        raise UserError(f"cannot pack {', '.join(tools)} for {arch} guests yet")
+
+    monkeypatch.setattr(runner, "tools_layer", refuse)
+    r = CliRunner().invoke(main, ["run", "soft-affinity", "--topology", "xeon-2s22c-mini"])
+    assert r.exit_code == 2, r.output
+    assert "lab: error: cannot pack hackbench for x86_64 guests yet" in r.output and "Traceback" not in r.output
+    (run,) = tmp_path.glob("*-soft-affinity-*")
+    res = json.loads((run / "results.json").read_text())
+    assert res["status"] == "ERROR" and "cannot pack hackbench" in res["message"]
+    assert VmPlan.read(run).options.kernel == "fake"
+
+
+def test_vm_options_reach_the_plan_whole(monkeypatch):
+    got = []
+    monkeypatch.setattr(session, "prepare", lambda topo, vm, **kw: got.append(vm) or _session(topo.name))
+    r = CliRunner().invoke(main, ["boot", "zen3-2s-mini", "--dry-run", "--tcg-threads", "multi", "--bringup", "boot",
+                                  "--append", "quiet", "--cpu-model", "intel", "--accel", "tcg", "--kernel", "lab-6.1"])  # fmt: skip
+    assert r.exit_code == 0, r.output
+    assert got == [VmOptions(kernel="lab-6.1", accel="tcg", cpu_model="intel", tcg_threads="multi", bringup="boot", append="quiet")]
