@@ -206,109 +206,116 @@ def boot(
     """Boot, run *job* (a shell script) in the guest, wait, collect.  Always stops QEMU."""
     files = prepare(plan, kernel, run_dir, job=job, config=config, layers=layers)
     assert files.console and files.agent_log and files.results and files.monitor
-    console, agent_log, results = run_dir / files.console, run_dir / files.agent_log, run_dir / files.results
     argv = render.argv(plan, files)
-    mon = monitor.Monitor(run_dir / files.monitor)  # asked where the vCPUs are if the guest is lost
     (run_dir / "qemu.argv").write_text(shlex.join(argv) + "\n")
-    stderr_path = run_dir / "qemu.stderr"
+    console = run_dir / files.console
+    said = AgentLog(run_dir / files.agent_log, plan, console, on_event)
+    mon = monitor.Monitor(run_dir / files.monitor)  # asked where the vCPUs are if the guest is lost
+
+    def lost(what: str) -> LostGuest:
+        where = monitor.diagnose(mon, run_dir, _system_map(kernel))
+        return LostGuest(f"{what}{said.last_word()}; {where} (console: {console})", console_tail(console))
+
     t0 = time.monotonic()
-    with open(stderr_path, "wb") as err:
+    returncode = _run_qemu(argv, run_dir, said, lost, mon, ready_within=boot_timeout(plan), finish_within=timeout)
+    wall = time.monotonic() - t0
+    if returncode not in (0, None):
+        msg = (run_dir / "qemu.stderr").read_text(errors="replace").strip().splitlines()
+        msg = [m for m in msg if "TCG doesn't support" not in m]
+        raise InfraError(
+            f"QEMU exited with status {returncode}: {msg[-1] if msg else 'no message'} (argv: {run_dir / 'qemu.argv'})"
+        )
+    out_dir = run_dir / "out"
+    _extract(run_dir / files.results, out_dir)
+    rc_text = (out_dir / "rc").read_text().strip() if (out_dir / "rc").exists() else None
+    if said.ready_s is None or not said.done:
+        raise LostGuest(f"guest stopped without reporting its results (console: {console})", console_tail(console))
+    result = BootResult(
+        run_dir=run_dir, out_dir=out_dir, argv=argv, accel=plan.accel, wall_s=wall, ready_s=said.ready_s,
+        guest_ready_uptime=said.ready_uptime, rc=int(rc_text) if rc_text and rc_text.lstrip("-").isdigit() else None,
+        online_s=said.online_s, events=said.events,
+    )  # fmt: skip
+    doc = {
+        "accel": plan.accel, "accel_reason": plan.accel_reason, "wall_s": round(wall, 3),
+        "ready_s": round(said.ready_s, 3), "guest_ready_uptime": said.ready_uptime, "bringup": plan.bringup,
+        "online_s": said.online_s, "rc": result.rc, "events": [[round(t, 3), e] for t, e in said.events],
+    }  # fmt: skip
+    (run_dir / "boot.json").write_text(json.dumps(doc, indent=1))
+    return result
+
+
+class AgentLog:
+    """What the guest's agent said on its lab.log port so far: every line with the time
+    lab saw it, when it was ready, and how long onlining CPUs took (hotplug bring-up)."""
+
+    def __init__(self, path: Path, plan: VmPlan, console: Path, on_event: Callable[[float, str], None] | None = None):
+        self.path, self.plan, self.console, self.on_event = path, plan, console, on_event
+        self.events: list[tuple[float, str]] = []
+        self.ready_s: float | None = None
+        self.ready_uptime: float | None = None
+        self.online_s: float | None = None
+        self._seen = 0
+
+    def read(self, t: float) -> None:
+        """Take the complete lines written since the last read, seen at *t* s."""
+        try:
+            text = self.path.read_text(errors="replace")
+        except OSError:
+            return
+        lines = text.splitlines()
+        complete = lines if text.endswith("\n") else lines[:-1]
+        for line in complete[self._seen :]:
+            self.events.append((t, line))
+            if self.on_event:
+                self.on_event(t, line)
+            if line.startswith("lab: online "):
+                self.online_s = _online(line, self.plan, self.console)
+            if line.startswith("lab: ready") and self.ready_s is None:
+                self.ready_s, self.ready_uptime = t, _field(line, "uptime")
+        self._seen = len(complete)
+
+    @property
+    def done(self) -> bool:
+        return any(line.startswith("lab: done") for _, line in self.events)
+
+    def last_word(self) -> str:
+        """Where a lost guest stopped, in the agent's words (e.g. the CPU it was onlining)."""
+        if not self.events:
+            return "; the agent said nothing"
+        t, line = self.events[-1]
+        return f"; the agent's last word, at {t:.1f}s: {line!r}"
+
+
+def _run_qemu(
+    argv: list[str], run_dir: Path, said: AgentLog, lost: Callable[[str], LostGuest], mon: monitor.Monitor, *,
+    ready_within: float, finish_within: float,
+) -> int | None:
+    """Run QEMU in *run_dir* until it exits, reading the agent's log as it goes; a guest
+    not ready or not finished in time is lost (raised).  Always stops QEMU."""
+    t0 = time.monotonic()
+    with open(run_dir / "qemu.stderr", "wb") as err:
         p = None
-        ready_s = None
-        ready_uptime = None
-        online_s = None
-        events: list[tuple[float, str]] = []
-        seen = 0
-        deadline_ready = t0 + boot_timeout(plan)
-        deadline = t0 + timeout
         try:
             with proc.signals_held():  # p is set before an interrupt can unwind (proc.signals_held)
                 p = proc.popen(
                     argv, cwd=run_dir, stdin=subprocess_devnull(), stdout=err, stderr=err, start_new_session=True,
                     preexec_fn=_die_with_parent,
-                )
+                )  # fmt: skip
             while True:
                 rc = p.poll()
-                now = time.monotonic()
-                try:
-                    text = agent_log.read_text(errors="replace")
-                except OSError:
-                    text = ""
-                lines = text.splitlines()
-                complete = lines if text.endswith("\n") else lines[:-1]
-                for line in complete[seen:]:
-                    events.append((now - t0, line))
-                    if on_event:
-                        on_event(now - t0, line)
-                    if line.startswith("lab: online "):
-                        online_s = _online(line, plan, console)
-                    if line.startswith("lab: ready") and ready_s is None:
-                        ready_s = now - t0
-                        ready_uptime = _field(line, "uptime")
-                seen = len(complete)
+                now = time.monotonic() - t0
+                said.read(now)
                 if rc is not None:
-                    break
-                if ready_s is None and now > deadline_ready:
-                    raise LostGuest(
-                        f"guest never reported ready within {boot_timeout(plan):.0f}s{_last_said(events)}; "
-                        f"{monitor.diagnose(mon, run_dir, _system_map(kernel))} (console: {console})",
-                        console_tail(console),
-                    )
-                if now > deadline:
-                    raise LostGuest(
-                        f"guest did not finish within {timeout:.0f}s{_last_said(events)}; "
-                        f"{monitor.diagnose(mon, run_dir, _system_map(kernel))} (console: {console})",
-                        console_tail(console),
-                    )
+                    return rc
+                if said.ready_s is None and now > ready_within:
+                    raise lost(f"guest never reported ready within {ready_within:.0f}s")
+                if now > finish_within:
+                    raise lost(f"guest did not finish within {finish_within:.0f}s")
                 time.sleep(0.05)
         finally:
             if p is not None:
                 proc.stop_group(p)
             mon.close()
-        wall = time.monotonic() - t0
-    if p.returncode not in (0, None):
-        msg = stderr_path.read_text(errors="replace").strip().splitlines()
-        msg = [m for m in msg if "TCG doesn't support" not in m]
-        raise InfraError(
-            f"QEMU exited with status {p.returncode}: {msg[-1] if msg else 'no message'} (argv: {run_dir / 'qemu.argv'})"
-        )
-    out_dir = run_dir / "out"
-    _extract(results, out_dir)
-    rc_text = (out_dir / "rc").read_text().strip() if (out_dir / "rc").exists() else None
-    if ready_s is None or not any(line.startswith("lab: done") for _, line in events):
-        raise LostGuest(
-            f"guest stopped without reporting its results (console: {console})",
-            console_tail(console),
-        )
-    result = BootResult(
-        run_dir=run_dir,
-        out_dir=out_dir,
-        argv=argv,
-        accel=plan.accel,
-        wall_s=wall,
-        ready_s=ready_s,
-        guest_ready_uptime=ready_uptime,
-        rc=int(rc_text) if rc_text and rc_text.lstrip("-").isdigit() else None,
-        online_s=online_s,
-        events=events,
-    )
-    (run_dir / "boot.json").write_text(
-        json.dumps(
-            {
-                "accel": plan.accel,
-                "accel_reason": plan.accel_reason,
-                "wall_s": round(wall, 3),
-                "ready_s": round(ready_s, 3) if ready_s else None,
-                "guest_ready_uptime": ready_uptime,
-                "bringup": plan.bringup,
-                "online_s": online_s,
-                "rc": result.rc,
-                "events": [[round(t, 3), e] for t, e in events],
-            },
-            indent=1,
-        )
-    )
-    return result
 
 
 def _die_with_parent() -> None:
@@ -344,14 +351,6 @@ def _system_map(kernel) -> Path | None:
         return kernel.system_map()
     except (AttributeError, OSError):
         return None
-
-
-def _last_said(events: list[tuple[float, str]]) -> str:
-    """Where a lost guest stopped, in the agent's words (e.g. the CPU it was onlining)."""
-    if not events:
-        return "; the agent said nothing"
-    t, line = events[-1]
-    return f"; the agent's last word, at {t:.1f}s: {line!r}"
 
 
 def _field(line: str, key: str) -> float | None:

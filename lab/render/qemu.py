@@ -59,57 +59,18 @@ def plan(
     arch = topo.arch
     version = host.qemu_version(arch)
     acc, why = host.accel(options.accel, arch)
-    cpu_model = options.cpu_model
-    shape = topo.shape
-    if shape is None:
+    if topo.shape is None:
         raise UserError(
             f"{topo.path or topo.name}: groups: the machine is irregular (group sizes differ); "
             "QEMU's -smp can only build regular machines"
         )
-    notes: list[str] = []
     if arch == "x86_64":
-        machine, model, vendor, smp, numa_cpu = _x86(topo, version, acc, cpu_model, host)
-        if acc == "tcg" and topo.n_cpus > 255 and version < QEMU_TCG_X2APIC:
-            raise UserError(
-                f"{topo.name}: {topo.n_cpus} vCPUs need x2APIC, which TCG in QEMU {_v(version)} "
-                f"cannot emulate (at most 255; QEMU {_v(QEMU_TCG_X2APIC)} can); use a -mini "
-                "topology or a KVM host"
-            )
-        if acc == "tcg" and version < QEMU_TCG_X2APIC:
-            top = max_apic_id(topo)
-            if top > 254:
-                raise UserError(
-                    f"{topo.name}: its highest APIC ID would be {top} (QEMU packs socket/die/core/thread "
-                    f"ids in power-of-two fields); above 254 needs x2APIC, which TCG in QEMU {_v(version)} "
-                    f"cannot emulate (QEMU {_v(QEMU_TCG_X2APIC)} can)"
-                )
+        machine, model, vendor, smp, numa_cpu = _x86(topo, version, acc, options.cpu_model, host)
+        if acc == "tcg":
+            _check_apic_ids(topo, version)
     else:
-        machine, model, vendor, smp, numa_cpu = _arm64(topo, version, acc, cpu_model)
-
-    # Vendor behaviour: the NUMA domain keeps SD_BALANCE_FORK/EXEC/WAKE_AFFINE only at
-    # distances <= node_reclaim_distance, which AMD family 17h+ kernels lower to 32
-    # (arch/x86/kernel/cpu/amd.c: init_amd_zen_common()).
-    want = topo.node_reclaim_distance
-    guest = AMD_ZEN_RECLAIM_DISTANCE if vendor == "amd" else RECLAIM_DISTANCE
-    extra: list[str] = []
-    if want != guest:
-        if "node_reclaim_distance_param" in kernel_features:
-            extra.append(f"node_reclaim_distance={want}")
-            notes.append(
-                f"node_reclaim_distance={want} passed to the kernel: the spec's {topo.vendor} "
-                f"CPU uses {want}, the guest's {vendor} CPU model would give {guest}"
-            )
-            guest = want
-        else:
-            affected = sorted({d for row in topo.distances for d in row if min(want, guest) < d <= max(want, guest)})
-            if affected:
-                notes.append(
-                    f"vendor effect: the real {topo.vendor} machine uses node_reclaim_distance={want}, "
-                    f"this guest ({vendor} CPU model {model.split(',')[0]}) uses {guest}, so NUMA domains at distance "
-                    f"{', '.join(map(str, affected))} {'lose' if guest < want else 'keep'} "
-                    "SD_BALANCE_FORK/EXEC/WAKE_AFFINE; a lab-built kernel (--kernel lab-6.1) "
-                    "takes node_reclaim_distance= and fixes this"
-                )
+        machine, model, vendor, smp, numa_cpu = _arm64(topo, version, acc, options.cpu_model)
+    guest, extra, notes = _reclaim_distance(topo, vendor, model, kernel_features)
     guest_to_spec = tuple(c.id for c in topo.cpus)
     dt_caches = arch == "arm64" and host.dtc
     if arch == "arm64" and not dt_caches:
@@ -119,51 +80,91 @@ def plan(
         # CPU 0, is always logical 0): lab writes the nodes in the spec's order.
         rest = sorted(i for i in topo.cpu_ids if i != topo.cpus[0].id)
         guest_to_spec = (topo.cpus[0].id, *rest)
-    mode = "native" if list(guest_to_spec) == list(range(topo.n_cpus)) else "translated"
-    hotplug_ok = "cpu_hotplug" in kernel_features
-    up = bringup_mode(topo.n_cpus, acc, hotplug_ok, arch) if options.bringup == "auto" else options.bringup
-    first = 0
-    if up == "hotplug":
-        if not hotplug_ok:
-            raise UserError(
-                f"{topo.name}: --bringup hotplug needs a kernel with CONFIG_HOTPLUG_CPU=y (or a config lab can read)"
-            )
-        first = boot_cpus(topo, guest_to_spec)
-        if first < topo.n_cpus:
-            notes.append(
-                f"CPUs {first}-{topo.n_cpus - 1} are brought online by lab's agent right after boot "
-                f"(maxcpus={first}), before anything reads the topology: under TCG that is much faster "
-                "than SMP bring-up at boot (--bringup boot to compare)"
-            )
-        else:
-            up = "boot"
+    up, first = _bringup(topo, acc, options.bringup, "cpu_hotplug" in kernel_features, guest_to_spec, notes)
     threads = tcg_threading(topo.n_cpus, host.cpus, up) if options.tcg_threads == "auto" else options.tcg_threads
     return VmPlan(
-        topo=topo,
-        arch=arch,
-        qemu=arch_mod.get(arch).qemu,
-        qemu_version=version,
-        accel=acc,
-        accel_reason=why,
-        machine=machine,
-        cpu_model=model,
-        cpu_vendor=vendor,
-        smp=smp,
-        memory_mb=sum(topo.memory_mb),
-        numa_cpu_args=tuple(numa_cpu),
-        guest_to_spec=guest_to_spec,
-        guest_node_to_spec=topo.node_ids,
-        guest_reclaim_distance=guest,
-        cmdline_extra=(*extra, *options.append.split()),
-        numbering_mode=mode,
-        notes=tuple(notes),
-        dt_caches=dt_caches,
-        tcg_threads=threads,
-        bringup=up,
-        boot_cpus=first if up == "hotplug" else topo.n_cpus,
-        kernel=kernel,
-        options=options,
+        topo=topo, arch=arch, qemu=arch_mod.get(arch).qemu, qemu_version=version, accel=acc, accel_reason=why,
+        machine=machine, cpu_model=model, cpu_vendor=vendor, smp=smp, memory_mb=sum(topo.memory_mb),
+        numa_cpu_args=tuple(numa_cpu), guest_to_spec=guest_to_spec, guest_node_to_spec=topo.node_ids,
+        guest_reclaim_distance=guest, cmdline_extra=(*extra, *options.append.split()),
+        numbering_mode="native" if list(guest_to_spec) == list(range(topo.n_cpus)) else "translated",
+        notes=tuple(notes), dt_caches=dt_caches, tcg_threads=threads, bringup=up, boot_cpus=first,
+        kernel=kernel, options=options,
+    )  # fmt: skip
+
+
+def _check_apic_ids(topo: Topology, version: tuple[int, int, int]) -> None:
+    """TCG before QEMU_TCG_X2APIC has no x2APIC: at most 255 vCPUs, APIC IDs up to 254."""
+    if version >= QEMU_TCG_X2APIC:
+        return
+    if topo.n_cpus > 255:
+        raise UserError(
+            f"{topo.name}: {topo.n_cpus} vCPUs need x2APIC, which TCG in QEMU {_v(version)} "
+            f"cannot emulate (at most 255; QEMU {_v(QEMU_TCG_X2APIC)} can); use a -mini "
+            "topology or a KVM host"
+        )
+    top = max_apic_id(topo)
+    if top > 254:
+        raise UserError(
+            f"{topo.name}: its highest APIC ID would be {top} (QEMU packs socket/die/core/thread "
+            f"ids in power-of-two fields); above 254 needs x2APIC, which TCG in QEMU {_v(version)} "
+            f"cannot emulate (QEMU {_v(QEMU_TCG_X2APIC)} can)"
+        )
+
+
+def _reclaim_distance(
+    topo: Topology, vendor: str, model: str, kernel_features: frozenset[str]
+) -> tuple[int, list[str], list[str]]:
+    """The guest kernel's node_reclaim_distance, the kernel command line that sets it to
+    the real machine's, and notes saying which.
+
+    Vendor behaviour: the NUMA domain keeps SD_BALANCE_FORK/EXEC/WAKE_AFFINE only at
+    distances <= node_reclaim_distance, which AMD family 17h+ kernels lower to 32
+    (arch/x86/kernel/cpu/amd.c: init_amd_zen_common())."""
+    want = topo.node_reclaim_distance
+    guest = AMD_ZEN_RECLAIM_DISTANCE if vendor == "amd" else RECLAIM_DISTANCE
+    if want == guest:
+        return guest, [], []
+    if "node_reclaim_distance_param" in kernel_features:
+        note = (
+            f"node_reclaim_distance={want} passed to the kernel: the spec's {topo.vendor} "
+            f"CPU uses {want}, the guest's {vendor} CPU model would give {guest}"
+        )
+        return want, [f"node_reclaim_distance={want}"], [note]
+    affected = sorted({d for row in topo.distances for d in row if min(want, guest) < d <= max(want, guest)})
+    if not affected:
+        return guest, [], []
+    note = (
+        f"vendor effect: the real {topo.vendor} machine uses node_reclaim_distance={want}, "
+        f"this guest ({vendor} CPU model {model.split(',')[0]}) uses {guest}, so NUMA domains at distance "
+        f"{', '.join(map(str, affected))} {'lose' if guest < want else 'keep'} "
+        "SD_BALANCE_FORK/EXEC/WAKE_AFFINE; a lab-built kernel (--kernel lab-6.1) "
+        "takes node_reclaim_distance= and fixes this"
     )
+    return guest, [], [note]
+
+
+def _bringup(
+    topo: Topology, accel: str, asked: str, hotplug_ok: bool, guest_to_spec: tuple[int, ...], notes: list[str]
+) -> tuple[str, int]:
+    """("boot" | "hotplug", how many CPUs come up at boot); a note says when the agent
+    onlines the rest."""
+    up = bringup_mode(topo.n_cpus, accel, hotplug_ok, topo.arch) if asked == "auto" else asked
+    if up != "hotplug":
+        return up, topo.n_cpus
+    if not hotplug_ok:
+        raise UserError(
+            f"{topo.name}: --bringup hotplug needs a kernel with CONFIG_HOTPLUG_CPU=y (or a config lab can read)"
+        )
+    first = boot_cpus(topo, guest_to_spec)
+    if first >= topo.n_cpus:
+        return "boot", topo.n_cpus
+    notes.append(
+        f"CPUs {first}-{topo.n_cpus - 1} are brought online by lab's agent right after boot "
+        f"(maxcpus={first}), before anything reads the topology: under TCG that is much faster "
+        "than SMP bring-up at boot (--bringup boot to compare)"
+    )
+    return "hotplug", first
 
 
 def max_apic_id(topo: Topology) -> int:

@@ -4,13 +4,15 @@ from pathlib import Path
 
 
 def qemu_running(marker: str) -> bool:
-    """A QEMU whose command line mentions *marker* (read from /proc: ps truncates)."""
+    """A QEMU whose command line or working directory mentions *marker* (read from
+    /proc: ps truncates; lab runs QEMU in the run directory, naming files relative to it)."""
     for cmd in Path("/proc").glob("[0-9]*/cmdline"):
         try:
             args = cmd.read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            cwd = str((cmd.parent / "cwd").readlink()) if "qemu-system" in args else ""
         except OSError:
             continue
-        if "qemu-system" in args and marker in args:
+        if "qemu-system" in args and (marker in args or marker in cwd):
             return True
     return False
 
