@@ -63,20 +63,20 @@ def expected_domains(
     out: dict[int, list[ExpDomain]] = {}
     for c in topo.cpus:
         core = frozenset(topo.group_of("core", c.id))
-        llc = frozenset(topo.group_of("llc", c.id))
+        llc_span = frozenset(topo.group_of("llc", c.id))
         node = node_set[c.node]
         sock = frozenset(topo.group_of("socket", c.id))
         if arch == "x86_64":
             # x86 cluster = CPUs sharing L2; lab's Intel model has a private L2 per core.
             cls = core
-            mc = llc
+            mc = llc_span
         else:
             cls = frozenset(topo.group_of("cluster", c.id)) if topo.has_clusters else core
             # arch_topology.c cpu_coregroup_mask(): smaller of node and package, then LLC
             # siblings if the firmware describes caches, widened to the cluster.
             mc = sock if sock <= node else node
-            if llc_mode == "spec" and llc <= mc:
-                mc = llc
+            if llc_mode == "spec" and llc_span <= mc:
+                mc = llc_span
             elif llc_mode == "private":
                 mc = frozenset({c.id})
             if cluster_level and mc <= cls:
@@ -299,14 +299,14 @@ def verify(
     flag_bad: dict[str, list] = {}
     flag_known: dict[str, list] = {}
     for c in topo.cpus:
-        want = exp[c.id]
-        got = v.cpus.get(c.id).domains if c.id in v.cpus else []
-        wn = [d.name for d in want]
-        gn = [d.name for d in got]
+        want_doms = exp[c.id]
+        got_doms = v.cpus[c.id].domains if c.id in v.cpus else []
+        wn = [d.name for d in want_doms]
+        gn = [d.name for d in got_doms]
         if wn != gn:
             names_bad.append((c.id, wn, gn))
             continue
-        for w, g, r in zip(want, got, real[c.id], strict=True):
+        for w, g, r in zip(want_doms, got_doms, real[c.id], strict=True):
             label = f"{w.name}" + (f" (distance {w.distance})" if w.name == "NUMA" else "")
             if frozenset(g.span) != w.span:
                 span_bad.setdefault(label, []).append((c.id, w.span, g.span))
@@ -346,12 +346,12 @@ def verify(
                 actual = f"CPU {bad[0][0]}: {' '.join(sorted(f.removeprefix('SD_') for f in bad[0][2]))}; {len(bad)} CPUs differ"
                 checks.append(Check(f"{label} flags", want_flags, actual, False))
             elif known:
-                got = " ".join(sorted(f.removeprefix("SD_") for f in known[0][2]))
+                got_flags = " ".join(sorted(f.removeprefix("SD_") for f in known[0][2]))
                 why = (
                     f"vendor effect: the spec's {topo.vendor} CPU has node_reclaim_distance={topo.node_reclaim_distance}, "
                     f"the guest's {plan.cpu_vendor} CPU model gives {plan.guest_reclaim_distance}"
                 )
-                checks.append(Check(f"{label} flags", want_flags, got, False, known=why))
+                checks.append(Check(f"{label} flags", want_flags, got_flags, False, known=why))
             else:
                 checks.append(Check(f"{label} flags", want_flags, "same on every CPU", True))
     return vd

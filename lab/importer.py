@@ -7,6 +7,7 @@ distance matrix by writing the *groups* form of the spec.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from . import arch as archs
@@ -54,34 +55,40 @@ def view_to_spec(view: MachineView, name: str, source: str) -> tuple[str, list[s
             )
         dist.append([row[all_nodes.index(m)] for m in cpu_nodes])
 
-    def groups_by(key) -> list[tuple[int, ...]]:
+    def groups_by(key: Callable[[int], Iterable[int]]) -> list[tuple[int, ...]]:
         seen: dict[tuple[int, ...], None] = {}
         for c in cpus:
             g = tuple(x for x in key(c) if x in online)
             seen.setdefault(tuple(sorted(g)), None)
         return sorted(seen, key=lambda g: g[0])
 
+    pkg_of: dict[int, int] = {}
+    for c in cpus:
+        pkg = view.cpus[c].package
+        assert pkg is not None  # cpus above keeps only CPUs with a package id
+        pkg_of[c] = pkg
     by_pkg: dict[int, list[int]] = {}
     for c in cpus:
-        by_pkg.setdefault(view.cpus[c].package, []).append(c)
+        by_pkg.setdefault(pkg_of[c], []).append(c)
     sockets = sorted((tuple(v) for v in by_pkg.values()), key=lambda g: g[0])
     cores = groups_by(lambda c: view.cpus[c].siblings("thread") or (c,))
     node_of = {c: n for n in cpu_nodes for c in nodes[n]}
-    pkg_of = {c: view.cpus[c].package for c in cpus}
 
     llc_level = view.llc_level
     if llc_level is None:
         notes.append("no cache information: one LLC per node and socket assumed")
         llcs = groups_by(lambda c: [o for o in cpus if node_of[o] == node_of[c] and pkg_of[o] == pkg_of[c]])
     else:
-        def llc(c):
+        def llc_shared(c: int) -> tuple[int, ...]:
             cache = view.cpus[c].cache(llc_level)
-            shared = cache.shared if cache else (c,)
+            return cache.shared if cache else (c,)
+
+        def llc(c: int) -> list[int]:
             # Like the kernel, an LLC never crosses a node (x86 topology_sane()).
-            return [o for o in shared if node_of.get(o) == node_of[c]]
+            return [o for o in llc_shared(c) if node_of.get(o) == node_of[c]]
 
         llcs = groups_by(llc)
-        raw = groups_by(lambda c: (view.cpus[c].cache(llc_level).shared if view.cpus[c].cache(llc_level) else (c,)))
+        raw = groups_by(llc_shared)
         if len(raw) != len(llcs):
             notes.append(f"L{llc_level} groups crossing nodes were split at node boundaries")
     clusters = None
@@ -124,8 +131,8 @@ def view_to_spec(view: MachineView, name: str, source: str) -> tuple[str, list[s
         lines += glist("clusters", clusters)
     lines += glist("cores", cores)
     lines += ["", "[numa]", "distances = ["]
-    for row in dist:
-        lines.append("  [" + ", ".join(map(str, row)) + "],")
+    for dist_row in dist:
+        lines.append("  [" + ", ".join(map(str, dist_row)) + "],")
     lines += ["]", "memory_mb = 512", "", "[provenance]"]
     lines.append(f"machine = {_toml_str(view.model or 'captured machine')}")
     lines.append(f"sources = [{_toml_str('lab topo capture: ' + source)}]")

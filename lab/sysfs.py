@@ -18,6 +18,7 @@ import re
 import tarfile
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 from . import cpulist
 from .errors import UserError
@@ -335,7 +336,7 @@ def capture(out: Path, root: Path = Path("/"), top: str = "capture") -> int:
         raise UserError(f"{out}: the capture is a tarball: name it .tar.gz")
     n = 0
     tmp = out.with_name(out.name + ".tmp")
-    mode = "w:gz" if not str(out).endswith(".tar") else "w"
+    mode: Literal["w:gz", "w"] = "w:gz" if not str(out).endswith(".tar") else "w"
     with tarfile.open(tmp, mode) as tf:
         for pattern in CAPTURE_GLOBS:
             for p in sorted(glob.glob(str(root / pattern))):

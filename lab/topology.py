@@ -491,6 +491,7 @@ def from_dict(data: Mapping[str, Any], where: str = "<spec>", default_name: str 
     if has_shape == has_groups:
         raise ctx.err("topology", "give exactly one of [topology] (counts) or [groups] (cpulists)")
 
+    shape: Shape | None  # the groups form has none when the machine is irregular
     if has_shape:
         cpus, shape, numbering, has_clusters = _from_shape(ctx, ctx.table(data, "topology"))
     else:

@@ -2,7 +2,7 @@
 # Set up a fresh Debian/Ubuntu machine for lab, then run something:
 #   scripts/setup.sh            set up only
 #   scripts/setup.sh --main     set up, then the main job: lab's seed scenario on the default kernel
-#   scripts/setup.sh --test     set up, then lint and the whole test suite (unit + VM + kernel build)
+#   scripts/setup.sh --test     set up, then lint, type-check and the whole test suite (unit + VM + kernel build)
 # Idempotent; safe to re-run.  Installs: system packages (apt), the virtualenv
 # (.venv, pip), and the default kernel (Debian's prebuilt, via apt-get download).
 set -eu
@@ -43,6 +43,7 @@ case "${1:-}" in
         ;;
     --test)
         .venv/bin/ruff check lab tests bench scenarios
+        .venv/bin/mypy   # files and settings: [tool.mypy] in pyproject.toml
         exec .venv/bin/pytest
         ;;
     "") ;;

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from typing import Any
 
 import click
 
@@ -88,7 +89,7 @@ def _run_repeated(s, sess, repeat: int, as_json: bool, kernel_info=None, json_li
             _show(o)
     agg = runner.aggregate(outcomes) if repeat > 1 else None
     if as_json:
-        doc = {"runs": [o.to_dict() for o in outcomes]}
+        doc: dict[str, Any] = {"runs": [o.to_dict() for o in outcomes]}
         if agg:
             doc["summary"] = agg
         click.echo(json.dumps(doc, indent=None if json_lines else 1, default=str))

@@ -68,7 +68,7 @@ def show(spec) -> None:
                 if llc[0] not in ncpus:
                     continue
                 lt = nt.add(f"LLC: {cpulist.format(llc)}")
-                parents = [lt]
+                parents: list[tuple[Tree, tuple[int, ...]]]  # (branch, the CPUs under it)
                 if tp.has_clusters:
                     parents = []
                     for cl in tp.groups("cluster"):

@@ -364,6 +364,7 @@ def stage_tools(root: Path, arch: str, tools: list[str] | tuple[str, ...]) -> li
         if e.link is not None:
             os.symlink(e.link, dest)
         else:
+            assert e.source is not None  # an Entry is a symlink (link) or a file (source)
             shutil.copyfile(e.source, dest)
             os.chmod(dest, os.stat(e.source).st_mode & 0o7777)
         staged.append(e.guest)
@@ -378,6 +379,7 @@ def tools_hash(arch: str, tools: list[str] | tuple[str, ...]) -> str:
         if e.link is not None:
             h.update(f"-> {e.link}".encode())
         else:
+            assert e.source is not None  # an Entry is a symlink (link) or a file (source)
             with open(e.source, "rb") as f:
                 for chunk in iter(lambda: f.read(1 << 20), b""):
                     h.update(chunk)

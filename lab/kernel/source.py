@@ -22,6 +22,7 @@ import os
 import re
 import shutil
 import stat
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -218,7 +219,7 @@ def _walk(root: Path):
                     yield r, st
 
 
-def mirror(src: Path, dest: Path, force: set[str] = frozenset()) -> int:
+def mirror(src: Path, dest: Path, force: AbstractSet[str] = frozenset()) -> int:
     """Make *dest* a copy of *src*, copying only files whose size or mtime differ
     (and those in *force*), and deleting files *src* does not have.  Returns the
     number of files copied."""

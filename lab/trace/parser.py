@@ -16,7 +16,7 @@ import gzip
 import lzma
 import re
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -321,7 +321,7 @@ def parse_line(line: str) -> Event | None:
 
 def _events(
     lines: Iterable[str], stats: TraceStats, only: frozenset[str] | None
-) -> Iterator[Event]:
+) -> Generator[Event, None, None]:
     match = _LINE.match
     decoders = _decoders()
     generic = fast_constructor(GenericEvent)
