@@ -6,7 +6,7 @@ numbering) before anything is looked up.  Results are dataclasses with
 ``to_dict()`` for results.json.
 """
 
-from .common import ALL_TASKS, CpuMap, TaskFilter, group_ids
+from .common import ALL_TASKS, CpuMap, TaskFilter, count_by_group, group_ids
 from .numa import NumaAccumulator, NumaBalancing, numa_balancing
 from .placement import (
     Interval,
@@ -14,16 +14,21 @@ from .placement import (
     MigrationAccumulator,
     Migrations,
     MigrationTable,
+    PairedWakeupAccumulator,
+    PathAccumulator,
     Residency,
     ResidencyAccumulator,
+    TaskPath,
     TaskResidency,
     Wakeup,
     WakeupAccumulator,
     WakeupTargets,
     migration_table,
     migrations,
+    paired_wakeups,
     residency,
     run_all,
+    task_paths,
     wakeup_targets,
 )
 from .procfs import (
@@ -47,24 +52,30 @@ __all__ = [
     "Migrations",
     "NumaAccumulator",
     "NumaBalancing",
+    "PairedWakeupAccumulator",
+    "PathAccumulator",
     "ProcFormatError",
     "Residency",
     "ResidencyAccumulator",
     "Schedstat",
     "TaskFilter",
+    "TaskPath",
     "TaskResidency",
     "Wakeup",
     "WakeupAccumulator",
     "WakeupTargets",
+    "count_by_group",
     "group_ids",
     "migration_table",
     "migrations",
     "numa_balancing",
+    "paired_wakeups",
     "parse_schedstat",
     "parse_vmstat",
     "residency",
     "run_all",
     "schedstat_delta",
+    "task_paths",
     "vmstat_delta",
     "wakeup_targets",
 ]

@@ -20,10 +20,12 @@ from ..topology import Topology
 from ..trace.events import (
     Event,
     SchedMigrateTask,
+    SchedProcessExit,
     SchedSwitch,
     SchedWakeup,
+    SchedWakeupNew,
 )
-from .common import CpuMap, TaskFilter, as_filter, group_ids, identity
+from .common import CpuMap, TaskFilter, as_filter, count_by_group, group_ids, identity
 
 
 class Accumulator(Protocol):
@@ -130,6 +132,19 @@ class Residency:
 
     def by_comm(self, comm: str) -> list[TaskResidency]:
         return [t for t in self.tasks.values() if t.comm == comm]
+
+    @property
+    def total(self) -> float:
+        """Seconds of all the tasks together."""
+        return sum(t.total for t in self.tasks.values())
+
+    def by_group(self, topo: Topology, level: str) -> dict[int, float]:
+        """Seconds of all the tasks together per group at *level* (see TaskResidency.by_group)."""
+        out: dict[int, float] = {}
+        for t in self.tasks.values():
+            for g, secs in t.by_group(topo, level).items():
+                out[g] = out.get(g, 0) + secs
+        return dict(sorted(out.items()))
 
     def to_dict(self, intervals: bool = True) -> dict[str, Any]:
         return {
@@ -259,6 +274,7 @@ class Wakeup:
     kind: str  # 'sched_wakeup_new', 'sched_wakeup' or 'sched_waking'
     pid: int  # the wakee
     comm: str
+    prio: int
     waker_pid: int  # the task current on waker_cpu when the event fired
     waker_comm: str
     waker_cpu: int  # the event's CPU column (see SchedWakeup on when that is the waker's)
@@ -271,12 +287,24 @@ class Wakeup:
             "kind": self.kind,
             "pid": self.pid,
             "comm": self.comm,
+            "prio": self.prio,
             "waker_pid": self.waker_pid,
             "waker_comm": self.waker_comm,
             "waker_cpu": self.waker_cpu,
             "target_cpu": self.target_cpu,
             "level": self.level,
         }
+
+    def line(self) -> str:
+        """The wakeup laid out as its trace line (without the flags column), for evidence.
+
+        The CPUs are this record's, so in the numbering the analysis mapped to.
+        """
+        return (
+            f"{self.waker_comm}-{self.waker_pid} [{self.waker_cpu:03d}] {self.ts:.6f}: "
+            f"{self.kind}: comm={self.comm} pid={self.pid} prio={self.prio} "
+            f"target_cpu={self.target_cpu:03d}"
+        )
 
 
 @dataclass
@@ -316,11 +344,7 @@ class WakeupTargets:
 
     def split(self, topo: Topology, level: str, kind: str | None = None) -> dict[int, int]:
         """Targets counted per group at *level* (node ids for 'node'); every group listed."""
-        gid = group_ids(topo, level)
-        out = dict.fromkeys(sorted(set(gid.values())), 0)
-        for cpu in self.targets(kind):
-            out[gid[cpu]] += 1
-        return out
+        return count_by_group(topo, self.targets(kind), level)
 
     def level_counts(self, kind: str | None = None) -> Counter[str]:
         """How far from the waker's CPU the targets landed ('cpu', 'core', 'cluster', 'llc', ...)."""
@@ -375,7 +399,9 @@ class WakeupAccumulator:
         dst = self.cpu_map(ev.target_cpu)
         level = self.topo.common_level(src, dst) if self.topo is not None else None
         self.wakeups.append(
-            Wakeup(ev.ts, ev.NAME, ev.task_pid, ev.task_comm, ev.pid, ev.comm, src, dst, level)
+            Wakeup(
+                ev.ts, ev.NAME, ev.task_pid, ev.task_comm, ev.prio, ev.pid, ev.comm, src, dst, level
+            )
         )
 
     def result(self) -> WakeupTargets:
@@ -395,6 +421,165 @@ def wakeup_targets(
     """Every wakeup of the selected wakees: waker CPU (the event's CPU), target CPU,
     and with a topology the level they share."""
     acc = WakeupAccumulator(topo, task_filter, pids=pids, comms=comms, cpu_map=cpu_map, kinds=kinds)
+    return run_all(events, acc)[0]
+
+
+class PairedWakeupAccumulator:
+    """Each sched_wakeup of a selected task paired with its sched_waking before it.
+
+    Neither event alone says who woke whom where: sched_waking fires in the
+    waker's context (its CPU is the waker's) but its target_cpu is only the
+    wakee's previous CPU; sched_wakeup names the CPU chosen but may fire on
+    that CPU (a queued wakeup).  The pair gives a Wakeup (kind 'sched_wakeup',
+    at the sched_wakeup's time) whose waker is the sched_waking's current task
+    and CPU.  A sched_waking with no sched_wakeup after it (the task was still
+    running) is dropped when the next sched_waking of that task replaces it.
+    """
+
+    def __init__(
+        self,
+        topo: Topology | None = None,
+        task_filter: TaskFilter | None = None,
+        *,
+        pids: Iterable[int] | None = None,
+        comms: Iterable[str] | str | None = None,
+        cpu_map: CpuMap | None = None,
+    ):
+        self.topo = topo
+        self.want = as_filter(task_filter, pids, comms)
+        self.cpu_map = cpu_map or identity
+        self.waking: dict[int, tuple[int, str, int]] = {}  # wakee -> (waker pid, comm, CPU)
+        self.wakeups: list[Wakeup] = []
+
+    def feed(self, ev: Event) -> None:
+        name = ev.NAME
+        if name not in ("sched_waking", "sched_wakeup"):
+            return
+        if not self.want(ev.task_pid, ev.task_comm):
+            return
+        if name == "sched_waking":
+            self.waking[ev.task_pid] = (ev.pid, ev.comm, self.cpu_map(ev.cpu))
+            return
+        waker = self.waking.pop(ev.task_pid, None)
+        if waker is None:
+            return
+        wpid, wcomm, src = waker
+        dst = self.cpu_map(ev.target_cpu)
+        level = self.topo.common_level(src, dst) if self.topo is not None else None
+        self.wakeups.append(
+            Wakeup(ev.ts, name, ev.task_pid, ev.task_comm, ev.prio, wpid, wcomm, src, dst, level)
+        )
+
+    def result(self) -> WakeupTargets:
+        return WakeupTargets(self.wakeups)
+
+
+def paired_wakeups(
+    events: Iterable[Event],
+    topo: Topology | None = None,
+    task_filter: TaskFilter | None = None,
+    *,
+    pids: Iterable[int] | None = None,
+    comms: Iterable[str] | str | None = None,
+    cpu_map: CpuMap | None = None,
+) -> WakeupTargets:
+    """The selected wakees' wakeups with the waker's CPU from the sched_waking before each
+    (see PairedWakeupAccumulator); the trace needs both events."""
+    acc = PairedWakeupAccumulator(topo, task_filter, pids=pids, comms=comms, cpu_map=cpu_map)
+    return run_all(events, acc)[0]
+
+
+# ======================================================================================
+# Placement paths
+# ======================================================================================
+
+
+@dataclass
+class TaskPath:
+    """Where a task was put over time: its sched_wakeup_new target, then every
+    sched_migrate_task destination; each placement lasts until the next."""
+
+    pid: int
+    comm: str
+    path: list[tuple[float, int]] = field(default_factory=list)  # (ts, cpu), in trace order
+    exit_ts: float | None = None  # its sched_process_exit, when traced
+
+    def time_by_group(self, topo: Topology, level: str, start: float, end: float) -> Counter[int]:
+        """Seconds inside [start, end] in each group at *level* (node ids for 'node'),
+        the last placement lasting until *end*; groups in the order the task reached them."""
+        gid = group_ids(topo, level)
+        spent: Counter[int] = Counter()
+        for i, (ts, cpu) in enumerate(self.path):
+            nxt = self.path[i + 1][0] if i + 1 < len(self.path) else end
+            a, b = max(ts, start), min(nxt, end)
+            if b > a:
+                spent[gid[cpu]] += b - a
+        return spent
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "pid": self.pid,
+            "comm": self.comm,
+            "path": [list(p) for p in self.path],
+            "exit_ts": self.exit_ts,
+        }
+
+
+class PathAccumulator:
+    """TaskPath of every selected task, in the order the trace first shows each.
+
+    Placements come from the scheduler's decisions (sched_wakeup_new,
+    sched_migrate_task), which a trace filtered to a few tasks keeps, rather
+    than from sched_switch.  A task's comm is the one its latest migration or
+    exit carries: a thread renamed after fork (perf's 'thread P/T') is
+    reported under its new name.
+    """
+
+    def __init__(
+        self,
+        task_filter: TaskFilter | None = None,
+        *,
+        pids: Iterable[int] | None = None,
+        comms: Iterable[str] | str | None = None,
+        cpu_map: CpuMap | None = None,
+    ):
+        self.want = as_filter(task_filter, pids, comms)
+        self.cpu_map = cpu_map or identity
+        self.paths: dict[int, TaskPath] = {}
+
+    def feed(self, ev: Event) -> None:
+        t = type(ev)
+        if t is not SchedWakeupNew and t is not SchedMigrateTask and t is not SchedProcessExit:
+            return
+        pid, comm = ev.task_pid, ev.task_comm
+        if not self.want(pid, comm):
+            return
+        p = self.paths.get(pid)
+        if p is None:
+            p = self.paths[pid] = TaskPath(pid, comm)
+        if t is SchedWakeupNew:
+            p.path.append((ev.ts, self.cpu_map(ev.target_cpu)))
+            return
+        p.comm = comm
+        if t is SchedMigrateTask:
+            p.path.append((ev.ts, self.cpu_map(ev.dest_cpu)))
+        else:
+            p.exit_ts = ev.ts
+
+    def result(self) -> dict[int, TaskPath]:
+        return self.paths
+
+
+def task_paths(
+    events: Iterable[Event],
+    task_filter: TaskFilter | None = None,
+    *,
+    pids: Iterable[int] | None = None,
+    comms: Iterable[str] | str | None = None,
+    cpu_map: CpuMap | None = None,
+) -> dict[int, TaskPath]:
+    """pid -> where the task was put over time (see PathAccumulator)."""
+    acc = PathAccumulator(task_filter, pids=pids, comms=comms, cpu_map=cpu_map)
     return run_all(events, acc)[0]
 
 
