@@ -8,16 +8,34 @@ PASS or FAIL with its evidence.
 
     class LlcSpreadPinned(Scenario):
         name = "llc-spread-pinned"
+        summary = "threads pinned one per every-other LLC: fork placement must use both sockets"
         seed = "000"
         topologies = ["zen3-2s-mini"]
         requires = [at_least("sockets", 2), at_least("llcs_per_socket", 2)]
         events = ["sched:sched_wakeup_new", "sched:sched_migrate_task"]
 
-        def steps(self, ctx):
-            return 'CPUS=$(labsel llc-firsts every=2)\\nlab_trace_on\\n...'
+        def steps(self, topo):
+            return 'CPUS=$(labsel llc-firsts every=2)\\necho "$CPUS" > allowed\\nlab_trace_on\\n...'
 
         def check(self, r):
-            return [Expectation("targets distinct", ok, evidence=[...])]
+            allowed = r.allowed("allowed")  # the cpulist the guest wrote
+            w = r.wakeups(comms="stream", kinds=["sched_wakeup_new"])
+            piled = w.pileups()  # target CPU -> times chosen, when more than once
+            return [
+                Expectation("every target inside the allowed CPUs", not w.outside(allowed),
+                            evidence=[x.line() for x in w.outside(allowed)]),
+                Expectation("targets distinct", bool(w.wakeups) and not piled,
+                            evidence=[x.line() for x in w.wakeups if x.target_cpu in piled],
+                            figures={f"socket{s}": n for s, n in w.split(r.topo, "socket").items()}),
+            ]
+
+The guest numbers CPUs and nodes its own way; ``Result``'s helpers run
+``lab.analysis`` on a phase's trace and answer in the spec's (the real
+machine's) numbering, so a check() never translates: ``wakeups``,
+``paired_wakeups``, ``migrations`` (with the seed's table by level),
+``residency``, ``numa_balancing``, ``task_paths``; ``allowed``, ``node`` and
+``by_node`` for what the guest wrote.  An expectation that needs more than a
+few lines of computation reads best as a named module-level function.
 """
 
 from __future__ import annotations
@@ -26,16 +44,17 @@ import importlib.util
 import json
 import sys
 import traceback
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 from typing import Any, ClassVar
 
-from . import cpulist
+from . import analysis, cpulist
 from .errors import UserError, unknown
 from .paths import SCENARIOS
 from .topology import Topology
+from .trace import parse_file
 
 # ---- requirements ---------------------------------------------------------------------------
 
@@ -85,6 +104,9 @@ clusters = Requirement("clusters (a level between core and LLC)", lambda t: t.ha
 
 
 # ---- expectations and results ---------------------------------------------------------------
+
+Comms = Iterable[str] | str | None  # what TaskFilter matches: exact names or globs
+Pids = Iterable[int] | None
 
 
 @dataclass
@@ -155,6 +177,25 @@ class Result:
     def cpu_map(self) -> Callable[[int], int]:
         return self.cpu
 
+    def node(self, guest_node: int) -> int:
+        """Guest NUMA node id -> spec node id (a workload's report of where its memory is)."""
+        n2s = self.plan.guest_node_to_spec
+        return n2s[guest_node] if 0 <= guest_node < len(n2s) else guest_node
+
+    def by_node(self, per_node: Mapping[Any, Any]) -> dict[Any, Any]:
+        """A mapping keyed by guest node (a workload's JSON, so string keys too) keyed by spec
+        node instead; a key that names no guest node is kept as it is."""
+        n2s = self.plan.guest_node_to_spec
+        return {
+            n2s[int(k)] if str(k).isdigit() and int(k) < len(n2s) else k: v
+            for k, v in per_node.items()
+        }
+
+    def allowed(self, name: str) -> list[int]:
+        """The cpulist the guest wrote to file *name* (``echo "$CPUS" > allowed``), sorted,
+        in the spec's numbering; [] when the file is missing or empty."""
+        return self.cpus(self.text(name).strip())
+
     # files
     def text(self, name: str) -> str:
         p = self.out / name
@@ -172,20 +213,88 @@ class Result:
         return self.out / f"trace.{phase}.txt"
 
     def events(self, phase: str = "main", only: list[str] | None = None) -> Iterator:
-        """Stream the phase's trace events (guest CPU numbers: pass cpu_map to analysis)."""
-        from .trace import parse_file
-
+        """Stream the phase's raw trace events, in the guest's CPU numbering: the analyses
+        below translate them; use this for what they do not cover."""
         p = self.trace_path(phase)
         if not p.exists():
             return iter(())
         return iter(parse_file(p, only=only))
 
+    # Analyses of a phase's trace (lab.analysis) with every CPU and node in the spec's
+    # numbering, so evidence and figures need no translation.  Each parses only the events
+    # it needs; comms (exact or glob) and pids select tasks as TaskFilter does.
+    def wakeups(
+        self,
+        phase: str = "main",
+        *,
+        comms: Comms = None,
+        pids: Pids = None,
+        kinds: Iterable[str] = ("sched_wakeup_new", "sched_wakeup"),
+    ) -> analysis.WakeupTargets:
+        """Wakeups of the selected wakees: target CPU, the event's CPU as the waker's, level."""
+        kinds = tuple(kinds)
+        evs = self.events(phase, only=list(kinds))
+        return analysis.wakeup_targets(
+            evs, self.topo, pids=pids, comms=comms, cpu_map=self.cpu, kinds=kinds
+        )
+
+    def paired_wakeups(
+        self, phase: str = "main", *, comms: Comms = None, pids: Pids = None
+    ) -> analysis.WakeupTargets:
+        """Each sched_wakeup with the waker's CPU from the sched_waking before it (trace both)."""
+        evs = self.events(phase, only=["sched_waking", "sched_wakeup"])
+        return analysis.paired_wakeups(evs, self.topo, pids=pids, comms=comms, cpu_map=self.cpu)
+
+    def migrations(
+        self,
+        phase: str = "main",
+        *,
+        comms: Comms = None,
+        pids: Pids = None,
+        source: str = "migrate_task",
+        keep: bool = False,
+    ) -> analysis.Migrations:
+        """Migrations classified by level (same core, LLC, node, cross-node: ``.table(node)``);
+        *keep* keeps each one in ``.items``."""
+        only = ["sched_switch" if source == "switch" else "sched_migrate_task"]
+        evs = self.events(phase, only=only)
+        return analysis.migrations(
+            evs, self.topo, pids=pids, comms=comms, cpu_map=self.cpu, source=source, keep=keep
+        )
+
+    def residency(
+        self,
+        phase: str = "main",
+        *,
+        comms: Comms = None,
+        pids: Pids = None,
+        keep_intervals: bool = True,
+    ) -> analysis.Residency:
+        """Each selected task's time per CPU, from sched_switch."""
+        evs = self.events(phase, only=["sched_switch"])
+        return analysis.residency(
+            evs, pids=pids, comms=comms, cpu_map=self.cpu, keep_intervals=keep_intervals
+        )
+
+    def numa_balancing(
+        self, phase: str = "main", *, comms: Comms = None, pids: Pids = None
+    ) -> analysis.NumaBalancing:
+        """sched_move_numa / swap / stick counts, nodes from the CPUs."""
+        evs = self.events(phase, only=["sched_move_numa", "sched_swap_numa", "sched_stick_numa"])
+        return analysis.numa_balancing(evs, self.topo, pids=pids, comms=comms, cpu_map=self.cpu)
+
+    def task_paths(
+        self, phase: str = "main", *, comms: Comms = None, pids: Pids = None
+    ) -> dict[int, analysis.TaskPath]:
+        """pid -> where the task was put over time (fork placement, then each migration)."""
+        only = ["sched_wakeup_new", "sched_migrate_task", "sched_process_exit"]
+        evs = self.events(phase, only=only)
+        return analysis.task_paths(evs, pids=pids, comms=comms, cpu_map=self.cpu)
+
     def lost(self, phase: str = "main") -> int:
         t = self.text(f"trace.{phase}.lost").strip()
         n = int(t) if t.isdigit() else 0
         # [LOST n EVENTS] markers count too.
-        from .trace import parse_file
-
         p = self.trace_path(phase)
         if p.exists():
             r = parse_file(p, only=[])
@@ -196,10 +305,8 @@ class Result:
 
     def vmstat(self, phase: str = "main") -> dict[str, int]:
         """vmstat counters' change over the phase."""
-        from .analysis import parse_vmstat
-
-        before = parse_vmstat(self.text(f"vmstat.{phase}.before") or "")
-        after = parse_vmstat(self.text(f"vmstat.{phase}.after") or "")
+        before = analysis.parse_vmstat(self.text(f"vmstat.{phase}.before") or "")
+        after = analysis.parse_vmstat(self.text(f"vmstat.{phase}.after") or "")
         return {k: after[k] - before.get(k, 0) for k in after}
 
     def phase_seconds(self, phase: str = "main") -> float | None:
