@@ -31,11 +31,12 @@ PASS or FAIL with its evidence.
 
 The guest numbers CPUs and nodes its own way; ``Result``'s helpers run
 ``lab.analysis`` on a phase's trace and answer in the spec's (the real
-machine's) numbering, so a check() never translates: ``wakeups``,
-``paired_wakeups``, ``migrations`` (with the seed's table by level),
-``residency``, ``numa_balancing``, ``task_paths``; ``allowed``, ``node`` and
-``by_node`` for what the guest wrote.  An expectation that needs more than a
-few lines of computation reads best as a named module-level function.
+machine's) numbering, so a check() never translates: ``wakeups`` (with
+``paired=True`` the waker's CPU from sched_waking), ``migrations`` (with the
+seed's table by level), ``residency``, ``numa_balancing``, ``task_paths``;
+``allowed``, ``node`` and ``by_node`` for what the guest wrote.  An
+expectation that needs more than a few lines of computation reads best as a
+named module-level function.
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ import importlib.util
 import json
 import sys
 import traceback
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -104,9 +105,6 @@ clusters = Requirement("clusters (a level between core and LLC)", lambda t: t.ha
 
 
 # ---- expectations and results ---------------------------------------------------------------
-
-Comms = Iterable[str] | str | None  # what TaskFilter matches: exact names or globs
-Pids = Iterable[int] | None
 
 
 @dataclass
@@ -220,76 +218,38 @@ class Result:
             return iter(())
         return iter(parse_file(p, only=only))
 
-    # Analyses of a phase's trace (lab.analysis) with every CPU and node in the spec's
-    # numbering, so evidence and figures need no translation.  Each parses only the events
-    # it needs; comms (exact or glob) and pids select tasks as TaskFilter does.
-    def wakeups(
-        self,
-        phase: str = "main",
-        *,
-        comms: Comms = None,
-        pids: Pids = None,
-        kinds: Iterable[str] = ("sched_wakeup_new", "sched_wakeup"),
-    ) -> analysis.WakeupTargets:
-        """Wakeups of the selected wakees: target CPU, the event's CPU as the waker's, level."""
-        kinds = tuple(kinds)
-        evs = self.events(phase, only=list(kinds))
-        return analysis.wakeup_targets(
-            evs, self.topo, pids=pids, comms=comms, cpu_map=self.cpu, kinds=kinds
-        )
+    # Analyses of a phase's trace: lab.analysis's, given the events they need, the topology
+    # and the guest->spec CPU map, so every CPU and node they report is in the spec's
+    # numbering.  Keyword arguments go to the analysis: comms= and pids= select tasks.
+    def wakeups(self, phase: str = "main", **kw: Any) -> analysis.WakeupTargets:
+        """analysis.wakeup_targets(): each wakeup's waker CPU, target CPU and the level they
+        share; kinds= (default sched_wakeup_new and sched_wakeup), paired=True to take a
+        sched_wakeup's waker CPU from the sched_waking before it."""
+        evs = self.events(phase, only=["sched_wakeup_new", "sched_wakeup", "sched_waking"])
+        return analysis.wakeup_targets(evs, self.topo, cpu_map=self.cpu, **kw)
 
-    def paired_wakeups(
-        self, phase: str = "main", *, comms: Comms = None, pids: Pids = None
-    ) -> analysis.WakeupTargets:
-        """Each sched_wakeup with the waker's CPU from the sched_waking before it (trace both)."""
-        evs = self.events(phase, only=["sched_waking", "sched_wakeup"])
-        return analysis.paired_wakeups(evs, self.topo, pids=pids, comms=comms, cpu_map=self.cpu)
+    def migrations(self, phase: str = "main", **kw: Any) -> analysis.Migrations:
+        """analysis.migrations(): classified by level (same core, LLC, node, cross-node:
+        ``.table(node)``); keep=True keeps each in ``.items``; source='switch' for what
+        sched_switch shows instead of sched_migrate_task."""
+        only = ["sched_switch" if kw.get("source") == "switch" else "sched_migrate_task"]
+        return analysis.migrations(self.events(phase, only=only), self.topo, cpu_map=self.cpu, **kw)
 
-    def migrations(
-        self,
-        phase: str = "main",
-        *,
-        comms: Comms = None,
-        pids: Pids = None,
-        source: str = "migrate_task",
-        keep: bool = False,
-    ) -> analysis.Migrations:
-        """Migrations classified by level (same core, LLC, node, cross-node: ``.table(node)``);
-        *keep* keeps each one in ``.items``."""
-        only = ["sched_switch" if source == "switch" else "sched_migrate_task"]
-        evs = self.events(phase, only=only)
-        return analysis.migrations(
-            evs, self.topo, pids=pids, comms=comms, cpu_map=self.cpu, source=source, keep=keep
-        )
-
-    def residency(
-        self,
-        phase: str = "main",
-        *,
-        comms: Comms = None,
-        pids: Pids = None,
-        keep_intervals: bool = True,
-    ) -> analysis.Residency:
-        """Each selected task's time per CPU, from sched_switch."""
+    def residency(self, phase: str = "main", **kw: Any) -> analysis.Residency:
+        """analysis.residency(): each task's time per CPU, from sched_switch."""
         evs = self.events(phase, only=["sched_switch"])
-        return analysis.residency(
-            evs, pids=pids, comms=comms, cpu_map=self.cpu, keep_intervals=keep_intervals
-        )
+        return analysis.residency(evs, cpu_map=self.cpu, **kw)
 
-    def numa_balancing(
-        self, phase: str = "main", *, comms: Comms = None, pids: Pids = None
-    ) -> analysis.NumaBalancing:
-        """sched_move_numa / swap / stick counts, nodes from the CPUs."""
+    def numa_balancing(self, phase: str = "main", **kw: Any) -> analysis.NumaBalancing:
+        """analysis.numa_balancing(): sched_move_numa / swap / stick counts, per task too."""
         evs = self.events(phase, only=["sched_move_numa", "sched_swap_numa", "sched_stick_numa"])
-        return analysis.numa_balancing(evs, self.topo, pids=pids, comms=comms, cpu_map=self.cpu)
+        return analysis.numa_balancing(evs, self.topo, cpu_map=self.cpu, **kw)
 
-    def task_paths(
-        self, phase: str = "main", *, comms: Comms = None, pids: Pids = None
-    ) -> dict[int, analysis.TaskPath]:
-        """pid -> where the task was put over time (fork placement, then each migration)."""
+    def task_paths(self, phase: str = "main", **kw: Any) -> dict[int, analysis.TaskPath]:
+        """analysis.task_paths(): pid -> where the task was put over time (fork placement,
+        then each migration); pids= only, select by the result's comm (names change)."""
         only = ["sched_wakeup_new", "sched_migrate_task", "sched_process_exit"]
-        evs = self.events(phase, only=only)
-        return analysis.task_paths(evs, pids=pids, comms=comms, cpu_map=self.cpu)
+        return analysis.task_paths(self.events(phase, only=only), cpu_map=self.cpu, **kw)
 
     def lost(self, phase: str = "main") -> int:
         t = self.text(f"trace.{phase}.lost").strip()

@@ -68,7 +68,7 @@ lab_trace_off
 
     def check(self, r):
         allowed = r.allowed("allowed") or r.topo.cpu_ids
-        w = r.paired_wakeups(PHASE, comms=COMM)
+        w = r.wakeups(PHASE, comms=COMM, kinds=["sched_wakeup"], paired=True)
         n, c, outside = len(w.wakeups), landing(w), w.outside(allowed)
         share = {k: (v / n if n else 0.0) for k, v in c.items()}
         in_cluster = share["cpu"] + share["cluster"]

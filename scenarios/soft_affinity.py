@@ -65,11 +65,11 @@ def hard_affinity(r, m, times) -> Expectation:
         f"dest_cpu={x.dst} (node {x.dst_node})"
         for x in cross
     ]
-    no_time = f"hackbench did not report a time: {r.step('hard_a').err.strip() or r.step('hard_b').err.strip()}"
+    err = r.step("hard_a").err.strip() or r.step("hard_b").err.strip()
     return Expectation(
         "hard affinity: no cross-node migration of a hackbench task",
         ran and not cross,
-        evidence=lines or ([] if ran else [no_time]),
+        evidence=lines or ([] if ran else [f"hackbench did not report a time: {err}"]),
         figures={"migrations": m.total, "cross_node": len(cross), **levels(m)},
         note=""
         if not cross

@@ -371,6 +371,17 @@ class WakeupTargets:
 
 
 class WakeupAccumulator:
+    """Wakeups of the selected wakees, of the given *kinds*.
+
+    The waker is the event's current task and CPU.  That is not always so for
+    sched_wakeup: it may fire on the target CPU (a queued wakeup), while
+    sched_waking always fires in the waker's context but names only the
+    wakee's previous CPU.  With *paired*, a sched_wakeup takes its waker from
+    the same task's sched_waking before it (trace both events), and one
+    without a sched_waking is left out; a sched_waking with no sched_wakeup
+    after it (the task was still running) is replaced by the task's next one.
+    """
+
     def __init__(
         self,
         topo: Topology | None = None,
@@ -380,6 +391,7 @@ class WakeupAccumulator:
         comms: Iterable[str] | str | None = None,
         cpu_map: CpuMap | None = None,
         kinds: Iterable[str] = ("sched_wakeup_new", "sched_wakeup"),
+        paired: bool = False,
     ):
         self.topo = topo
         self.want = as_filter(task_filter, pids, comms)
@@ -388,20 +400,33 @@ class WakeupAccumulator:
         unknown = self.kinds - set(WAKEUP_KINDS)
         if unknown:
             raise ValueError(f"unknown wakeup kinds {sorted(unknown)}; known: {list(WAKEUP_KINDS)}")
+        if paired and "sched_waking" in self.kinds:
+            raise ValueError("paired takes the waker from sched_waking: it cannot also be a kind")
+        self.paired = paired
+        self.waking: dict[int, tuple[int, str, int]] = {}  # wakee -> (waker pid, comm, CPU)
         self.wakeups: list[Wakeup] = []
 
     def feed(self, ev: Event) -> None:
-        if not isinstance(ev, SchedWakeup) or ev.NAME not in self.kinds:
+        if not isinstance(ev, SchedWakeup):
             return
-        if not self.want(ev.task_pid, ev.task_comm):
+        name = ev.NAME
+        if self.paired and name == "sched_waking":
+            if self.want(ev.task_pid, ev.task_comm):
+                self.waking[ev.task_pid] = (ev.pid, ev.comm, self.cpu_map(ev.cpu))
             return
-        src = self.cpu_map(ev.cpu)
+        if name not in self.kinds or not self.want(ev.task_pid, ev.task_comm):
+            return
+        if self.paired and name == "sched_wakeup":
+            waker = self.waking.pop(ev.task_pid, None)
+            if waker is None:
+                return
+        else:
+            waker = (ev.pid, ev.comm, self.cpu_map(ev.cpu))
+        wpid, wcomm, src = waker
         dst = self.cpu_map(ev.target_cpu)
         level = self.topo.common_level(src, dst) if self.topo is not None else None
         self.wakeups.append(
-            Wakeup(
-                ev.ts, ev.NAME, ev.task_pid, ev.task_comm, ev.prio, ev.pid, ev.comm, src, dst, level
-            )
+            Wakeup(ev.ts, name, ev.task_pid, ev.task_comm, ev.prio, wpid, wcomm, src, dst, level)
         )
 
     def result(self) -> WakeupTargets:
@@ -417,75 +442,14 @@ def wakeup_targets(
     comms: Iterable[str] | str | None = None,
     cpu_map: CpuMap | None = None,
     kinds: Iterable[str] = ("sched_wakeup_new", "sched_wakeup"),
+    paired: bool = False,
 ) -> WakeupTargets:
-    """Every wakeup of the selected wakees: waker CPU (the event's CPU), target CPU,
-    and with a topology the level they share."""
-    acc = WakeupAccumulator(topo, task_filter, pids=pids, comms=comms, cpu_map=cpu_map, kinds=kinds)
-    return run_all(events, acc)[0]
-
-
-class PairedWakeupAccumulator:
-    """Each sched_wakeup of a selected task paired with its sched_waking before it.
-
-    Neither event alone says who woke whom where: sched_waking fires in the
-    waker's context (its CPU is the waker's) but its target_cpu is only the
-    wakee's previous CPU; sched_wakeup names the CPU chosen but may fire on
-    that CPU (a queued wakeup).  The pair gives a Wakeup (kind 'sched_wakeup',
-    at the sched_wakeup's time) whose waker is the sched_waking's current task
-    and CPU.  A sched_waking with no sched_wakeup after it (the task was still
-    running) is dropped when the next sched_waking of that task replaces it.
-    """
-
-    def __init__(
-        self,
-        topo: Topology | None = None,
-        task_filter: TaskFilter | None = None,
-        *,
-        pids: Iterable[int] | None = None,
-        comms: Iterable[str] | str | None = None,
-        cpu_map: CpuMap | None = None,
-    ):
-        self.topo = topo
-        self.want = as_filter(task_filter, pids, comms)
-        self.cpu_map = cpu_map or identity
-        self.waking: dict[int, tuple[int, str, int]] = {}  # wakee -> (waker pid, comm, CPU)
-        self.wakeups: list[Wakeup] = []
-
-    def feed(self, ev: Event) -> None:
-        name = ev.NAME
-        if name not in ("sched_waking", "sched_wakeup"):
-            return
-        if not self.want(ev.task_pid, ev.task_comm):
-            return
-        if name == "sched_waking":
-            self.waking[ev.task_pid] = (ev.pid, ev.comm, self.cpu_map(ev.cpu))
-            return
-        waker = self.waking.pop(ev.task_pid, None)
-        if waker is None:
-            return
-        wpid, wcomm, src = waker
-        dst = self.cpu_map(ev.target_cpu)
-        level = self.topo.common_level(src, dst) if self.topo is not None else None
-        self.wakeups.append(
-            Wakeup(ev.ts, name, ev.task_pid, ev.task_comm, ev.prio, wpid, wcomm, src, dst, level)
-        )
-
-    def result(self) -> WakeupTargets:
-        return WakeupTargets(self.wakeups)
-
-
-def paired_wakeups(
-    events: Iterable[Event],
-    topo: Topology | None = None,
-    task_filter: TaskFilter | None = None,
-    *,
-    pids: Iterable[int] | None = None,
-    comms: Iterable[str] | str | None = None,
-    cpu_map: CpuMap | None = None,
-) -> WakeupTargets:
-    """The selected wakees' wakeups with the waker's CPU from the sched_waking before each
-    (see PairedWakeupAccumulator); the trace needs both events."""
-    acc = PairedWakeupAccumulator(topo, task_filter, pids=pids, comms=comms, cpu_map=cpu_map)
+    """Every wakeup of the selected wakees: waker CPU (the event's CPU, or with *paired*
+    the sched_waking's: see WakeupAccumulator), target CPU, and with a topology the level
+    they share."""
+    acc = WakeupAccumulator(
+        topo, task_filter, pids=pids, comms=comms, cpu_map=cpu_map, kinds=kinds, paired=paired
+    )
     return run_all(events, acc)[0]
 
 
@@ -526,24 +490,19 @@ class TaskPath:
 
 
 class PathAccumulator:
-    """TaskPath of every selected task, in the order the trace first shows each.
+    """TaskPath of every task (or of *pids*), in the order the trace first shows each.
 
     Placements come from the scheduler's decisions (sched_wakeup_new,
     sched_migrate_task), which a trace filtered to a few tasks keeps, rather
     than from sched_switch.  A task's comm is the one its latest migration or
     exit carries: a thread renamed after fork (perf's 'thread P/T') is
-    reported under its new name.
+    reported under its new name.  That is why tasks are selected by pid, not
+    comm: matching each event's comm would drop the placements made under the
+    first name; select on ``TaskPath.comm`` in the result instead.
     """
 
-    def __init__(
-        self,
-        task_filter: TaskFilter | None = None,
-        *,
-        pids: Iterable[int] | None = None,
-        comms: Iterable[str] | str | None = None,
-        cpu_map: CpuMap | None = None,
-    ):
-        self.want = as_filter(task_filter, pids, comms)
+    def __init__(self, pids: Iterable[int] | None = None, cpu_map: CpuMap | None = None):
+        self.pids = frozenset(pids) if pids is not None else None
         self.cpu_map = cpu_map or identity
         self.paths: dict[int, TaskPath] = {}
 
@@ -552,7 +511,7 @@ class PathAccumulator:
         if t is not SchedWakeupNew and t is not SchedMigrateTask and t is not SchedProcessExit:
             return
         pid, comm = ev.task_pid, ev.task_comm
-        if not self.want(pid, comm):
+        if self.pids is not None and pid not in self.pids:
             return
         p = self.paths.get(pid)
         if p is None:
@@ -571,16 +530,10 @@ class PathAccumulator:
 
 
 def task_paths(
-    events: Iterable[Event],
-    task_filter: TaskFilter | None = None,
-    *,
-    pids: Iterable[int] | None = None,
-    comms: Iterable[str] | str | None = None,
-    cpu_map: CpuMap | None = None,
+    events: Iterable[Event], pids: Iterable[int] | None = None, cpu_map: CpuMap | None = None
 ) -> dict[int, TaskPath]:
     """pid -> where the task was put over time (see PathAccumulator)."""
-    acc = PathAccumulator(task_filter, pids=pids, comms=comms, cpu_map=cpu_map)
-    return run_all(events, acc)[0]
+    return run_all(events, PathAccumulator(pids, cpu_map))[0]
 
 
 # ======================================================================================

@@ -11,7 +11,6 @@ from hypothesis import strategies as st
 
 from lab.analysis import (
     MigrationAccumulator,
-    PairedWakeupAccumulator,
     PathAccumulator,
     ResidencyAccumulator,
     TaskFilter,
@@ -19,7 +18,6 @@ from lab.analysis import (
     count_by_group,
     migration_table,
     migrations,
-    paired_wakeups,
     residency,
     run_all,
     task_paths,
@@ -294,27 +292,35 @@ PAIRED = [
 
 
 def test_paired_wakeups_take_the_waker_cpu_from_sched_waking():
-    w = paired_wakeups(parse(PAIRED), CLUSTERS, comms="pong")
-    assert [(x.ts, x.waker_cpu, x.target_cpu, x.level) for x in w.wakeups] == [
+    def paired(**kw):
+        return wakeup_targets(parse(PAIRED), kinds=["sched_wakeup"], paired=True, **kw).wakeups
+
+    w = paired(topo=CLUSTERS, comms="pong")
+    assert [(x.ts, x.waker_cpu, x.target_cpu, x.level) for x in w] == [
         (1.1, 0, 1, "cluster"),
         (2.6, 2, 4, "socket"),
     ]
-    first = w.wakeups[0]
-    assert (first.kind, first.pid, first.comm, first.waker_pid, first.waker_comm) == (
+    assert (w[0].kind, w[0].pid, w[0].comm, w[0].waker_pid, w[0].waker_comm) == (
         "sched_wakeup",
         11,
         "pong",
         10,
         "ping",
     )
-    assert len(paired_wakeups(parse(PAIRED)).wakeups) == 3  # every task: the kworker too
-    mapped = paired_wakeups(parse(PAIRED), CLUSTERS, pids=[11], cpu_map=lambda g: 7 - g)
-    assert [(x.waker_cpu, x.target_cpu, x.level) for x in mapped.wakeups] == [
+    assert len(paired()) == 3  # every task: the kworker too
+    mapped = paired(topo=CLUSTERS, pids=[11], cpu_map=lambda g: 7 - g)
+    assert [(x.waker_cpu, x.target_cpu, x.level) for x in mapped] == [
         (7, 6, "cluster"),
         (5, 3, "socket"),
     ]
-    (one,) = run_all(parse(PAIRED), PairedWakeupAccumulator(None, comms="pong"))
-    assert [x.level for x in one.wakeups] == [None, None]
+    assert [x.level for x in paired(comms="pong")] == [None, None]
+    # A new task has no sched_waking: sched_wakeup_new keeps its own CPU as the waker's.
+    (acc,) = run_all(parse(PAIRED), WakeupAccumulator(CLUSTERS, pids=[12], paired=True))
+    assert [(x.kind, x.waker_pid, x.waker_cpu) for x in acc.wakeups] == [
+        ("sched_wakeup_new", 11, 6)
+    ]
+    with pytest.raises(ValueError, match="paired"):
+        wakeup_targets(parse(PAIRED), kinds=["sched_waking"], paired=True)
 
 
 PATHS = [
@@ -343,9 +349,8 @@ def test_task_paths_follow_fork_placement_then_migrations():
     json.dumps(a.to_dict())
     mapped = task_paths(parse(PATHS), pids=[21], cpu_map=lambda g: 15 - g)
     assert list(mapped) == [21] and mapped[21].path == [(1.0, 14), (2.0, 6), (4.0, 13)]
-    # comms match the name each event carries: the fork placement was under 'main'
-    (named,) = run_all(parse(PATHS), PathAccumulator(comms="worker 0"))
-    assert named[21].path == [(2.0, 9), (4.0, 2)]
+    (one,) = run_all(parse(PATHS), PathAccumulator([22, 30]))
+    assert list(one) == [22, 30]
 
 
 # ---- migrations ----------------------------------------------------------------------------

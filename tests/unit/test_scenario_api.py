@@ -114,7 +114,7 @@ def test_result_helpers_answer_in_the_spec_numbering(tmp_path):
     assert (new.waker_cpu, new.target_cpu, new.level) == (16, 8, "machine")
     assert new.line().startswith("stream-10 [016] 1.000000: sched_wakeup_new:")
     assert [x.target_cpu for x in r.wakeups(comms="stream").wakeups] == [8, 9]
-    (pair,) = r.paired_wakeups(comms="stream").wakeups
+    (pair,) = r.wakeups(comms="stream", kinds=["sched_wakeup"], paired=True).wakeups
     assert (pair.waker_cpu, pair.target_cpu, pair.level) == (8, 9, "llc")
     m = r.migrations(comms="stream", keep=True)
     assert [(x.src, x.dst, x.cross_node) for x in m.items] == [(8, 0, True)]
