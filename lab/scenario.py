@@ -8,16 +8,35 @@ PASS or FAIL with its evidence.
 
     class LlcSpreadPinned(Scenario):
         name = "llc-spread-pinned"
+        summary = "threads pinned one per every-other LLC: fork placement must use both sockets"
         seed = "000"
         topologies = ["zen3-2s-mini"]
         requires = [at_least("sockets", 2), at_least("llcs_per_socket", 2)]
         events = ["sched:sched_wakeup_new", "sched:sched_migrate_task"]
 
-        def steps(self, ctx):
-            return 'CPUS=$(labsel llc-firsts every=2)\\nlab_trace_on\\n...'
+        def steps(self, topo):
+            return 'CPUS=$(labsel llc-firsts every=2)\\necho "$CPUS" > allowed\\nlab_trace_on\\n...'
 
         def check(self, r):
-            return [Expectation("targets distinct", ok, evidence=[...])]
+            allowed = r.allowed("allowed")  # the cpulist the guest wrote
+            w = r.wakeups(comms="stream", kinds=["sched_wakeup_new"])
+            piled = w.pileups()  # target CPU -> times chosen, when more than once
+            return [
+                Expectation("every target inside the allowed CPUs", not w.outside(allowed),
+                            evidence=[x.line() for x in w.outside(allowed)]),
+                Expectation("targets distinct", bool(w.wakeups) and not piled,
+                            evidence=[x.line() for x in w.wakeups if x.target_cpu in piled],
+                            figures={f"socket{s}": n for s, n in w.split(r.topo, "socket").items()}),
+            ]
+
+The guest numbers CPUs and nodes its own way; ``Result``'s helpers run
+``lab.analysis`` on a phase's trace and answer in the spec's (the real
+machine's) numbering, so a check() never translates: ``wakeups`` (with
+``paired=True`` the waker's CPU from sched_waking), ``migrations`` (with the
+seed's table by level), ``residency``, ``numa_balancing``, ``task_paths``;
+``allowed``, ``node`` and ``by_node`` for what the guest wrote.  An
+expectation that needs more than a few lines of computation reads best as a
+named module-level function.
 """
 
 from __future__ import annotations
@@ -26,16 +45,17 @@ import importlib.util
 import json
 import sys
 import traceback
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 from typing import Any, ClassVar
 
-from . import cpulist
+from . import analysis, cpulist
 from .errors import UserError, unknown
 from .paths import SCENARIOS
 from .topology import Topology
+from .trace import parse_file
 
 # ---- requirements ---------------------------------------------------------------------------
 
@@ -155,6 +175,25 @@ class Result:
     def cpu_map(self) -> Callable[[int], int]:
         return self.cpu
 
+    def node(self, guest_node: int) -> int:
+        """Guest NUMA node id -> spec node id (a workload's report of where its memory is)."""
+        n2s = self.plan.guest_node_to_spec
+        return n2s[guest_node] if 0 <= guest_node < len(n2s) else guest_node
+
+    def by_node(self, per_node: Mapping[Any, Any]) -> dict[Any, Any]:
+        """A mapping keyed by guest node (a workload's JSON, so string keys too) keyed by spec
+        node instead; a key that names no guest node is kept as it is."""
+        n2s = self.plan.guest_node_to_spec
+        return {
+            n2s[int(k)] if str(k).isdigit() and int(k) < len(n2s) else k: v
+            for k, v in per_node.items()
+        }
+
+    def allowed(self, name: str) -> list[int]:
+        """The cpulist the guest wrote to file *name* (``echo "$CPUS" > allowed``), sorted,
+        in the spec's numbering; [] when the file is missing or empty."""
+        return self.cpus(self.text(name).strip())
+
     # files
     def text(self, name: str) -> str:
         p = self.out / name
@@ -172,20 +211,50 @@ class Result:
         return self.out / f"trace.{phase}.txt"
 
     def events(self, phase: str = "main", only: list[str] | None = None) -> Iterator:
-        """Stream the phase's trace events (guest CPU numbers: pass cpu_map to analysis)."""
-        from .trace import parse_file
-
+        """Stream the phase's raw trace events, in the guest's CPU numbering: the analyses
+        below translate them; use this for what they do not cover."""
         p = self.trace_path(phase)
         if not p.exists():
             return iter(())
         return iter(parse_file(p, only=only))
 
+    # Analyses of a phase's trace: lab.analysis's, given the events they need, the topology
+    # and the guest->spec CPU map, so every CPU and node they report is in the spec's
+    # numbering.  Keyword arguments go to the analysis: comms= and pids= select tasks.
+    def wakeups(self, phase: str = "main", **kw: Any) -> analysis.WakeupTargets:
+        """analysis.wakeup_targets(): each wakeup's waker CPU, target CPU and the level they
+        share; kinds= (default sched_wakeup_new and sched_wakeup), paired=True to take a
+        sched_wakeup's waker CPU from the sched_waking before it."""
+        evs = self.events(phase, only=["sched_wakeup_new", "sched_wakeup", "sched_waking"])
+        return analysis.wakeup_targets(evs, self.topo, cpu_map=self.cpu, **kw)
+
+    def migrations(self, phase: str = "main", **kw: Any) -> analysis.Migrations:
+        """analysis.migrations(): classified by level (same core, LLC, node, cross-node:
+        ``.table(node)``); keep=True keeps each in ``.items``; source='switch' for what
+        sched_switch shows instead of sched_migrate_task."""
+        only = ["sched_switch" if kw.get("source") == "switch" else "sched_migrate_task"]
+        return analysis.migrations(self.events(phase, only=only), self.topo, cpu_map=self.cpu, **kw)
+
+    def residency(self, phase: str = "main", **kw: Any) -> analysis.Residency:
+        """analysis.residency(): each task's time per CPU, from sched_switch."""
+        evs = self.events(phase, only=["sched_switch"])
+        return analysis.residency(evs, cpu_map=self.cpu, **kw)
+
+    def numa_balancing(self, phase: str = "main", **kw: Any) -> analysis.NumaBalancing:
+        """analysis.numa_balancing(): sched_move_numa / swap / stick counts, per task too."""
+        evs = self.events(phase, only=["sched_move_numa", "sched_swap_numa", "sched_stick_numa"])
+        return analysis.numa_balancing(evs, self.topo, cpu_map=self.cpu, **kw)
+
+    def task_paths(self, phase: str = "main", **kw: Any) -> dict[int, analysis.TaskPath]:
+        """analysis.task_paths(): pid -> where the task was put over time (fork placement,
+        then each migration); pids= only, select by the result's comm (names change)."""
+        only = ["sched_wakeup_new", "sched_migrate_task", "sched_process_exit"]
+        return analysis.task_paths(self.events(phase, only=only), cpu_map=self.cpu, **kw)
+
     def lost(self, phase: str = "main") -> int:
         t = self.text(f"trace.{phase}.lost").strip()
         n = int(t) if t.isdigit() else 0
         # [LOST n EVENTS] markers count too.
-        from .trace import parse_file
-
         p = self.trace_path(phase)
         if p.exists():
             r = parse_file(p, only=[])
@@ -196,10 +265,8 @@ class Result:
 
     def vmstat(self, phase: str = "main") -> dict[str, int]:
         """vmstat counters' change over the phase."""
-        from .analysis import parse_vmstat
-
-        before = parse_vmstat(self.text(f"vmstat.{phase}.before") or "")
-        after = parse_vmstat(self.text(f"vmstat.{phase}.after") or "")
+        before = analysis.parse_vmstat(self.text(f"vmstat.{phase}.before") or "")
+        after = analysis.parse_vmstat(self.text(f"vmstat.{phase}.after") or "")
         return {k: after[k] - before.get(k, 0) for k in after}
 
     def phase_seconds(self, phase: str = "main") -> float | None:

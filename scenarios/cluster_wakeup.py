@@ -19,8 +19,6 @@ the first idle CPU it finds, in either cluster.
 
 from __future__ import annotations
 
-from collections import Counter
-
 from lab.scenario import Expectation, Scenario, clusters
 
 PHASE = "main"
@@ -30,38 +28,12 @@ MOSTLY = 0.5  # the share of wakeups in the waker's cluster that passes
 PATCH = '8881e1639f1f ("sched/fair: Scan cluster before scanning LLC in wake-up path", v6.7)'
 
 
-def wakeup_pairs(events, cpu_map, comm: str = COMM):
-    """(waker_cpu, target_cpu, wakee_pid, ts) for each sched_waking followed by a
-    sched_wakeup of the same task.  Wakeups of tasks already running (no
-    sched_wakeup) are skipped."""
-    pending: dict[int, int] = {}
-    out = []
-    for e in events:
-        n = e.name
-        if e.task_comm != comm:
-            continue
-        if n == "sched_waking":
-            pending[e.task_pid] = cpu_map(e.cpu)
-        elif n == "sched_wakeup":
-            src = pending.pop(e.task_pid, None)
-            if src is not None:
-                out.append((src, cpu_map(e.target_cpu), e.task_pid, e.ts))
-    return out
-
-
-def classify(topo, pairs) -> Counter[str]:
-    """'cpu' / 'cluster' (same cluster or core) / 'llc' (rest of the LLC) / 'elsewhere'."""
-    c: Counter[str] = Counter()
-    for src, dst, _, _ in pairs:
-        lv = topo.common_level(src, dst)
-        if lv == "cpu":
-            c["cpu"] += 1
-        elif lv in ("core", "cluster"):
-            c["cluster"] += 1
-        elif lv == "llc":
-            c["llc"] += 1
-        else:
-            c["elsewhere"] += 1
+def landing(w) -> dict[str, int]:
+    """Wakeups by where they landed from the waker's CPU: that CPU, its cluster (an SMT
+    sibling counts: it is in the cluster), the rest of its LLC, or elsewhere."""
+    lv = w.level_counts()
+    c = {"cpu": lv["cpu"], "cluster": lv["core"] + lv["cluster"], "llc": lv["llc"]}
+    c["elsewhere"] = len(w.wakeups) - sum(c.values())
     return c
 
 
@@ -95,20 +67,11 @@ lab_trace_off
 """
 
     def check(self, r):
-        topo = r.topo
-        allowed = (
-            set(r.cpus(r.text("allowed").strip()))
-            if r.text("allowed").strip()
-            else set(topo.cpu_ids)
-        )
-        pairs = wakeup_pairs(r.events(PHASE, only=["sched_waking", "sched_wakeup"]), r.cpu_map)
-        c = classify(topo, pairs)
-        n = len(pairs)
-        share = {k: (c.get(k, 0) / n if n else 0.0) for k in ("cpu", "cluster", "llc", "elsewhere")}
+        allowed = r.allowed("allowed") or r.topo.cpu_ids
+        w = r.wakeups(PHASE, comms=COMM, kinds=["sched_wakeup"], paired=True)
+        n, c, outside = len(w.wakeups), landing(w), w.outside(allowed)
+        share = {k: (v / n if n else 0.0) for k, v in c.items()}
         in_cluster = share["cpu"] + share["cluster"]
-        outside = [(s, d, p, ts) for s, d, p, ts in pairs if d not in allowed]
-        step = r.step("pingpong")
-        rtt = step.json.get("total_rtt_per_s")
         return [
             Expectation(
                 "wakeups observed (sched_waking paired with sched_wakeup)",
@@ -116,7 +79,7 @@ lab_trace_off
                 figures={
                     "wakeups": n,
                     "pairs": int(r.text("pairs").strip() or 0),
-                    "total_rtt_per_s": rtt,
+                    "total_rtt_per_s": r.step("pingpong").json.get("total_rtt_per_s"),
                 },
                 note="" if n else "no pingpong wakeups in the trace",
             ),
@@ -124,15 +87,15 @@ lab_trace_off
                 "every wakeup inside the node the pairs are restricted to",
                 n > 0 and not outside,
                 evidence=[
-                    f"{ts:.6f}: pid {p} woken from CPU {s} onto CPU {d}"
-                    for s, d, p, ts in outside[:20]
+                    f"{x.ts:.6f}: pid {x.pid} woken from CPU {x.waker_cpu} onto CPU {x.target_cpu}"
+                    for x in outside[:20]
                 ],
                 figures={"outside": len(outside)},
             ),
             Expectation(
                 "most wakeups land in the waker's cluster",
                 n > 0 and in_cluster >= MOSTLY,
-                evidence=[f"{k}: {c.get(k, 0)} of {n} ({share[k]:.1%})" for k in share],
+                evidence=[f"{k}: {c[k]} of {n} ({share[k]:.1%})" for k in share],
                 figures={
                     "same_cpu": round(share["cpu"], 3),
                     "waker_cluster": round(in_cluster, 3),

@@ -8,15 +8,29 @@ of the socket were allowed.  Here: on a topology with L LLCs per socket, pin one
 every other LLC, start as many threads as pinned CPUs, and look at sched_wakeup_new.
 """
 
-from collections import Counter
-
+from lab.analysis import count_by_group
 from lab.scenario import Expectation, Scenario, at_least
 
+COMM = "stream"
 
-def line(r, e, target):
-    return (
-        f"{e.comm}-{e.pid} [{r.cpu(e.cpu):03d}] {e.ts:.6f}: sched_wakeup_new: "
-        f"comm={e.task_comm} pid={e.task_pid} prio={e.prio} target_cpu={target:03d}"
+
+def socket_split(r, w, allowed, migs, cause):
+    """Fork targets per socket against the allowed CPUs per socket, and how long after the
+    first fork the workers stopped moving."""
+    per_socket = w.split(r.topo, "socket")
+    allowed_per_socket = {s: n for s, n in count_by_group(r.topo, allowed, "socket").items() if n}
+    split = {f"socket{s}": per_socket[s] for s in allowed_per_socket}
+    even = len(w.wakeups) == len(allowed) and all(
+        per_socket[s] == n for s, n in allowed_per_socket.items()
+    )
+    first_ts = w.wakeups[0].ts if w.wakeups else 0.0
+    last_mig = max((m.ts for m in migs), default=first_ts)
+    return Expectation(
+        "even split between sockets",
+        even,
+        evidence=[] if even else [f"targets per socket {split}, allowed per socket {allowed_per_socket}"],
+        figures={**split, "migrations": len(migs), "stable_after_s": round(last_mig - first_ts, 3)},
+        note=cause,
     )
 
 
@@ -40,34 +54,13 @@ lab_trace_off
 """
 
     def check(self, r):
-        allowed = r.cpus(r.text("allowed").strip())
-        news, migs = [], []
-        for e in r.events(only=["sched_wakeup_new", "sched_migrate_task"]):
-            if e.name == "sched_wakeup_new" and e.task_comm == "stream":
-                news.append(e)
-            elif e.name == "sched_migrate_task" and e.task_comm == "stream":
-                migs.append(e)
+        allowed = r.allowed("allowed")
+        w = r.wakeups(comms=COMM, kinds=["sched_wakeup_new"])
+        news, targets, outside, piled = w.wakeups, w.targets(), w.outside(allowed), w.pileups()
         # The worker threads are the forked tasks; the main thread only forks and joins.
-        workers = {e.task_pid for e in news}
-        migs = [e for e in migs if e.task_pid in workers]
-        targets = [r.cpu(e.target_cpu) for e in news]
-        sock = {c: r.topo.cpu(c).socket for c in r.topo.cpu_ids}
-        per_socket = Counter(sock[c] for c in targets)
-        allowed_per_socket = Counter(sock[c] for c in allowed)
+        workers = {x.pid for x in news}
+        migs = [m for m in r.migrations(comms=COMM, keep=True).items if m.pid in workers]
         cause = self.cause(r)
-        inside = [line(r, e, t) for e, t in zip(news, targets, strict=True) if t not in allowed]
-        dup = Counter(targets)
-        piled = [line(r, e, t) for e, t in zip(news, targets, strict=True) if dup[t] > 1]
-        first_ts = news[0].ts if news else 0.0
-        last_mig = max((e.ts for e in migs), default=first_ts)
-        mig_lines = [
-            f"{e.ts:.6f}: sched_migrate_task: pid={e.task_pid} orig_cpu={r.cpu(e.orig_cpu)} dest_cpu={r.cpu(e.dest_cpu)}"
-            for e in migs
-        ]
-        split = {f"socket{s}": per_socket.get(s, 0) for s in sorted(allowed_per_socket)}
-        even = len(news) == len(allowed) and all(
-            per_socket.get(s, 0) == n for s, n in allowed_per_socket.items()
-        )
         return [
             Expectation(
                 "a sched_wakeup_new per thread",
@@ -77,28 +70,22 @@ lab_trace_off
             ),
             Expectation(
                 "every target inside the allowed CPUs",
-                not inside and bool(news),
-                evidence=inside,
-                figures={"outside": len(inside)},
+                not outside and bool(news),
+                evidence=[x.line() for x in outside],
+                figures={"outside": len(outside)},
             ),
             Expectation(
                 "targets distinct (no pile-up)",
                 len(set(targets)) == len(targets) and bool(news),
-                evidence=piled,
+                evidence=[x.line() for x in news if x.target_cpu in piled],
                 figures={"targets": ",".join(map(str, targets)), "distinct": len(set(targets))},
                 note=cause,
             ),
-            Expectation(
-                "even split between sockets",
-                even,
-                evidence=[] if even else [f"targets per socket {split}, allowed per socket {dict(sorted(allowed_per_socket.items()))}"],
-                figures={**split, "migrations": len(migs), "stable_after_s": round(last_mig - first_ts, 3)},
-                note=cause,
-            ),
+            socket_split(r, w, allowed, migs, cause),
             Expectation(
                 "no balancing needed after the fork (no worker migrates)",
                 not migs,
-                evidence=mig_lines,
+                evidence=[f"{m.ts:.6f}: sched_migrate_task: pid={m.pid} orig_cpu={m.src} dest_cpu={m.dst}" for m in migs],
                 figures={"migrations": len(migs)},
                 note=cause if migs else "",
             ),

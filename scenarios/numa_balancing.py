@@ -25,7 +25,6 @@ import math
 import re
 from collections import Counter, defaultdict
 
-from lab.analysis import numa_balancing
 from lab.scenario import Expectation, Scenario, at_least
 
 PHASE = "numa01"
@@ -52,7 +51,7 @@ VMSTAT = (
 
 
 def perf_figures(out: str) -> dict[str, float]:
-    """perf bench numa's summary lines: ' main,   29.575, secs,   runtime-max/thread'."""
+    """perf bench numa's summary lines: ' main, <value>, <unit>, <name>' -> {name: value}."""
     figs: dict[str, float] = {}
     for line in out.splitlines():
         parts = [p.strip() for p in line.split(",")]
@@ -64,57 +63,113 @@ def perf_figures(out: str) -> dict[str, float]:
     return figs
 
 
-def thread_nodes(events, topo, cpu_map, final: float = FINAL):
+def thread_nodes(paths, topo, final: float = FINAL):
     """Each perf worker thread's node over the last *final* share of the run.
 
-    Returns (threads, window): threads maps pid -> {"proc": P, "name": comm,
-    "node": majority node in the window, "share": that node's share of the window,
-    "path": [(ts, node), ...]}; window is (start, end) in trace seconds.
+    *paths* is Result.task_paths().  Returns (threads, window): threads maps pid ->
+    {"proc": P, "name": comm, "node": majority node in the window, "share": that node's
+    share of the window, "path": [(ts, node), ...]}; window is (start, end) in trace seconds.
     """
-    where: dict[int, list[tuple[float, int]]] = defaultdict(list)
-    names: dict[int, str] = {}
-    exits: dict[int, float] = {}
-    for e in events:
-        n = e.name
-        if n == "sched_wakeup_new":
-            where[e.task_pid].append((e.ts, cpu_map(e.target_cpu)))
-            names.setdefault(e.task_pid, e.task_comm)
-        elif n == "sched_migrate_task":
-            where[e.task_pid].append((e.ts, cpu_map(e.dest_cpu)))
-            names[e.task_pid] = e.task_comm
-        elif n == "sched_process_exit":
-            names[e.task_pid] = e.task_comm
-            exits[e.task_pid] = e.ts
-    workers = {p: THREAD.match(c) for p, c in names.items() if THREAD.match(c) and where.get(p)}
+    workers = {p: m for p, t in paths.items() if (m := THREAD.match(t.comm)) and t.path}
     if not workers:
         return {}, (0.0, 0.0)
-    start = max(where[p][0][0] for p in workers)
-    end = min(
-        (exits[p] for p in workers if p in exits), default=max(where[p][-1][0] for p in workers)
-    )
+    start = max(paths[p].path[0][0] for p in workers)
+    last = max(paths[p].path[-1][0] for p in workers)
+    end = min((paths[p].exit_ts for p in workers if paths[p].exit_ts is not None), default=last)
     if end <= start:
-        end = max(where[p][-1][0] for p in workers)
+        end = last
     lo = end - final * (end - start)
     out = {}
     for p, m in workers.items():
-        path = where[p]
-        spent: Counter[int] = Counter()
-        for i, (ts, cpu) in enumerate(path):
-            nxt = path[i + 1][0] if i + 1 < len(path) else end
-            a, b = max(ts, lo), min(nxt, end)
-            if b > a:
-                spent[topo.node_of(cpu)] += b - a
+        t = paths[p]
+        spent = t.time_by_group(topo, "node", lo, end)
         if not spent:  # no time inside the window: where it was last put
-            spent[topo.node_of(path[-1][1])] = 1.0
-        node, t = spent.most_common(1)[0]
+            spent[topo.node_of(t.path[-1][1])] = 1.0
+        node, secs = spent.most_common(1)[0]
         out[p] = {
             "proc": int(m.group(1)),
-            "name": names[p],
+            "name": t.comm,
             "node": node,
-            "share": t / sum(spent.values()),
-            "path": [(round(ts, 3), topo.node_of(cpu)) for ts, cpu in path],
+            "share": secs / sum(spent.values()),
+            "path": [(round(ts, 3), topo.node_of(cpu)) for ts, cpu in t.path],
         }
     return out, (lo, end)
+
+
+def knobs_written(r) -> Expectation:
+    knobs = [ln for ln in r.text("knobs").splitlines() if ln.strip()]
+    failed = [k for k in knobs if "FAILED" in k]
+    return Expectation(
+        "NUMA balancing enabled and sped up (knobs written)",
+        bool(knobs) and not failed,
+        evidence=failed or knobs,
+        figures={"knobs": len(knobs), "failed": len(failed)},
+        note="a knob could not be written (is debugfs mounted, CONFIG_NUMA_BALANCING=y?)"
+        if failed
+        else "",
+    )
+
+
+def threads_per_proc(r, threads) -> int:
+    """What the guest wrote, else the largest process the trace shows."""
+    written = int(r.text("threads_per_proc").strip() or 0)
+    return written or max(Counter(t["proc"] for t in threads.values()).values(), default=0)
+
+
+def why_not_converged(run_s, counts, vmf, tpp) -> str:
+    return (
+        f"not converged in a {run_s:.0f} s run: NUMA balancing made {counts['sched_move_numa']} moves and "
+        f"{counts['sched_swap_numa']} swaps ({counts['sched_stick_numa']} stick) from {vmf['numa_hint_faults']} hinting faults; "
+        f"the seed's numa01 runs 440-941 s on its 96-CPU machine before it is judged, and here "
+        f"{2 * tpp} busy vCPUs fill every CPU (no idle CPU to move to: only swaps consolidate) "
+        f"and share the host's cores under TCG, so this run sees only the start of consolidation"
+    )
+
+
+def convergence(threads, window, tpp, topo, perf_out, why_not) -> Expectation:
+    """Each process's threads on the nodes it needs and on none of the other's."""
+    node_cpus = min(len(topo.node_cpus(n)) for n in topo.node_ids)
+    need = max(1, math.ceil(tpp / node_cpus)) if tpp else 1
+    procs: dict[int, Counter[int]] = defaultdict(Counter)  # process -> its threads per node
+    for t in threads.values():
+        procs[t["proc"]][t["node"]] += 1
+    holders = Counter(n for nodes in procs.values() for n in nodes)
+    shared = sorted(n for n, k in holders.items() if k > 1)
+    spread = {p: len(nodes) for p, nodes in procs.items()}
+    converged = bool(procs) and all(n <= need for n in spread.values()) and not shared
+    evidence = [
+        f"process {p}: threads on nodes {dict(sorted(nodes.items()))} (needs {need} node(s) of {node_cpus} CPUs for {tpp} threads)"
+        for p, nodes in sorted(procs.items())
+    ]
+    if shared:
+        evidence.append(f"nodes holding threads of both processes: {shared}")
+    evidence += [
+        f"{t['name']} (pid {pid}): node {t['node']} for {t['share']:.0%} of the final window; path {t['path'][-6:]}"
+        for pid, t in sorted(threads.items(), key=lambda kv: (kv[1]["proc"], kv[1]["name"]))
+        if spread.get(t["proc"], 0) > need or t["node"] in shared
+    ][:16]
+    perf_says = [
+        ln.strip()
+        for ln in perf_out.splitlines()
+        if "converged" in ln or re.search(r"\[\s*\d+/\d+\s*\]", ln)
+    ]
+    lo, hi = window
+    return Expectation(
+        "each process's threads end on their own node(s) (convergence)",
+        converged,
+        evidence=evidence + perf_says[-3:],
+        figures={
+            "nodes_needed": need,
+            **{
+                f"proc{p}_nodes": "+".join(f"{n}:{c}" for n, c in sorted(nodes.items()))
+                for p, nodes in sorted(procs.items())
+            },
+            "shared_nodes": len(shared),
+            "window_s": round(hi - lo, 2),
+            "threads_seen": len(threads),
+        },
+        note=why_not if not converged and procs else "",
+    )
 
 
 class NumaBalancing(Scenario):
@@ -151,89 +206,18 @@ lab_trace_off {PHASE}
 """
 
     def check(self, r):
-        topo = r.topo
-        knobs = [ln for ln in r.text("knobs").splitlines() if ln.strip()]
-        failed_knobs = [k for k in knobs if "FAILED" in k]
         vm = r.vmstat(PHASE)
         vmf = {k: vm.get(k, 0) for k in VMSTAT}
-        nb = numa_balancing(
-            r.events(PHASE, only=["sched_move_numa", "sched_swap_numa", "sched_stick_numa"]),
-            topo,
-            cpu_map=r.cpu_map,
-        )
+        nb = r.numa_balancing(PHASE)
+        counts = {f"sched_{k}_numa": nb.count(k) for k in ("move", "swap", "stick")}
         step = r.step(PHASE)
         pf = perf_figures(step.out)
-        counts = {
-            "sched_move_numa": nb.count("move"),
-            "sched_swap_numa": nb.count("swap"),
-            "sched_stick_numa": nb.count("stick"),
-        }
-        run_s = pf.get("runtime-max/thread")
-        phase_s = r.phase_seconds(PHASE)
-
-        threads, (lo, hi) = thread_nodes(
-            r.events(PHASE, only=["sched_wakeup_new", "sched_migrate_task", "sched_process_exit"]),
-            topo,
-            r.cpu_map,
-        )
-        tpp = int(r.text("threads_per_proc").strip() or 0) or max(
-            (
-                sum(1 for t in threads.values() if t["proc"] == p)
-                for p in {t["proc"] for t in threads.values()}
-            ),
-            default=0,
-        )
-        node_cpus = min(len(topo.node_cpus(n)) for n in topo.node_ids)
-        need = max(1, math.ceil(tpp / node_cpus)) if tpp else 1
-        procs: dict[int, Counter[int]] = defaultdict(Counter)
-        for t in threads.values():
-            procs[t["proc"]][t["node"]] += 1
-        owners: dict[int, set[int]] = defaultdict(set)
-        for p, nodes in procs.items():
-            for n in nodes:
-                owners[n].add(p)
-        shared = sorted(n for n, ps in owners.items() if len(ps) > 1)
-        spread = {p: len(nodes) for p, nodes in procs.items()}
-        converged = bool(procs) and all(n <= need for n in spread.values()) and not shared
-        ends = {
-            f"proc{p}_nodes": "+".join(f"{n}:{c}" for n, c in sorted(nodes.items()))
-            for p, nodes in sorted(procs.items())
-        }
-        conv_evidence = [
-            f"process {p}: threads on nodes {dict(sorted(nodes.items()))} (needs {need} node(s) of {node_cpus} CPUs for {tpp} threads)"
-            for p, nodes in sorted(procs.items())
-        ]
-        if shared:
-            conv_evidence.append(f"nodes holding threads of both processes: {shared}")
-        conv_evidence += [
-            f"{t['name']} (pid {pid}): node {t['node']} for {t['share']:.0%} of the final window; path {t['path'][-6:]}"
-            for pid, t in sorted(threads.items(), key=lambda kv: (kv[1]["proc"], kv[1]["name"]))
-            if spread.get(t["proc"], 0) > need or t["node"] in shared
-        ][:16]
-        perf_conv = [
-            ln.strip()
-            for ln in step.out.splitlines()
-            if "converged" in ln or re.search(r"\[\s*\d+/\d+\s*\]", ln)
-        ]
-        note = ""
-        if not converged and procs:
-            note = (
-                f"not converged in a {run_s or phase_s or 0:.0f} s run: NUMA balancing made {counts['sched_move_numa']} moves and "
-                f"{counts['sched_swap_numa']} swaps ({counts['sched_stick_numa']} stick) from {vmf['numa_hint_faults']} hinting faults; "
-                f"the seed's numa01 runs 440-941 s on its 96-CPU machine before it is judged, and here "
-                f"{2 * tpp} busy vCPUs fill every CPU (no idle CPU to move to: only swaps consolidate) "
-                f"and share the host's cores under TCG, so this run sees only the start of consolidation"
-            )
+        run_s, phase_s = pf.get("runtime-max/thread"), r.phase_seconds(PHASE)
+        threads, window = thread_nodes(r.task_paths(PHASE), r.topo)
+        tpp = threads_per_proc(r, threads)
+        why_not = why_not_converged(run_s or phase_s or 0, counts, vmf, tpp)
         return [
-            Expectation(
-                "NUMA balancing enabled and sped up (knobs written)",
-                bool(knobs) and not failed_knobs,
-                evidence=failed_knobs or knobs,
-                figures={"knobs": len(knobs), "failed": len(failed_knobs)},
-                note="a knob could not be written (is debugfs mounted, CONFIG_NUMA_BALANCING=y?)"
-                if failed_knobs
-                else "",
-            ),
+            knobs_written(r),
             Expectation(
                 "the benchmark ran (numa01 shape)",
                 step.rc == 0 and run_s is not None,
@@ -256,17 +240,5 @@ lab_trace_off {PHASE}
                 if vmf["numa_hint_faults"] > 0
                 else "no NUMA hinting faults: the scanner never ran (kernel.numa_balancing off or the run too short)",
             ),
-            Expectation(
-                "each process's threads end on their own node(s) (convergence)",
-                converged,
-                evidence=conv_evidence + perf_conv[-3:],
-                figures={
-                    "nodes_needed": need,
-                    **ends,
-                    "shared_nodes": len(shared),
-                    "window_s": round(hi - lo, 2),
-                    "threads_seen": len(threads),
-                },
-                note=note,
-            ),
+            convergence(threads, window, tpp, r.topo, step.out, why_not),
         ]

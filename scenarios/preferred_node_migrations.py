@@ -21,7 +21,10 @@ single short run under TCG cannot rank them.
 
 from __future__ import annotations
 
-from lab.analysis import migrations, residency
+from dataclasses import dataclass
+from typing import Any
+
+from lab.analysis import MigrationTable
 from lab.scenario import Expectation, Scenario, at_least
 
 PHASES = ("nb0", "nb1")
@@ -42,6 +45,118 @@ NB_KNOBS = {
     "/sys/kernel/debug/sched/numa_balancing/scan_period_min_ms": 100,
     "/sys/kernel/debug/sched/numa_balancing/scan_period_max_ms": 1000,
 }
+
+
+@dataclass
+class Probe:
+    """One phase of the probe, node numbers in the spec's numbering."""
+
+    phase: str
+    table: MigrationTable  # the seed's, for the node the buffer is bound to
+    share0: float  # of its run time, on that node
+    run_s: float
+    js: dict[str, Any]  # memprobe's report
+    mem_nodes: dict[Any, int]  # the buffer's sampled pages per node
+
+    @classmethod
+    def of(cls, r, phase: str, node0: int) -> Probe:
+        res = r.residency(phase, comms=COMM, keep_intervals=False)
+        run, on0 = res.total, res.by_group(r.topo, "node").get(node0, 0.0)
+        js = r.step(f"probe_{phase}").json
+        mem_nodes = r.by_node(js.get("mem_nodes") or {})
+        table = r.migrations(phase, comms=COMM).table(node0)
+        return cls(phase, table, on0 / run if run else 0.0, run, js, mem_nodes)
+
+
+def background_load(r) -> Expectation:
+    workers = r.text("workers").strip()
+    bad, started = [], True
+    for ph in PHASES:
+        out = r.text(f"stress_{ph}.out")
+        bad += [
+            f"{ph}: {ln.strip()}"
+            for ln in out.splitlines()
+            if " fail: " in ln or "signal" in ln or "unsuccessful" in ln
+        ]
+        if "dispatching hogs" not in out:
+            started = False
+            bad.append(f"stress_{ph}.out: " + (out.strip()[-300:] or "empty"))
+    return Expectation(
+        f"background load ran in both phases (stress-ng --cpu-load {LOAD})",
+        started and not bad,
+        evidence=bad[:10],
+        figures={
+            "workers": int(workers) if workers.isdigit() else workers,
+            "load_pct": LOAD,
+            "method": METHOD,
+        },
+        note=""
+        if started and not bad
+        else "the background load failed, so the probe had no reason to move: the tables do not test the seed's condition",
+    )
+
+
+def buffer_stayed(p: Probe, node0: int) -> Expectation:
+    off = {n: c for n, c in p.mem_nodes.items() if n != node0}
+    return Expectation(
+        f"{p.phase}: the probe's buffer stayed on node {node0}",
+        bool(p.mem_nodes) and not off,
+        evidence=[f"memprobe mem_nodes {p.js.get('mem_nodes')} (guest numbering)"]
+        if off or not p.mem_nodes
+        else [],
+        figures={
+            "pages_sampled": sum(p.mem_nodes.values()) if p.mem_nodes else 0,
+            "off_node": sum(off.values()),
+        },
+        note=""
+        if p.mem_nodes
+        else "memprobe printed no mem_nodes (did it run? see probe_" + p.phase + ".err)",
+    )
+
+
+def table_adds_up(p: Probe, node0: int) -> Expectation:
+    t = p.table
+    parts = t.samecore + t.same_llc + t.samenode + t.crossnode
+    adds_up = parts == t.total and t.to_node + t.from_node <= t.crossnode
+    seed_table = {k: v for k, v in t.to_dict().items() if k != "node"}
+    return Expectation(
+        f"{p.phase}: migrations observed, classified, table adds up",
+        t.total > 0 and adds_up,
+        evidence=t.format().splitlines(),
+        figures={
+            **seed_table,
+            f"run_on_node{node0}": round(p.share0, 3),
+            "loop_s": p.js.get("loop_s"),
+        },
+        note=""
+        if t.total > 0
+        else "the probe never migrated: the background load did not start (see stress.out) or the phase was too short",
+    )
+
+
+def off_vs_on(off: Probe, on: Probe, node0: int) -> Expectation:
+    a, b = off.js.get("loop_s"), on.js.get("loop_s")
+    numbers = isinstance(a, (int, float)) and isinstance(b, (int, float))
+    both = all(p.js.get("loops") for p in (off, on))
+    return Expectation(
+        "NUMA balancing off vs on (figures: the seed's {02} vs {11})",
+        both,
+        evidence=[
+            f"{p.phase}: loop {p.js.get('loop_s')} s, {p.share0:.1%} of {p.run_s:.2f} s on node {node0}, "
+            f"crossnode {p.table.crossnode} (to {p.table.to_node}, from {p.table.from_node}) of {p.table.total}"
+            for p in (off, on)
+        ],
+        figures={
+            "loop_s_nb0": a,
+            "loop_s_nb1": b,
+            "loop_s_change": round(b - a, 4) if numbers else None,
+            "node0_share_nb0": round(off.share0, 3),
+            "node0_share_nb1": round(on.share0, 3),
+            "crossnode_nb0": off.table.crossnode,
+            "crossnode_nb1": on.table.crossnode,
+        },
+        note="" if both else "a probe phase produced no loops",
+    )
 
 
 class PreferredNodeMigrations(Scenario):
@@ -89,138 +204,13 @@ true
 """
 
     def check(self, r):
-        topo = r.topo
-        # memprobe binds the guest's node 0; name it in the spec's numbering.
-        g2s_node = list(getattr(r.plan, "guest_node_to_spec", ()) or topo.node_ids)
-        node0 = g2s_node[0]
-        exps: list[Expectation] = []
-        workers = r.text("workers").strip()
-        bad, started = [], True
-        for ph in PHASES:
-            out = r.text(f"stress_{ph}.out")
-            bad += [
-                f"{ph}: {ln.strip()}"
-                for ln in out.splitlines()
-                if " fail: " in ln or "signal" in ln or "unsuccessful" in ln
-            ]
-            if "dispatching hogs" not in out:
-                started = False
-                bad.append(f"stress_{ph}.out: " + (out.strip()[-300:] or "empty"))
-        exps.append(
-            Expectation(
-                f"background load ran in both phases (stress-ng --cpu-load {LOAD})",
-                started and not bad,
-                evidence=bad[:10],
-                figures={
-                    "workers": int(workers) if workers.isdigit() else workers,
-                    "load_pct": LOAD,
-                    "method": METHOD,
-                },
-                note=""
-                if started and not bad
-                else "the background load failed, so the probe had no reason to move: the tables do not test the seed's condition",
-            )
-        )
-        per: dict[str, dict] = {}
-        for ph in PHASES:
-            step = r.step(f"probe_{ph}")
-            js = step.json
-            m = migrations(
-                r.events(ph, only=["sched_migrate_task"]), topo, comms=[COMM], cpu_map=r.cpu_map
-            )
-            table = m.table(node0)
-            res = residency(
-                r.events(ph, only=["sched_switch"]),
-                comms=[COMM],
-                cpu_map=r.cpu_map,
-                keep_intervals=False,
-            )
-            run = sum(t.total for t in res.tasks.values())
-            on0 = sum(t.by_group(topo, "node").get(node0, 0.0) for t in res.tasks.values())
-            mem_nodes = {
-                g2s_node[int(k)] if k.isdigit() and int(k) < len(g2s_node) else k: v
-                for k, v in (js.get("mem_nodes") or {}).items()
-            }
-            per[ph] = {
-                "table": table,
-                "loop_s": js.get("loop_s"),
-                "loops": js.get("loops"),
-                "ns_per_load": js.get("ns_per_load"),
-                "share0": on0 / run if run else 0.0,
-                "run_s": run,
-                "mem_nodes": mem_nodes,
-            }
-            off = {n: c for n, c in mem_nodes.items() if n != node0}
-            exps.append(
-                Expectation(
-                    f"{ph}: the probe's buffer stayed on node {node0}",
-                    bool(mem_nodes) and not off,
-                    evidence=[f"memprobe mem_nodes {js.get('mem_nodes')} (guest numbering)"]
-                    if off or not mem_nodes
-                    else [],
-                    figures={
-                        "pages_sampled": sum(mem_nodes.values()) if mem_nodes else 0,
-                        "off_node": sum(off.values()),
-                    },
-                    note=""
-                    if mem_nodes
-                    else "memprobe printed no mem_nodes (did it run? see probe_" + ph + ".err)",
-                )
-            )
-            t = table
-            parts = t.samecore + t.same_llc + t.samenode + t.crossnode
-            adds_up = parts == t.total and t.to_node + t.from_node <= t.crossnode
-            exps.append(
-                Expectation(
-                    f"{ph}: migrations observed, classified, table adds up",
-                    t.total > 0 and adds_up,
-                    evidence=t.format().splitlines(),
-                    figures={
-                        "samecore": t.samecore,
-                        "same_llc": t.same_llc,
-                        "samenode": t.samenode,
-                        "crossnode": t.crossnode,
-                        f"to_{node0}": t.to_node,
-                        f"from_{node0}": t.from_node,
-                        "total": t.total,
-                        f"run_on_node{node0}": round(per[ph]["share0"], 3),
-                        "loop_s": js.get("loop_s"),
-                    },
-                    note=""
-                    if t.total > 0
-                    else "the probe never migrated: the background load did not start (see stress.out) or the phase was too short",
-                )
-            )
-        a, b = per["nb0"], per["nb1"]
-
-        def delta(k):
-            x, y = a.get(k), b.get(k)
-            return (
-                round(y - x, 4)
-                if isinstance(x, (int, float)) and isinstance(y, (int, float))
-                else None
-            )
-
-        both = all(per[p]["loops"] for p in PHASES)
-        exps.append(
-            Expectation(
-                "NUMA balancing off vs on (figures: the seed's {02} vs {11})",
-                both,
-                evidence=[
-                    f"{p}: loop {per[p]['loop_s']} s, {per[p]['share0']:.1%} of {per[p]['run_s']:.2f} s on node {node0}, "
-                    f"crossnode {per[p]['table'].crossnode} (to {per[p]['table'].to_node}, from {per[p]['table'].from_node}) of {per[p]['table'].total}"
-                    for p in PHASES
-                ],
-                figures={
-                    "loop_s_nb0": a["loop_s"],
-                    "loop_s_nb1": b["loop_s"],
-                    "loop_s_change": delta("loop_s"),
-                    "node0_share_nb0": round(a["share0"], 3),
-                    "node0_share_nb1": round(b["share0"], 3),
-                    "crossnode_nb0": a["table"].crossnode,
-                    "crossnode_nb1": b["table"].crossnode,
-                },
-                note="" if both else "a probe phase produced no loops",
-            )
-        )
-        return exps
+        node0 = r.node(0)  # memprobe binds the guest's node 0
+        nb0, nb1 = (Probe.of(r, ph, node0) for ph in PHASES)
+        return [
+            background_load(r),
+            buffer_stayed(nb0, node0),
+            table_adds_up(nb0, node0),
+            buffer_stayed(nb1, node0),
+            table_adds_up(nb1, node0),
+            off_vs_on(nb0, nb1, node0),
+        ]

@@ -21,7 +21,6 @@ from __future__ import annotations
 import re
 from collections import Counter
 
-from lab.analysis import migrations
 from lab.scenario import Expectation, Scenario, at_least
 
 PHASES = ("hard", "none")
@@ -52,6 +51,68 @@ def instance_roots(events) -> dict[int, int]:
         roots[pid] = r
         roots[r] = r
     return roots
+
+
+def levels(m) -> dict[str, int]:
+    return {f"level_{lv}": n for lv, n in sorted(m.by_level.items())}
+
+
+def hard_affinity(r, m, times) -> Expectation:
+    cross = [x for x in m.items if x.cross_node]
+    ran = all(times[f"hard_{i}"] is not None for i in INSTANCES)
+    lines = [
+        f"{x.ts:.6f}: sched_migrate_task: comm={x.comm} pid={x.pid} orig_cpu={x.src} (node {x.src_node}) "
+        f"dest_cpu={x.dst} (node {x.dst_node})"
+        for x in cross
+    ]
+    err = r.step("hard_a").err.strip() or r.step("hard_b").err.strip()
+    return Expectation(
+        "hard affinity: no cross-node migration of a hackbench task",
+        ran and not cross,
+        evidence=lines or ([] if ran else [f"hackbench did not report a time: {err}"]),
+        figures={"migrations": m.total, "cross_node": len(cross), **levels(m)},
+        note=""
+        if not cross
+        else "a task left its instance's node although its affinity is that node's CPUs",
+    )
+
+
+def no_affinity(r, m, times) -> Expectation:
+    cross = [x for x in m.items if x.cross_node]
+    roots = instance_roots(r.events("none", only=["sched_process_fork"]))
+    by_instance = Counter(roots.get(x.pid, x.pid) for x in cross)
+    ran = all(times[f"none_{i}"] is not None for i in INSTANCES)
+    return Expectation(
+        "no affinity: cross-node migrations counted",
+        ran and m.total > 0,
+        evidence=[
+            f"instance rooted at pid {p}: {n} cross-node migrations"
+            for p, n in sorted(by_instance.items())
+        ],
+        figures={
+            "migrations": m.total,
+            "cross_node": len(cross),
+            "cross_node_share": round(len(cross) / m.total, 3) if m.total else 0.0,
+            **levels(m),
+        },
+        note="" if ran else "an unaffined hackbench instance did not report its time",
+    )
+
+
+def run_times(times) -> Expectation:
+    hard_t = [times[f"hard_{i}"] for i in INSTANCES]
+    none_t = [times[f"none_{i}"] for i in INSTANCES]
+    gain = None
+    if all(hard_t) and all(none_t):
+        # The RFC's "%gain w.r.t. no affinity": positive when hard affinity is faster.
+        gain = round(100.0 * (sum(none_t) - sum(hard_t)) / sum(none_t), 2)
+    return Expectation(
+        "run time of each instance, hard vs none (figures; the RFC's %gain)",
+        gain is not None,
+        evidence=[f"{k}: Time {v}" for k, v in times.items()],
+        figures={**{f"time_{k}_s": v for k, v in times.items()}, "gain_hard_vs_none_pct": gain},
+        note="" if gain is not None else "some hackbench instance printed no 'Time:'",
+    )
 
 
 class SoftAffinity(Scenario):
@@ -96,92 +157,6 @@ lab_trace_off none
 """
 
     def check(self, r):
-        topo = r.topo
-        exps: list[Expectation] = []
         times = {f"{ph}_{i}": hb_time(r.step(f"{ph}_{i}").out) for ph in PHASES for i in INSTANCES}
-        per: dict[str, dict] = {}
-        for ph in PHASES:
-            m = migrations(
-                r.events(ph, only=["sched_migrate_task"]),
-                topo,
-                comms=[COMM],
-                cpu_map=r.cpu_map,
-                keep=True,
-            )
-            roots = instance_roots(r.events(ph, only=["sched_process_fork"]))
-            cross = [x for x in m.items if x.cross_node]
-            by_inst = Counter(roots.get(x.pid, x.pid) for x in cross)
-            per[ph] = {
-                "m": m,
-                "cross": cross,
-                "by_inst": by_inst,
-                "instances": len(set(roots.values())),
-            }
-        hard, none = per["hard"], per["none"]
-        lines = [
-            f"{x.ts:.6f}: sched_migrate_task: comm={x.comm} pid={x.pid} orig_cpu={x.src} (node {x.src_node}) "
-            f"dest_cpu={x.dst} (node {x.dst_node})"
-            for x in hard["cross"]
-        ]
-        ran = all(times[f"hard_{i}"] is not None for i in INSTANCES)
-        exps.append(
-            Expectation(
-                "hard affinity: no cross-node migration of a hackbench task",
-                ran and not hard["cross"],
-                evidence=lines
-                or (
-                    []
-                    if ran
-                    else [
-                        f"hackbench did not report a time: {r.step('hard_a').err.strip() or r.step('hard_b').err.strip()}"
-                    ]
-                ),
-                figures={
-                    "migrations": hard["m"].total,
-                    "cross_node": len(hard["cross"]),
-                    **{f"level_{lv}": n for lv, n in sorted(hard["m"].by_level.items())},
-                },
-                note=""
-                if not hard["cross"]
-                else "a task left its instance's node although its affinity is that node's CPUs",
-            )
-        )
-        ran_none = all(times[f"none_{i}"] is not None for i in INSTANCES)
-        exps.append(
-            Expectation(
-                "no affinity: cross-node migrations counted",
-                ran_none and none["m"].total > 0,
-                evidence=[
-                    f"instance rooted at pid {p}: {n} cross-node migrations"
-                    for p, n in sorted(none["by_inst"].items())
-                ],
-                figures={
-                    "migrations": none["m"].total,
-                    "cross_node": len(none["cross"]),
-                    "cross_node_share": round(len(none["cross"]) / none["m"].total, 3)
-                    if none["m"].total
-                    else 0.0,
-                    **{f"level_{lv}": n for lv, n in sorted(none["m"].by_level.items())},
-                },
-                note="" if ran_none else "an unaffined hackbench instance did not report its time",
-            )
-        )
-        hard_t = [times[f"hard_{i}"] for i in INSTANCES]
-        none_t = [times[f"none_{i}"] for i in INSTANCES]
-        gain = None
-        if all(hard_t) and all(none_t):
-            # The RFC's "%gain w.r.t. no affinity": positive when hard affinity is faster.
-            gain = round(100.0 * (sum(none_t) - sum(hard_t)) / sum(none_t), 2)
-        exps.append(
-            Expectation(
-                "run time of each instance, hard vs none (figures; the RFC's %gain)",
-                gain is not None,
-                evidence=[f"{k}: Time {v}" for k, v in times.items()],
-                figures={
-                    **{f"time_{k}_s": v for k, v in times.items()},
-                    "gain_hard_vs_none_pct": gain,
-                },
-                note="" if gain is not None else "some hackbench instance printed no 'Time:'",
-            )
-        )
-        return exps
+        hard, none = (r.migrations(ph, comms=COMM, keep=True) for ph in PHASES)
+        return [hard_affinity(r, hard, times), no_affinity(r, none, times), run_times(times)]

@@ -6,7 +6,7 @@ numbering) before anything is looked up.  Results are dataclasses with
 ``to_dict()`` for results.json.
 """
 
-from .common import ALL_TASKS, CpuMap, TaskFilter, group_ids
+from .common import ALL_TASKS, CpuMap, TaskFilter, count_by_group, group_ids
 from .numa import NumaAccumulator, NumaBalancing, numa_balancing
 from .placement import (
     Interval,
@@ -14,8 +14,10 @@ from .placement import (
     MigrationAccumulator,
     Migrations,
     MigrationTable,
+    PathAccumulator,
     Residency,
     ResidencyAccumulator,
+    TaskPath,
     TaskResidency,
     Wakeup,
     WakeupAccumulator,
@@ -24,6 +26,7 @@ from .placement import (
     migrations,
     residency,
     run_all,
+    task_paths,
     wakeup_targets,
 )
 from .procfs import (
@@ -47,15 +50,18 @@ __all__ = [
     "Migrations",
     "NumaAccumulator",
     "NumaBalancing",
+    "PathAccumulator",
     "ProcFormatError",
     "Residency",
     "ResidencyAccumulator",
     "Schedstat",
     "TaskFilter",
+    "TaskPath",
     "TaskResidency",
     "Wakeup",
     "WakeupAccumulator",
     "WakeupTargets",
+    "count_by_group",
     "group_ids",
     "migration_table",
     "migrations",
@@ -65,6 +71,7 @@ __all__ = [
     "residency",
     "run_all",
     "schedstat_delta",
+    "task_paths",
     "vmstat_delta",
     "wakeup_targets",
 ]

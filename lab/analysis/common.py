@@ -94,3 +94,15 @@ def group_ids(topo: Topology, level: str) -> dict[int, int]:
         for cpu in group:
             out[cpu] = i
     return out
+
+
+def count_by_group(topo: Topology, cpus: Iterable[int], level: str) -> dict[int, int]:
+    """How many of *cpus* (repeats count) fall in each group at *level*; every group listed.
+
+    Groups are keyed as in ``group_ids`` (node ids for 'node').
+    """
+    gid = group_ids(topo, level)
+    out = dict.fromkeys(sorted(set(gid.values())), 0)
+    for cpu in cpus:
+        out[gid[cpu]] += 1
+    return out

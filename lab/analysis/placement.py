@@ -20,10 +20,12 @@ from ..topology import Topology
 from ..trace.events import (
     Event,
     SchedMigrateTask,
+    SchedProcessExit,
     SchedSwitch,
     SchedWakeup,
+    SchedWakeupNew,
 )
-from .common import CpuMap, TaskFilter, as_filter, group_ids, identity
+from .common import CpuMap, TaskFilter, as_filter, count_by_group, group_ids, identity
 
 
 class Accumulator(Protocol):
@@ -130,6 +132,19 @@ class Residency:
 
     def by_comm(self, comm: str) -> list[TaskResidency]:
         return [t for t in self.tasks.values() if t.comm == comm]
+
+    @property
+    def total(self) -> float:
+        """Seconds of all the tasks together."""
+        return sum(t.total for t in self.tasks.values())
+
+    def by_group(self, topo: Topology, level: str) -> dict[int, float]:
+        """Seconds of all the tasks together per group at *level* (see TaskResidency.by_group)."""
+        out: dict[int, float] = {}
+        for t in self.tasks.values():
+            for g, secs in t.by_group(topo, level).items():
+                out[g] = out.get(g, 0) + secs
+        return dict(sorted(out.items()))
 
     def to_dict(self, intervals: bool = True) -> dict[str, Any]:
         return {
@@ -259,6 +274,7 @@ class Wakeup:
     kind: str  # 'sched_wakeup_new', 'sched_wakeup' or 'sched_waking'
     pid: int  # the wakee
     comm: str
+    prio: int
     waker_pid: int  # the task current on waker_cpu when the event fired
     waker_comm: str
     waker_cpu: int  # the event's CPU column (see SchedWakeup on when that is the waker's)
@@ -271,12 +287,24 @@ class Wakeup:
             "kind": self.kind,
             "pid": self.pid,
             "comm": self.comm,
+            "prio": self.prio,
             "waker_pid": self.waker_pid,
             "waker_comm": self.waker_comm,
             "waker_cpu": self.waker_cpu,
             "target_cpu": self.target_cpu,
             "level": self.level,
         }
+
+    def line(self) -> str:
+        """The wakeup laid out as its trace line (without the flags column), for evidence.
+
+        The CPUs are this record's, so in the numbering the analysis mapped to.
+        """
+        return (
+            f"{self.waker_comm}-{self.waker_pid} [{self.waker_cpu:03d}] {self.ts:.6f}: "
+            f"{self.kind}: comm={self.comm} pid={self.pid} prio={self.prio} "
+            f"target_cpu={self.target_cpu:03d}"
+        )
 
 
 @dataclass
@@ -316,11 +344,7 @@ class WakeupTargets:
 
     def split(self, topo: Topology, level: str, kind: str | None = None) -> dict[int, int]:
         """Targets counted per group at *level* (node ids for 'node'); every group listed."""
-        gid = group_ids(topo, level)
-        out = dict.fromkeys(sorted(set(gid.values())), 0)
-        for cpu in self.targets(kind):
-            out[gid[cpu]] += 1
-        return out
+        return count_by_group(topo, self.targets(kind), level)
 
     def level_counts(self, kind: str | None = None) -> Counter[str]:
         """How far from the waker's CPU the targets landed ('cpu', 'core', 'cluster', 'llc', ...)."""
@@ -347,6 +371,17 @@ class WakeupTargets:
 
 
 class WakeupAccumulator:
+    """Wakeups of the selected wakees, of the given *kinds*.
+
+    The waker is the event's current task and CPU.  That is not always so for
+    sched_wakeup: it may fire on the target CPU (a queued wakeup), while
+    sched_waking always fires in the waker's context but names only the
+    wakee's previous CPU.  With *paired*, a sched_wakeup takes its waker from
+    the same task's sched_waking before it (trace both events), and one
+    without a sched_waking is left out; a sched_waking with no sched_wakeup
+    after it (the task was still running) is replaced by the task's next one.
+    """
+
     def __init__(
         self,
         topo: Topology | None = None,
@@ -356,6 +391,7 @@ class WakeupAccumulator:
         comms: Iterable[str] | str | None = None,
         cpu_map: CpuMap | None = None,
         kinds: Iterable[str] = ("sched_wakeup_new", "sched_wakeup"),
+        paired: bool = False,
     ):
         self.topo = topo
         self.want = as_filter(task_filter, pids, comms)
@@ -364,18 +400,33 @@ class WakeupAccumulator:
         unknown = self.kinds - set(WAKEUP_KINDS)
         if unknown:
             raise ValueError(f"unknown wakeup kinds {sorted(unknown)}; known: {list(WAKEUP_KINDS)}")
+        if paired and "sched_waking" in self.kinds:
+            raise ValueError("paired takes the waker from sched_waking: it cannot also be a kind")
+        self.paired = paired
+        self.waking: dict[int, tuple[int, str, int]] = {}  # wakee -> (waker pid, comm, CPU)
         self.wakeups: list[Wakeup] = []
 
     def feed(self, ev: Event) -> None:
-        if not isinstance(ev, SchedWakeup) or ev.NAME not in self.kinds:
+        if not isinstance(ev, SchedWakeup):
             return
-        if not self.want(ev.task_pid, ev.task_comm):
+        name = ev.NAME
+        if self.paired and name == "sched_waking":
+            if self.want(ev.task_pid, ev.task_comm):
+                self.waking[ev.task_pid] = (ev.pid, ev.comm, self.cpu_map(ev.cpu))
             return
-        src = self.cpu_map(ev.cpu)
+        if name not in self.kinds or not self.want(ev.task_pid, ev.task_comm):
+            return
+        if self.paired and name == "sched_wakeup":
+            waker = self.waking.pop(ev.task_pid, None)
+            if waker is None:
+                return
+        else:
+            waker = (ev.pid, ev.comm, self.cpu_map(ev.cpu))
+        wpid, wcomm, src = waker
         dst = self.cpu_map(ev.target_cpu)
         level = self.topo.common_level(src, dst) if self.topo is not None else None
         self.wakeups.append(
-            Wakeup(ev.ts, ev.NAME, ev.task_pid, ev.task_comm, ev.pid, ev.comm, src, dst, level)
+            Wakeup(ev.ts, name, ev.task_pid, ev.task_comm, ev.prio, wpid, wcomm, src, dst, level)
         )
 
     def result(self) -> WakeupTargets:
@@ -391,11 +442,98 @@ def wakeup_targets(
     comms: Iterable[str] | str | None = None,
     cpu_map: CpuMap | None = None,
     kinds: Iterable[str] = ("sched_wakeup_new", "sched_wakeup"),
+    paired: bool = False,
 ) -> WakeupTargets:
-    """Every wakeup of the selected wakees: waker CPU (the event's CPU), target CPU,
-    and with a topology the level they share."""
-    acc = WakeupAccumulator(topo, task_filter, pids=pids, comms=comms, cpu_map=cpu_map, kinds=kinds)
+    """Every wakeup of the selected wakees: waker CPU (the event's CPU, or with *paired*
+    the sched_waking's: see WakeupAccumulator), target CPU, and with a topology the level
+    they share."""
+    acc = WakeupAccumulator(
+        topo, task_filter, pids=pids, comms=comms, cpu_map=cpu_map, kinds=kinds, paired=paired
+    )
     return run_all(events, acc)[0]
+
+
+# ======================================================================================
+# Placement paths
+# ======================================================================================
+
+
+@dataclass
+class TaskPath:
+    """Where a task was put over time: its sched_wakeup_new target, then every
+    sched_migrate_task destination; each placement lasts until the next."""
+
+    pid: int
+    comm: str
+    path: list[tuple[float, int]] = field(default_factory=list)  # (ts, cpu), in trace order
+    exit_ts: float | None = None  # its sched_process_exit, when traced
+
+    def time_by_group(self, topo: Topology, level: str, start: float, end: float) -> Counter[int]:
+        """Seconds inside [start, end] in each group at *level* (node ids for 'node'),
+        the last placement lasting until *end*; groups in the order the task reached them."""
+        gid = group_ids(topo, level)
+        spent: Counter[int] = Counter()
+        for i, (ts, cpu) in enumerate(self.path):
+            nxt = self.path[i + 1][0] if i + 1 < len(self.path) else end
+            a, b = max(ts, start), min(nxt, end)
+            if b > a:
+                spent[gid[cpu]] += b - a
+        return spent
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "pid": self.pid,
+            "comm": self.comm,
+            "path": [list(p) for p in self.path],
+            "exit_ts": self.exit_ts,
+        }
+
+
+class PathAccumulator:
+    """TaskPath of every task (or of *pids*), in the order the trace first shows each.
+
+    Placements come from the scheduler's decisions (sched_wakeup_new,
+    sched_migrate_task), which a trace filtered to a few tasks keeps, rather
+    than from sched_switch.  A task's comm is the one its latest migration or
+    exit carries: a thread renamed after fork (perf's 'thread P/T') is
+    reported under its new name.  That is why tasks are selected by pid, not
+    comm: matching each event's comm would drop the placements made under the
+    first name; select on ``TaskPath.comm`` in the result instead.
+    """
+
+    def __init__(self, pids: Iterable[int] | None = None, cpu_map: CpuMap | None = None):
+        self.pids = frozenset(pids) if pids is not None else None
+        self.cpu_map = cpu_map or identity
+        self.paths: dict[int, TaskPath] = {}
+
+    def feed(self, ev: Event) -> None:
+        t = type(ev)
+        if t is not SchedWakeupNew and t is not SchedMigrateTask and t is not SchedProcessExit:
+            return
+        pid, comm = ev.task_pid, ev.task_comm
+        if self.pids is not None and pid not in self.pids:
+            return
+        p = self.paths.get(pid)
+        if p is None:
+            p = self.paths[pid] = TaskPath(pid, comm)
+        if t is SchedWakeupNew:
+            p.path.append((ev.ts, self.cpu_map(ev.target_cpu)))
+            return
+        p.comm = comm
+        if t is SchedMigrateTask:
+            p.path.append((ev.ts, self.cpu_map(ev.dest_cpu)))
+        else:
+            p.exit_ts = ev.ts
+
+    def result(self) -> dict[int, TaskPath]:
+        return self.paths
+
+
+def task_paths(
+    events: Iterable[Event], pids: Iterable[int] | None = None, cpu_map: CpuMap | None = None
+) -> dict[int, TaskPath]:
+    """pid -> where the task was put over time (see PathAccumulator)."""
+    return run_all(events, PathAccumulator(pids, cpu_map))[0]
 
 
 # ======================================================================================

@@ -11,13 +11,16 @@ from hypothesis import strategies as st
 
 from lab.analysis import (
     MigrationAccumulator,
+    PathAccumulator,
     ResidencyAccumulator,
     TaskFilter,
     WakeupAccumulator,
+    count_by_group,
     migration_table,
     migrations,
     residency,
     run_all,
+    task_paths,
     wakeup_targets,
 )
 from lab.topology import loads
@@ -175,6 +178,16 @@ def test_residency_filters_cpu_map_and_end_ts():
     assert r[0].per_cpu[0] == pytest.approx(1.0)
 
 
+def test_residency_of_all_tasks_together():
+    r = residency(parse(RESIDENCY_TRACE), end_ts=6.0)
+    # A 5.0, B 1.0, C 0.5, D 1.5 (4.5 to end_ts), all on CPUs 0-2
+    assert r.total == pytest.approx(8.0)
+    assert r.by_group(SMALL, "node") == {0: pytest.approx(8.0)}
+    mapped = residency(parse(RESIDENCY_TRACE), cpu_map=lambda c: 8 + c if c else c, end_ts=6.0)
+    assert mapped.by_group(SMALL, "node") == {0: pytest.approx(3.0), 1: pytest.approx(5.0)}
+    assert residency(parse([])).total == 0 and residency(parse([])).by_group(SMALL, "node") == {}
+
+
 def test_residency_counts_inconsistencies_from_lost_events():
     trace = [
         switch(0, 1.0, "swapper/0", 0, "A", 100),
@@ -241,6 +254,103 @@ def test_wakeups_cluster_levels_filters_and_cpu_map():
     ]
     with pytest.raises(ValueError):
         wakeup_targets(parse(trace), kinds=["sched_wakeup_old"])
+
+
+def test_count_by_group_lists_every_group():
+    assert count_by_group(SMALL, [0, 1, 9, 9], "node") == {0: 2, 1: 2}
+    assert count_by_group(SMALL, [4, 12], "llc") == {0: 0, 1: 1, 2: 0, 3: 1}
+    assert count_by_group(SMALL, [], "socket") == {0: 0, 1: 0}
+
+
+def test_wakeup_line_is_the_trace_line_in_the_mapped_numbering():
+    trace = [line(3, 1.25, "sched_wakeup_new", "comm=kid pid=12 prio=120 target_cpu=001", "sh", 11)]
+    (w,) = wakeup_targets(parse(trace), SMALL, cpu_map=lambda g: g + 8).wakeups
+    assert w.prio == 120 and w.to_dict()["prio"] == 120
+    assert (
+        w.line()
+        == "sh-11 [011] 1.250000: sched_wakeup_new: comm=kid pid=12 prio=120 target_cpu=009"
+    )
+
+
+def waking(cpu, ts, wakee, wpid, target, waker="ping", waker_pid=10, kind="sched_waking"):
+    return line(
+        cpu, ts, kind, f"comm={wakee} pid={wpid} prio=120 target_cpu={target:03d}", waker, waker_pid
+    )
+
+
+PAIRED = [
+    waking(0, 1.0, "pong", 11, 3),  # waker on CPU 0; 3 is only pong's previous CPU
+    waking(1, 1.1, "pong", 11, 1, "<idle>", 0, "sched_wakeup"),  # queued: fired on the target
+    waking(0, 2.0, "pong", 11, 1),  # pong still running: no sched_wakeup follows ...
+    waking(2, 2.5, "pong", 11, 1),  # ... and the next waking replaces it
+    waking(4, 2.6, "pong", 11, 4, "<idle>", 0, "sched_wakeup"),
+    waking(5, 3.0, "pong", 11, 5, "<idle>", 0, "sched_wakeup"),  # no waking before: skipped
+    waking(0, 3.1, "kworker/0:1", 7, 0),  # another task
+    waking(0, 3.2, "kworker/0:1", 7, 0, "<idle>", 0, "sched_wakeup"),
+    waking(6, 3.3, "kid", 12, 6, "pong", 11, "sched_wakeup_new"),  # not a wakeup of a sleeper
+]
+
+
+def test_paired_wakeups_take_the_waker_cpu_from_sched_waking():
+    def paired(**kw):
+        return wakeup_targets(parse(PAIRED), kinds=["sched_wakeup"], paired=True, **kw).wakeups
+
+    w = paired(topo=CLUSTERS, comms="pong")
+    assert [(x.ts, x.waker_cpu, x.target_cpu, x.level) for x in w] == [
+        (1.1, 0, 1, "cluster"),
+        (2.6, 2, 4, "socket"),
+    ]
+    assert (w[0].kind, w[0].pid, w[0].comm, w[0].waker_pid, w[0].waker_comm) == (
+        "sched_wakeup",
+        11,
+        "pong",
+        10,
+        "ping",
+    )
+    assert len(paired()) == 3  # every task: the kworker too
+    mapped = paired(topo=CLUSTERS, pids=[11], cpu_map=lambda g: 7 - g)
+    assert [(x.waker_cpu, x.target_cpu, x.level) for x in mapped] == [
+        (7, 6, "cluster"),
+        (5, 3, "socket"),
+    ]
+    assert [x.level for x in paired(comms="pong")] == [None, None]
+    # A new task has no sched_waking: sched_wakeup_new keeps its own CPU as the waker's.
+    (acc,) = run_all(parse(PAIRED), WakeupAccumulator(CLUSTERS, pids=[12], paired=True))
+    assert [(x.kind, x.waker_pid, x.waker_cpu) for x in acc.wakeups] == [
+        ("sched_wakeup_new", 11, 6)
+    ]
+    with pytest.raises(ValueError, match="paired"):
+        wakeup_targets(parse(PAIRED), kinds=["sched_waking"], paired=True)
+
+
+PATHS = [
+    line(0, 1.0, "sched_wakeup_new", "comm=main pid=21 prio=120 target_cpu=001", "main", 20),
+    line(0, 1.0, "sched_wakeup_new", "comm=main pid=22 prio=120 target_cpu=008", "main", 20),
+    migrate(2.0, "worker 0", 21, 1, 9),  # renamed itself after the fork
+    migrate(4.0, "worker 0", 21, 9, 2),
+    line(2, 6.0, "sched_process_exit", "comm=worker 0 pid=21 prio=120", "worker 0", 21),
+    line(3, 7.0, "sched_process_exit", "comm=gone pid=30 prio=120", "gone", 30),
+]
+
+
+def test_task_paths_follow_fork_placement_then_migrations():
+    paths = task_paths(parse(PATHS))
+    assert list(paths) == [21, 22, 30]  # first seen first
+    a = paths[21]
+    assert (a.comm, a.path, a.exit_ts) == ("worker 0", [(1.0, 1), (2.0, 9), (4.0, 2)], 6.0)
+    assert (paths[22].comm, paths[22].path, paths[22].exit_ts) == ("main", [(1.0, 8)], None)
+    assert paths[30].path == []
+    # node 0 1.0-2.0 and 4.0-end, node 1 2.0-4.0; groups in the order reached
+    assert a.time_by_group(SMALL, "node", 0.0, 6.0) == {0: 3.0, 1: 2.0}
+    assert list(a.time_by_group(SMALL, "node", 3.0, 6.0).items()) == [(1, 1.0), (0, 2.0)]
+    assert a.time_by_group(SMALL, "node", 7.0, 8.0) == {0: 1.0}  # the last lasts to *end*
+    assert a.time_by_group(SMALL, "node", 0.0, 0.5) == {}  # before the fork
+    assert a.time_by_group(SMALL, "llc", 0.0, 6.0) == {0: 3.0, 2: 2.0}
+    json.dumps(a.to_dict())
+    mapped = task_paths(parse(PATHS), pids=[21], cpu_map=lambda g: 15 - g)
+    assert list(mapped) == [21] and mapped[21].path == [(1.0, 14), (2.0, 6), (4.0, 13)]
+    (one,) = run_all(parse(PATHS), PathAccumulator([22, 30]))
+    assert list(one) == [22, 30]
 
 
 # ---- migrations ----------------------------------------------------------------------------

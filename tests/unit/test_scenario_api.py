@@ -80,3 +80,66 @@ def test_repeat_aggregate():
     assert (f["min"], f["max"], f["avg"]) == (0, 4, 2)
     assert f["stddev"] == pytest.approx((8 / 3) ** 0.5)
     assert agg["expectations"]["targets distinct"] == {"passed": 2, "runs": 3}
+
+
+def test_result_helpers_answer_in_the_spec_numbering(tmp_path):
+    """Every analysis helper on Result translates the guest's CPU and node numbers."""
+    from types import SimpleNamespace
+
+    topo = topology.load("zen3-2s-mini")  # smt-last: guest CPU 1 is spec CPU 16
+    g2s = tuple(c.id for c in topo.cpus)
+    plan = SimpleNamespace(guest_to_spec=g2s, guest_node_to_spec=(1, 0))
+    s2g = {s: g for g, s in enumerate(g2s)}
+
+    def ev(cpu, ts, name, body, comm="stream", pid=10):
+        return f"{comm:>16}-{pid:<7} [{s2g[cpu]:03d}] d..2. {ts:12.6f}: {name}: {body}\n"
+
+    trace = [
+        ev(16, 1.0, "sched_wakeup_new", f"comm=stream pid=11 prio=120 target_cpu={s2g[8]:03d}"),
+        ev(8, 2.0, "sched_switch", "prev_comm=swapper prev_pid=0 prev_prio=120 prev_state=R ==> next_comm=stream next_pid=11 next_prio=120"),
+        ev(8, 3.0, "sched_waking", f"comm=stream pid=12 prio=120 target_cpu={s2g[8]:03d}", pid=11),
+        ev(9, 3.1, "sched_wakeup", f"comm=stream pid=12 prio=120 target_cpu={s2g[9]:03d}", "<idle>", 0),
+        ev(8, 4.0, "sched_migrate_task", f"comm=stream pid=11 prio=120 orig_cpu={s2g[8]} dest_cpu={s2g[0]}"),
+        ev(0, 5.0, "sched_move_numa", f"pid=11 tgid=10 ngid=0 src_cpu={s2g[0]} src_nid=0 dst_cpu={s2g[8]} dst_nid=1"),
+        ev(8, 6.0, "sched_switch", "prev_comm=stream prev_pid=11 prev_prio=120 prev_state=S ==> next_comm=swapper next_pid=0 next_prio=120"),
+    ]  # fmt: skip
+    (tmp_path / "trace.main.txt").write_text("".join(trace))
+    (tmp_path / "allowed").write_text(f"{s2g[16]},{s2g[1]}\n")
+    r = sc.Result(None, topo, plan, None, tmp_path)
+
+    assert r.allowed("allowed") == [1, 16] and r.allowed("missing") == []
+    assert r.node(0) == 1 and r.node(1) == 0 and r.node(7) == 7
+    assert r.by_node({"0": 5, "1": 3, "7": 1, "x": 2}) == {1: 5, 0: 3, "7": 1, "x": 2}
+    (new,) = r.wakeups(kinds=["sched_wakeup_new"]).wakeups
+    assert (new.waker_cpu, new.target_cpu, new.level) == (16, 8, "machine")
+    assert new.line().startswith("stream-10 [016] 1.000000: sched_wakeup_new:")
+    assert [x.target_cpu for x in r.wakeups(comms="stream").wakeups] == [8, 9]
+    (pair,) = r.wakeups(comms="stream", kinds=["sched_wakeup"], paired=True).wakeups
+    assert (pair.waker_cpu, pair.target_cpu, pair.level) == (8, 9, "llc")
+    m = r.migrations(comms="stream", keep=True)
+    assert [(x.src, x.dst, x.cross_node) for x in m.items] == [(8, 0, True)]
+    assert m.table(r.node(1)).to_node == 1
+    assert r.migrations(pids=[11], source="switch").total == 0  # ran on CPU 8 only
+    assert r.residency(comms="stream")[11].per_cpu == {8: pytest.approx(4.0)}
+    assert r.residency().by_group(topo, "socket") == {1: pytest.approx(4.0)}
+    nb = r.numa_balancing()
+    assert nb.count("move") == 1 and dict(nb.node_pairs) == {(0, 1): 1}
+    assert r.task_paths()[11].path == [(1.0, 8), (4.0, 0)]
+    assert r.wakeups("absent").wakeups == [] and r.migrations("absent").total == 0
+
+
+def test_the_docstring_example_runs(tmp_path):
+    """lab/scenario.py's example is what new scenarios start from: it must load and check."""
+    import re
+    import textwrap
+    from pathlib import Path
+
+    block = re.search(r"\n(    class .*?)\n\n(?! )", sc.__doc__, re.S).group(1)
+    p = tmp_path / "example.py"
+    p.write_text("from lab.scenario import Expectation, Scenario, at_least\n\n" + textwrap.dedent(block))
+    runs = Path(__file__).resolve().parents[1] / "fixtures" / "runs"
+    spread = runner.recheck(runs / "llc-spread-pinned-zen3-2s-mini-lab-6.1", str(p))
+    assert spread.status == "PASS" and len(spread.expectations) == 2
+    piled = runner.recheck(runs / "llc-spread-pinned-zen3-2s-mini-debian", str(p))
+    distinct = piled.expectations[1]
+    assert not distinct.ok and distinct.evidence and distinct.figures["socket1"] == 0
