@@ -85,7 +85,7 @@ def thread_nodes(paths, topo, final: float = FINAL):
         spent = t.time_by_group(topo, "node", lo, end)
         if not spent:  # no time inside the window: where it was last put
             spent[topo.node_of(t.path[-1][1])] = 1.0
-        node, secs = spent.most_common(1)[0]
+        node, secs = max(spent.items(), key=lambda kv: kv[1])  # the first reached wins a tie
         out[p] = {
             "proc": int(m.group(1)),
             "name": t.comm,

@@ -100,17 +100,16 @@ class NumaAccumulator:
         return w(pid, comm) or (w.pids is not None and tgid in w.pids)
 
     def feed(self, ev: Event) -> None:
-        t = type(ev)
         r = self.r
-        if t is SchedMoveNuma:
+        dst_pid = 0
+        if isinstance(ev, SchedMoveNuma):
             kind, pid, tgid = "move", ev.task_pid, ev.task_tgid
-            pair = (self._node(ev.src_cpu, ev.src_nid), self._node(ev.dst_cpu, ev.dst_nid))
-        elif t is SchedSwapNuma or t is SchedStickNuma:
-            kind = "swap" if t is SchedSwapNuma else "stick"
-            pid, tgid = ev.src_pid, ev.src_tgid
-            pair = (self._node(ev.src_cpu, ev.src_nid), self._node(ev.dst_cpu, ev.dst_nid))
+        elif isinstance(ev, (SchedSwapNuma, SchedStickNuma)):
+            kind = "swap" if isinstance(ev, SchedSwapNuma) else "stick"
+            pid, tgid, dst_pid = ev.src_pid, ev.src_tgid, ev.dst_pid
         else:
             return
+        pair = (self._node(ev.src_cpu, ev.src_nid), self._node(ev.dst_cpu, ev.dst_nid))
         if not self._selected(pid, tgid, ev.comm):
             return
         r.totals[kind] += 1
@@ -121,8 +120,8 @@ class NumaAccumulator:
                 r.stick_no_dst += 1
         else:
             r.node_pairs[pair] += 1
-        if kind == "swap" and ev.dst_pid:
-            r.swap_partners[ev.dst_pid] += 1
+        if kind == "swap" and dst_pid:
+            r.swap_partners[dst_pid] += 1
         if r.first_ts is None:
             r.first_ts = ev.ts
         r.last_ts = ev.ts

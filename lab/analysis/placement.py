@@ -468,16 +468,16 @@ class TaskPath:
     path: list[tuple[float, int]] = field(default_factory=list)  # (ts, cpu), in trace order
     exit_ts: float | None = None  # its sched_process_exit, when traced
 
-    def time_by_group(self, topo: Topology, level: str, start: float, end: float) -> Counter[int]:
+    def time_by_group(self, topo: Topology, level: str, start: float, end: float) -> dict[int, float]:
         """Seconds inside [start, end] in each group at *level* (node ids for 'node'),
         the last placement lasting until *end*; groups in the order the task reached them."""
         gid = group_ids(topo, level)
-        spent: Counter[int] = Counter()
+        spent: dict[int, float] = {}
         for i, (ts, cpu) in enumerate(self.path):
             nxt = self.path[i + 1][0] if i + 1 < len(self.path) else end
             a, b = max(ts, start), min(nxt, end)
             if b > a:
-                spent[gid[cpu]] += b - a
+                spent[gid[cpu]] = spent.get(gid[cpu], 0.0) + (b - a)
         return spent
 
     def to_dict(self) -> dict[str, Any]:
@@ -507,8 +507,7 @@ class PathAccumulator:
         self.paths: dict[int, TaskPath] = {}
 
     def feed(self, ev: Event) -> None:
-        t = type(ev)
-        if t is not SchedWakeupNew and t is not SchedMigrateTask and t is not SchedProcessExit:
+        if not isinstance(ev, (SchedWakeupNew, SchedMigrateTask, SchedProcessExit)):
             return
         pid, comm = ev.task_pid, ev.task_comm
         if self.pids is not None and pid not in self.pids:
@@ -516,11 +515,11 @@ class PathAccumulator:
         p = self.paths.get(pid)
         if p is None:
             p = self.paths[pid] = TaskPath(pid, comm)
-        if t is SchedWakeupNew:
+        if isinstance(ev, SchedWakeupNew):
             p.path.append((ev.ts, self.cpu_map(ev.target_cpu)))
             return
         p.comm = comm
-        if t is SchedMigrateTask:
+        if isinstance(ev, SchedMigrateTask):
             p.path.append((ev.ts, self.cpu_map(ev.dest_cpu)))
         else:
             p.exit_ts = ev.ts
@@ -733,13 +732,12 @@ class MigrationAccumulator:
             self.items.append(Migration(ts, pid, comm, src, dst, level, sn, dn))
 
     def feed(self, ev: Event) -> None:
-        t = type(ev)
         if self.source == "migrate_task":
-            if t is SchedMigrateTask and self.want(ev.task_pid, ev.task_comm):
+            if isinstance(ev, SchedMigrateTask) and self.want(ev.task_pid, ev.task_comm):
                 src, dst = self.cpu_map(ev.orig_cpu), self.cpu_map(ev.dest_cpu)
                 if src != dst:  # set_task_cpu() only traces real moves; be safe anyway
                     self._count(ev.ts, ev.task_pid, ev.task_comm, src, dst)
-        elif t is SchedSwitch:
+        elif isinstance(ev, SchedSwitch):
             pid = ev.next_pid
             if pid == 0 or not self.want(pid, ev.next_comm):
                 return
