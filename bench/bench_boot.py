@@ -102,7 +102,7 @@ def boot_once(t: topology.Topology, kernel, run_dir: Path, bringup: str = "auto"
     opts = VmOptions(kernel=kernel.id, bringup=bringup, tcg_threads=tcg)
     plan = render.plan(t, host_mod.probe(), opts, kernel_features=session.features(kernel), kernel=kernel.ref())
     t0 = time.monotonic()
-    res = backend.boot(plan, kernel, run_dir, job=None, timeout=1800)
+    res = backend.boot(plan, kernel, run_dir, timeout=1800)
     return {
         "ready_s": round(res.ready_s or 0, 2), "vm_s": round(res.wall_s, 2), "wall_s": round(time.monotonic() - t0, 2),
         "accel": res.accel, "bringup": plan.bringup, "boot_cpus": plan.boot_cpus, "online_s": res.online_s,

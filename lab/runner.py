@@ -135,7 +135,9 @@ def run_once(
         job = job_script(s, topo)
         (run_dir / "job.sh").write_text(job)
         t_boot = time.monotonic()
-        res = _boot(sess, run_dir, job, layers, s.timeout, on_event)
+        from .backends import qemu as backend
+
+        res = backend.boot(sess.plan, sess.kernel, run_dir, backend.GuestJob(job, layers=tuple(layers)), timeout=s.timeout, on_event=on_event)
         out.timing["boot_to_agent_s"] = round(res.ready_s or 0, 2)
         out.timing["vm_s"] = round(res.wall_s, 2)
         out.timing["prepare_s"] = round(t_boot - t0, 2)
@@ -188,12 +190,6 @@ def _result(s: sc.Scenario, plan: VmPlan, out_dir: Path, guest_dir: Path) -> sc.
 
         view = translate(sysfs.read_snapshot(guest_dir), plan)
     return sc.Result(s, plan.topo, plan, plan.kernel, out_dir, view)
-
-
-def _boot(sess, run_dir, job, layers, timeout, on_event):
-    from .backends import qemu as backend
-
-    return backend.boot(sess.plan, sess.kernel, run_dir, job=job, layers=layers, timeout=timeout, on_event=on_event)
 
 
 def write_results(out: RunOutcome, run_dir: Path) -> None:

@@ -141,35 +141,30 @@ def _decompress(kind: str, blob: bytes) -> bytes:
     return zlib.decompressobj(16 + zlib.MAX_WBITS).decompress(blob)
 
 
-def build_initrd(
-    dest: Path,
-    plan: VmPlan,
-    kernel,
-    *,
-    job: str | None,
-    config: Mapping[str, str] | None = None,
-    layers: list[Path] | None = None,
-    interactive: bool = False,
-) -> Path:
+@dataclass(frozen=True)
+class GuestJob:
+    """What the guest runs: a shell *script* (None: only the topology snapshot), the
+    agent's settings (*config*, e.g. LAB_SNAPSHOT=0) and extra initramfs *layers*
+    (workloads, host tools)."""
+
+    script: str | None = None
+    config: Mapping[str, str] = field(default_factory=dict)
+    layers: tuple[Path, ...] = ()
+
+
+def build_initrd(dest: Path, plan: VmPlan, kernel: KernelArtifact, job: GuestJob, *, interactive: bool = False) -> Path:
     """base + the kernel's virtio modules (if it has modules) + extra layers + the job."""
     base = initramfs.base_layer(plan.arch)
     mods = None
     if kernel.modules is not None:
         paths = kernel.module_paths(["virtio_pci", "virtio_console"])
         mods = initramfs.modules_layer(kernel.release, paths)
-    job_cpio = initramfs.job_layer(dest.with_name("job.cpio"), job, config, interactive)
-    return initramfs.assemble(dest, [base, mods, *(layers or []), job_cpio])
+    job_cpio = initramfs.job_layer(dest.with_name("job.cpio"), job.script, job.config, interactive)
+    return initramfs.assemble(dest, [base, mods, *job.layers, job_cpio])
 
 
 def prepare(
-    plan: VmPlan,
-    kernel: KernelArtifact,
-    run_dir: Path,
-    *,
-    job: str | None = None,
-    config: Mapping[str, str] | None = None,
-    layers: list[Path] | None = None,
-    interactive: bool = False,
+    plan: VmPlan, kernel: KernelArtifact, run_dir: Path, job: GuestJob, *, interactive: bool = False
 ) -> render.BootFiles:
     """Make the files a boot reads in *run_dir* (initramfs, arm64's device tree)."""
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -177,7 +172,7 @@ def prepare(
     for f in (files.console, files.agent_log, files.results, files.monitor):
         if f is not None:
             (run_dir / f).unlink(missing_ok=True)
-    build_initrd(run_dir / files.initrd, plan, kernel, job=job, config=config, layers=layers, interactive=interactive)
+    build_initrd(run_dir / files.initrd, plan, kernel, job, interactive=interactive)
     if files.dtb is not None:
         from ..render import dtb as dtb_mod
 
@@ -196,15 +191,13 @@ def boot(
     plan: VmPlan,
     kernel: KernelArtifact,
     run_dir: Path,
+    job: GuestJob = GuestJob(),
     *,
-    job: str | None = None,
-    config: Mapping[str, str] | None = None,
-    layers: list[Path] | None = None,
     timeout: float = 600,
     on_event: Callable[[float, str], None] | None = None,
 ) -> BootResult:
-    """Boot, run *job* (a shell script) in the guest, wait, collect.  Always stops QEMU."""
-    files = prepare(plan, kernel, run_dir, job=job, config=config, layers=layers)
+    """Boot, run *job* in the guest, wait, collect.  Always stops QEMU."""
+    files = prepare(plan, kernel, run_dir, job)
     assert files.console and files.agent_log and files.results and files.monitor
     argv = render.argv(plan, files)
     (run_dir / "qemu.argv").write_text(shlex.join(argv) + "\n")
@@ -390,7 +383,7 @@ def interactive(plan: VmPlan, kernel: KernelArtifact, run_dir: Path) -> int:
     """Boot with the console on this terminal and a shell in the guest."""
     if not os.isatty(0):
         raise UserError("an interactive console needs a terminal; give a command after --")
-    files = prepare(plan, kernel, run_dir, interactive=True)
+    files = prepare(plan, kernel, run_dir, GuestJob(), interactive=True)
     argv = render.argv(plan, files)
     (run_dir / "qemu.argv").write_text(shlex.join(argv) + "\n")
     return proc.run(argv, cwd=run_dir, capture=False, check=False).returncode

@@ -83,7 +83,7 @@ def boot(topology, vm, dry_run: bool, timeout: float, cmd) -> None:
         sys.exit(rc)
     script = "#!/bin/sh\n" + shlex.join(cmd) + "\n"
     # No topology snapshot: the user asked for their command, and every second counts here.
-    res = backend.boot(s.plan, s.kernel, run_dir, job=script, timeout=timeout, config={"LAB_SNAPSHOT": "0"})
+    res = backend.boot(s.plan, s.kernel, run_dir, backend.GuestJob(script, {"LAB_SNAPSHOT": "0"}), timeout=timeout)
     sys.stdout.write(res.stdout)
     sys.stdout.flush()
     if res.stderr:
@@ -107,7 +107,7 @@ def verify(topology, vm, as_json: bool, strict: bool, timeout: float) -> None:
     t0 = time.monotonic()
     s = session.prepare(topology, vm)
     run_dir = session.open_run("verify", s)
-    res = backend.boot(s.plan, s.kernel, run_dir, job=None, timeout=timeout)
+    res = backend.boot(s.plan, s.kernel, run_dir, timeout=timeout)
     view = sysfs.read_snapshot(res.out_dir / "guest")
     vd = expect.verify(topology, s.plan, view, cluster_level=s.cluster_level)
     wall = time.monotonic() - t0
