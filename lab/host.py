@@ -140,3 +140,76 @@ def probe() -> Host:
         arch=arch, cpus=os.cpu_count() or 1, qemu=qemu, kvm=ok, kvm_reason=why,
         dtc=shutil.which("dtc") is not None, cpu_vendor=_cpu_vendor(_cpuinfo()),
     )  # fmt: skip
+
+
+MIN_SHARE = 0.25  # a timeout never stretches beyond 4x its wall time
+
+
+def _host_ticks(stat: str) -> tuple[int, int]:
+    """(busy, total) clock ticks of all the host's CPUs from /proc/stat's first line;
+    time stolen by the hypervisor counts as busy (it was not ours to use)."""
+    f = [int(x) for x in stat.split("\n", 1)[0].split()[1:9]]
+    user, nice, system, idle, iowait, irq, softirq, steal = (f + [0] * 8)[:8]
+    busy = user + nice + system + irq + softirq + steal
+    return busy, busy + idle + iowait
+
+
+def _proc_ticks(pid: int) -> int:
+    """utime + stime of a process (all its threads), in clock ticks."""
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    fields = stat.rsplit(")", 1)[1].split()  # the comm may hold spaces and parentheses
+    return int(fields[11]) + int(fields[12])
+
+
+class HostClock:
+    """Seconds of host time a process has had: wall time, each interval scaled by the
+    share of the host's CPUs that other work did not take (other processes, other
+    guests, the hypervisor's steal).  On a quiet host it runs with the wall clock; when
+    other guests keep the host's cores busy it runs slower, so a guest's deadlines
+    follow the capacity it really got instead of failing a slow-but-sane boot.  The
+    share never drops below MIN_SHARE, so a deadline always comes."""
+
+    def __init__(self, pid: int, *, read_stat=None, read_proc=None, clock=None) -> None:
+        import time
+
+        self.pid = pid
+        self._read_stat = read_stat or (lambda: Path("/proc/stat").read_text())
+        self._read_proc = read_proc or _proc_ticks
+        self._clock = clock or time.monotonic
+        self.t0 = self._clock()
+        self._last_t = self.t0
+        self._last = self._sample()
+        self.host_s = 0.0
+
+    def _sample(self) -> tuple[int, int, int] | None:
+        try:
+            busy, total = _host_ticks(self._read_stat())
+            return busy, total, self._read_proc(self.pid)
+        except (OSError, ValueError, IndexError):
+            return None
+
+    @property
+    def wall_s(self) -> float:
+        return self._clock() - self.t0
+
+    def share(self, before, after) -> float:
+        if before is None or after is None or after[1] <= before[1]:
+            return 1.0
+        others = (after[0] - before[0]) - (after[2] - before[2])
+        return min(1.0, max(MIN_SHARE, 1.0 - others / (after[1] - before[1])))
+
+    def tick(self) -> float:
+        """Host seconds so far (call it every second or so: /proc/stat counts in ticks)."""
+        now = self._clock()
+        cur = self._sample()
+        self.host_s += (now - self._last_t) * self.share(self._last, cur)
+        self._last_t, self._last = now, cur
+        return self.host_s
+
+    def describe(self) -> str:
+        """' (N s wall: other work took the host's CPUs part of the time)' when the two
+        clocks differ, else ''."""
+        wall = self.wall_s
+        if wall - self.host_s < 1.0:
+            return ""
+        return f" of host time ({wall:.0f}s wall: other work held the host's CPUs {1 - self.host_s / wall:.0%} of the time)"
