@@ -236,15 +236,23 @@ def verify(
 ) -> Verdict:
     """Compare the guest's view (guest numbering) with the spec.  Returns the checks."""
     if dt_caches is None:
-        dt_caches = getattr(plan, "dt_caches", False)
+        dt_caches = plan.dt_caches
     cluster_level, guest_llc, limits = guest_limits(topo, plan, cluster_level, dt_caches)
     v = translate(guest, plan)
     vd = Verdict(numbering=plan.numbering_mode)
-    checks = vd.checks
-    fmt = _fmt
+    vd.checks += _node_checks(topo, v)
+    vd.checks += _group_checks(topo, v, guest_llc, limits)
+    if not any(cv.domains for cv in v.cpus.values()):
+        vd.checks.append(Check("sched domains", "readable", "no /proc/schedstat or debugfs domains in the guest", False))
+        return vd
+    vd.checks += _domain_checks(topo, plan, v, cluster_level, guest_llc, limits)
+    return vd
 
-    checks.append(Check("CPUs online", f"{topo.n_cpus} ({fmt(topo.cpu_ids)})", f"{len(v.online)} ({fmt(v.online)})", tuple(v.online) == topo.cpu_ids))
-    # Nodes and distances.
+
+def _node_checks(topo: Topology, v: MachineView) -> list[Check]:
+    """CPUs online, the nodes' CPUs and distances."""
+    fmt = _fmt
+    checks = [Check("CPUs online", f"{topo.n_cpus} ({fmt(topo.cpu_ids)})", f"{len(v.online)} ({fmt(v.online)})", tuple(v.online) == topo.cpu_ids)]
     want_nodes = {n: topo.node_cpus(n) for n in topo.node_ids}
     checks.append(
         Check("NUMA nodes", str(len(want_nodes)), str(len([n for n, c in v.nodes.items() if c])), len(want_nodes) == len([1 for c in v.nodes.values() if c]))
@@ -254,30 +262,45 @@ def verify(
         checks.append(Check(f"node {n} CPUs", fmt(want_nodes[n]), fmt(got) if got is not None else "missing", got == want_nodes[n]))
     for i, n in enumerate(topo.node_ids):
         want = topo.distances[i]
-        got = v.distances.get(n)
-        checks.append(Check(f"node {n} distances", " ".join(map(str, want)), " ".join(map(str, got)) if got else "missing", tuple(got or ()) == want))
+        dist = v.distances.get(n)
+        checks.append(Check(f"node {n} distances", " ".join(map(str, want)), " ".join(map(str, dist)) if dist else "missing", tuple(dist or ()) == want))
+    return checks
 
-    # Per-CPU sibling groups.
-    checks.append(_compare_groups("SMT siblings", topo, "core", lambda c: v.cpus[c].siblings("thread") if c in v.cpus else None))
-    checks.append(_compare_groups("packages", topo, "socket", lambda c: v.cpus[c].siblings("package") if c in v.cpus else None))
+
+def _group_checks(topo: Topology, v: MachineView, guest_llc: str, limits: list[str]) -> list[Check]:
+    """Per-CPU sibling groups: SMT, packages, arm64 clusters, the LLC."""
+    checks = [
+        _compare_groups("SMT siblings", topo, "core", lambda c: v.cpus[c].siblings("thread") if c in v.cpus else None),
+        _compare_groups("packages", topo, "socket", lambda c: v.cpus[c].siblings("package") if c in v.cpus else None),
+    ]
     if topo.arch == "arm64" and topo.has_clusters:
         checks.append(_compare_groups("clusters", topo, "cluster", lambda c: v.cpus[c].siblings("cluster") if c in v.cpus else None))
     llc_level = v.llc_level
     if guest_llc != "spec":
         checks.append(Check("LLC groups", _groups(topo, "llc"), "not visible in the guest", False, known="; ".join(limits)))
-    else:
-        def llc_of(c):
-            cv = v.cpus.get(c)
-            if cv is None or llc_level is None:
-                return None
-            cache = cv.cache(llc_level)
-            return cache.shared if cache else None
+        return checks
 
-        ck = _compare_groups(f"LLC (L{llc_level or '?'} shared_cpu_list)", topo, "llc", llc_of)
-        checks.append(ck)
+    def llc_of(c):
+        cv = v.cpus.get(c)
+        if cv is None or llc_level is None:
+            return None
+        cache = cv.cache(llc_level)
+        return cache.shared if cache else None
 
-    # Scheduler domains: the real machine's tree, or, where this guest cannot build it
-    # (limits above), the tree it can build, as a named known deviation.
+    checks.append(_compare_groups(f"LLC (L{llc_level or '?'} shared_cpu_list)", topo, "llc", llc_of))
+    return checks
+
+
+def _label(d) -> str:
+    return f"{d.name}" + (f" (distance {d.distance})" if d.name == "NUMA" else "")
+
+
+def _domain_checks(
+    topo: Topology, plan: VmPlan, v: MachineView, cluster_level: bool, guest_llc: str, limits: list[str]
+) -> list[Check]:
+    """Scheduler domains: the real machine's tree, or, where this guest cannot build it
+    (*limits*), the tree it can build, as a named known deviation."""
+    fmt = _fmt
     real_cls = topo.has_clusters or topo.arch == "x86_64"
     ref_real = expected_domains(topo, reclaim_distance=plan.guest_reclaim_distance, cluster_level=real_cls, llc="spec")
     ref_guest = expected_domains(topo, reclaim_distance=plan.guest_reclaim_distance, cluster_level=cluster_level, llc=guest_llc)
@@ -290,10 +313,50 @@ def verify(
     else:
         exp = ref_real
         real = expected_domains(topo, reclaim_distance=topo.node_reclaim_distance, cluster_level=real_cls, llc="spec")
-    have_domains = any(cv.domains for cv in v.cpus.values())
-    if not have_domains:
-        checks.append(Check("sched domains", "readable", "no /proc/schedstat or debugfs domains in the guest", False))
-        return vd
+    names_bad, span_bad, flag_bad, flag_known = _domain_differences(topo, v, exp, real)
+    ex0 = exp[c0]
+    real_names = " > ".join(d.name for d in ref_real[c0]) + f" (CPU {c0})"
+    if names_bad:
+        return [Check("sched-domain levels", real_names, f"CPU {names_bad[0][0]}: {' > '.join(names_bad[0][2]) or 'none'}; {len(names_bad)} CPUs differ", False)]
+    if use_guest:
+        checks = [Check("sched-domain levels", real_names, " > ".join(d.name for d in ex0) + " on every CPU", False, known="; ".join(limits))]
+    else:
+        checks = [Check("sched-domain levels", real_names, "same on every CPU", True)]
+    for d in ex0:
+        label = _label(d)
+        bad = span_bad.get(label, [])
+        checks.append(
+            Check(
+                f"{label} spans",
+                f"CPU {c0}: {fmt(d.span)}",
+                "same on every CPU" if not bad else f"CPU {bad[0][0]}: {fmt(bad[0][2])} (want {fmt(bad[0][1])}); {len(bad)} CPUs differ",
+                not bad,
+            )
+        )
+        rdom = next(r for r in real[c0] if r.name == d.name and r.distance == d.distance)
+        want_flags = " ".join(sorted(f.removeprefix("SD_") for f in set(rdom.flags) & set(KEY_FLAGS)))
+        bad = flag_bad.get(label, [])
+        known = flag_known.get(label, [])
+        if bad:
+            actual = f"CPU {bad[0][0]}: {' '.join(sorted(f.removeprefix('SD_') for f in bad[0][2]))}; {len(bad)} CPUs differ"
+            checks.append(Check(f"{label} flags", want_flags, actual, False))
+        elif known:
+            got_flags = " ".join(sorted(f.removeprefix("SD_") for f in known[0][2]))
+            why = (
+                f"vendor effect: the spec's {topo.vendor} CPU has node_reclaim_distance={topo.node_reclaim_distance}, "
+                f"the guest's {plan.cpu_vendor} CPU model gives {plan.guest_reclaim_distance}"
+            )
+            checks.append(Check(f"{label} flags", want_flags, got_flags, False, known=why))
+        else:
+            checks.append(Check(f"{label} flags", want_flags, "same on every CPU", True))
+    return checks
+
+
+def _domain_differences(topo: Topology, v: MachineView, exp, real):
+    """Every CPU's domains against *exp* (what this guest should build) and *real* (what
+    the real machine builds): CPUs whose levels differ, and per level the CPUs whose
+    span differs, whose key flags differ from both, and whose flags differ from the
+    real machine's only as *exp* predicts (the vendor effect)."""
     names_bad = []
     span_bad: dict[str, list] = {}
     flag_bad: dict[str, list] = {}
@@ -307,7 +370,7 @@ def verify(
             names_bad.append((c.id, wn, gn))
             continue
         for w, g, r in zip(want_doms, got_doms, real[c.id], strict=True):
-            label = f"{w.name}" + (f" (distance {w.distance})" if w.name == "NUMA" else "")
+            label = _label(w)
             if frozenset(g.span) != w.span:
                 span_bad.setdefault(label, []).append((c.id, w.span, g.span))
             gk = set(g.flags) & set(KEY_FLAGS)
@@ -318,40 +381,4 @@ def verify(
                     flag_known.setdefault(label, []).append((c.id, rk, gk))
                 else:
                     flag_bad.setdefault(label, []).append((c.id, wk, gk))
-    ex0 = exp[c0]
-    real_names = " > ".join(d.name for d in ref_real[c0]) + f" (CPU {c0})"
-    if names_bad:
-        checks.append(Check("sched-domain levels", real_names, f"CPU {names_bad[0][0]}: {' > '.join(names_bad[0][2]) or 'none'}; {len(names_bad)} CPUs differ", False))
-    elif use_guest:
-        checks.append(Check("sched-domain levels", real_names, " > ".join(d.name for d in ex0) + " on every CPU", False, known="; ".join(limits)))
-    else:
-        checks.append(Check("sched-domain levels", real_names, "same on every CPU", True))
-    if not names_bad:
-        for d in ex0:
-            label = f"{d.name}" + (f" (distance {d.distance})" if d.name == "NUMA" else "")
-            bad = span_bad.get(label, [])
-            checks.append(
-                Check(
-                    f"{label} spans",
-                    f"CPU {c0}: {fmt(d.span)}",
-                    "same on every CPU" if not bad else f"CPU {bad[0][0]}: {fmt(bad[0][2])} (want {fmt(bad[0][1])}); {len(bad)} CPUs differ",
-                    not bad,
-                )
-            )
-            rdom = next(r for r in real[c0] if r.name == d.name and r.distance == d.distance)
-            want_flags = " ".join(sorted(f.removeprefix("SD_") for f in set(rdom.flags) & set(KEY_FLAGS)))
-            bad = flag_bad.get(label, [])
-            known = flag_known.get(label, [])
-            if bad:
-                actual = f"CPU {bad[0][0]}: {' '.join(sorted(f.removeprefix('SD_') for f in bad[0][2]))}; {len(bad)} CPUs differ"
-                checks.append(Check(f"{label} flags", want_flags, actual, False))
-            elif known:
-                got_flags = " ".join(sorted(f.removeprefix("SD_") for f in known[0][2]))
-                why = (
-                    f"vendor effect: the spec's {topo.vendor} CPU has node_reclaim_distance={topo.node_reclaim_distance}, "
-                    f"the guest's {plan.cpu_vendor} CPU model gives {plan.guest_reclaim_distance}"
-                )
-                checks.append(Check(f"{label} flags", want_flags, got_flags, False, known=why))
-            else:
-                checks.append(Check(f"{label} flags", want_flags, "same on every CPU", True))
-    return vd
+    return names_bad, span_bad, flag_bad, flag_known
