@@ -124,7 +124,7 @@ def check_stream(tar: Path, lines: list[str], *, need_count: bool = True) -> Str
         return st
     st.figures.update(_archive(data, st))
     if st.problem is None and sent is not None and tar_rc != 0:
-        st.problem = f"the guest's tar exited {sent.get('tar')!r}: some results could not be archived"
+        st.problem = f"the guest's tar exited {_status(tar_rc, sent.get('tar', ''))}: some results could not be archived"
     return st
 
 
@@ -160,7 +160,7 @@ def trace_figures(out: Path, phase: str) -> dict[str, Any]:
     f: dict[str, Any] = {"lost_overrun": lost_file}
     p = out / f"trace.{phase}.txt"
     if p.is_file():
-        r = parse_file(p, only=[])
+        r = parse_file(p)  # every event decoded: a body not in its format is counted only then
         for _ in r:
             pass
         s = r.stats
@@ -276,7 +276,7 @@ def judge(run_dir: Path, need: Need = NEW, *, buffer_kb: int | None = None) -> V
         rc = count(_text(out, present, f"{name}.rc"))
         if rc != 0:
             tail = proc.tail(_text(out, present, f"{name}.err", 4096)) or proc.tail(_text(out, present, f"{name}.out", 4096))
-            v.problems.append(f"workload step {quote(name, 40)} exited {rc if rc is not None else '?'}: {tail}")
+            v.problems.append(f"workload step {quote(name, 40)} exited {_status(rc, _text(out, present, f'{name}.rc'))}{_colon(tail)}")
     listed = _listed(out, present, PHASES)
     phases = listed | {n[len("trace.") : -len(".txt")] for n in present if n.startswith("trace.") and n.endswith(".txt")}
     v.figures["phases"] = {}
@@ -302,14 +302,24 @@ def _job(out: Path, present: set[str], need: Need, figures: dict[str, Any]) -> l
         if need.finish:
             return ["the run did not finish: the guest's job left no exit status (out/rc)"]
         return []
-    rc = count(_text(out, present, "rc"))
+    text = _text(out, present, "rc")
+    rc = count(text)
     figures["job_rc"] = rc
     err = proc.tail(_text(out, present, "stderr", 4096))
     if rc == 90:
-        return [f"trace setup failed in the guest: {err}"]
+        return [f"trace setup failed in the guest{_colon(err)}"]
     if rc != 0:
-        return [f"the job exited {rc if rc is not None else '?'}: {err}"]
+        return [f"the job exited {_status(rc, text)}{_colon(err)}"]
     return []
+
+
+def _status(n: int | None, text: str) -> str:
+    """An exit status the guest wrote: the number, or what it wrote instead, quoted."""
+    return str(n) if n is not None else f"with no status ({quote(text.strip(), 40)})"
+
+
+def _colon(tail: str) -> str:
+    return f": {tail}" if tail else ""
 
 
 _NAME = re.compile(r"[A-Za-z0-9_.+-]{1,64}")
@@ -373,7 +383,7 @@ def unfinished(record: Mapping[str, Any]) -> str | None:
     stage = STAGES.get(str(integ.get("stage")), f"at stage {integ.get('stage')!r}")
     if record.get("status") == "RUNNING":
         pid = integ.get("pid")
-        if isinstance(pid, int) and integ.get("host") == socket.gethostname() and _alive(pid):
+        if isinstance(pid, int) and integ.get("host") == socket.gethostname() and _alive(pid, integ.get("pid_start")):
             return f"the run has not finished: lab (pid {pid}) is still running it ({stage})"
         gone = f"; lab's pid {pid} is gone" if isinstance(pid, int) else ""
         return f"the run did not finish (lab was killed {stage}: results.json still says RUNNING{gone})"
@@ -382,14 +392,22 @@ def unfinished(record: Mapping[str, Any]) -> str | None:
     return None
 
 
-def _alive(pid: int) -> bool:
+def process_start(pid: int) -> int | None:
+    """When process *pid* started (clock ticks after boot, /proc/PID/stat field 22): with
+    the pid, names one process even after the pid is reused."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        return int(stat[stat.rindex(")") + 2 :].split()[19])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _alive(pid: int, started: Any) -> bool:
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
-    except (PermissionError, OSError):
-        return True
-    try:  # a pid reused since by something else is not lab
-        return b"lab" in Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
-        return True
+    except OSError:  # someone else's process: it exists
+        pass
+    now = process_start(pid)
+    return now is None or started is None or now == started

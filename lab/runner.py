@@ -137,7 +137,11 @@ def run_once(
     run_dir = session.open_run(s.name, sess)
     out = RunOutcome(s.name, topo.name, sess.kernel.name, "RUNNING", run_dir, notes=list(sess.plan.notes))
     out.kernel_info = {"id": sess.kernel.id, "release": sess.kernel.release, **(kernel_info or {})}
-    out.integrity = {"finished": False, "pid": os.getpid(), "host": socket.gethostname(), "started": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+    out.integrity = {
+        "finished": False, "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        # Whether lab is still at it, for a recheck that finds it RUNNING.
+        "pid": os.getpid(), "pid_start": integrity.process_start(os.getpid()), "host": socket.gethostname(),
+    }  # fmt: skip
 
     def stage(name: str) -> None:  # results.json says where lab is, in case it is killed there
         out.integrity["stage"] = name
@@ -182,12 +186,14 @@ def run_once(
         raise
     except LostGuest as e:
         _error(out, str(e))
+        _stream_figures(out, run_dir)
         (run_dir / "console.tail").write_text(e.detail)
     except UserError as e:  # bad input or a scenario's bug (ScenarioError): exits 2, the run directory keeps the message
         _error(out, str(e))
         raise
     except InfraError as e:
         _error(out, str(e))
+        _stream_figures(out, run_dir)
     except BaseException as e:  # lab's own bug: the traceback goes on, the run directory says where it was
         _error(out, f"lab failed {integrity.STAGES.get(out.integrity.get('stage', ''), '')}: {type(e).__name__}: {e}")
         raise
@@ -211,6 +217,12 @@ def judge(out: RunOutcome, s: sc.Scenario, plan: VmPlan, run_dir: Path, need: in
 
 def _error(out: RunOutcome, message: str) -> None:
     out.status, out.message = "ERROR", message
+
+
+def _stream_figures(out: RunOutcome, run_dir: Path) -> None:
+    """What of the results reached lab, when the boot failed after the guest started."""
+    if (run_dir / integrity.RESULTS_TAR).exists():
+        out.integrity["stream"] = integrity.check_stream(run_dir / integrity.RESULTS_TAR, integrity.agent_lines(run_dir) or []).figures
 
 
 @contextmanager
@@ -256,7 +268,7 @@ def write_results(out: RunOutcome, run_dir: Path, *, final: bool = True) -> None
     """results.json (and, when *final*, junit.xml), each replaced whole: a crash or a kill
     never leaves a half-written file."""
     if final:
-        for k in ("pid", "host"):  # only a RUNNING record needs them (is lab still at it?)
+        for k in ("pid", "pid_start", "host"):  # only a RUNNING record needs them (is lab still at it?)
             out.integrity.pop(k, None)
     _write_atomic(run_dir / "results.json", json.dumps(out.to_dict(), indent=1, default=str))
     if final:
@@ -348,7 +360,7 @@ def recheck(run_dir: Path, scenario_file: str | None = None) -> RunOutcome:
     why = integrity.unfinished(record)
     if why:
         rec = record.get("integrity")
-        o.integrity = {k: v for k, v in rec.items() if k not in ("pid", "host")} if isinstance(rec, dict) else {}
+        o.integrity = {k: v for k, v in rec.items() if k not in ("pid", "pid_start", "host")} if isinstance(rec, dict) else {}
         o.message = why
         return o
     s = sc.load(name)
