@@ -91,7 +91,7 @@ def _run_repeated(s, sess, repeat: int, as_json: bool, kernel_info=None, json_li
                 o = runner.run_once(s, sess, on_event=on_event, kernel_info=kernel_info)
         except KeyboardInterrupt as e:  # say where the interrupted run is, and that it says so
             for note in getattr(e, "__notes__", []):
-                c.print(note, markup=False, highlight=False, soft_wrap=True)
+                console(stderr=True).print(note, markup=False, highlight=False, soft_wrap=True)
             raise
         outcomes.append(o)
         if not as_json:
