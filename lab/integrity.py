@@ -167,12 +167,18 @@ def trace_figures(out: Path, phase: str) -> dict[str, Any]:
         f.update(
             lines=s.lines, events=s.total_events, lost_markers=s.lost_markers, lost_events=s.lost_events,
             lost_unknown=s.lost_unknown, entries_in_buffer=s.entries_in_buffer, entries_written=s.entries_written,
-            overwritten=s.overwritten, buffer_started=sorted(s.buffer_started), unparsed_lines=s.unparsed_lines,
+            overwritten=_overwritten(s.entries_in_buffer, s.entries_written), buffer_started=sorted(s.buffer_started), unparsed_lines=s.unparsed_lines,
             unparsed_samples=[quote(x) for x in s.unparsed_samples[:_SHOW]], mismatched=dict(sorted(s.mismatched.items())),
         )  # fmt: skip
     # The overrun count and the markers may report the same events: the larger stands.
     f["lost"] = max(lost_file or 0, f.get("lost_events", 0) + f.get("overwritten", 0))
     return f
+
+
+def _overwritten(in_buffer: int | None, written: int | None) -> int:
+    """Events the ring buffer overwrote: written, no longer in the buffer (the header's
+    entries-in-buffer/entries-written)."""
+    return max(0, written - in_buffer) if in_buffer is not None and written is not None else 0
 
 
 def _phase_problems(phase: str, f: dict[str, Any], buffer_kb: int | None) -> list[str]:
