@@ -2,23 +2,32 @@
 
 The run directory keeps everything: the command that reproduces it, QEMU argv,
 console, the raw traces, the guest's topology snapshot, results.json and
-junit.xml.  A failure at any point still writes results.json with what was
-gathered; QEMU is always stopped (backends.qemu).
+junit.xml.  results.json is written (atomically) as soon as the directory exists,
+saying RUNNING and where lab is (prepare, boot, job, check), and again at the end:
+a run that fails, is interrupted (SIGINT, SIGTERM, SIGHUP: "interrupted by SIGINT
+during boot") or whose data is incomplete (lab.integrity) says so, and one whose
+lab was killed still says RUNNING, which `lab recheck` reports as not finished.
+QEMU is always stopped (backends.qemu).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import signal
+import socket
 import statistics
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from xml.sax.saxutils import escape
 
-from . import proc, session, sysfs
+from . import integrity, session, sysfs
 from . import scenario as sc
 from .errors import InfraError, LostGuest, UserError
 from .image import initramfs
@@ -33,7 +42,7 @@ class RunOutcome:
     scenario: str
     topology: str
     kernel: str
-    status: str  # PASS | FAIL | ERROR | SKIP
+    status: str  # PASS | FAIL | ERROR | SKIP (RUNNING only in results.json while lab runs it)
     run_dir: Path | None
     expectations: list[sc.Expectation] = field(default_factory=list)
     message: str = ""
@@ -41,6 +50,7 @@ class RunOutcome:
     notes: list[str] = field(default_factory=list)
     figures: dict[str, Any] = field(default_factory=dict)
     kernel_info: dict[str, Any] = field(default_factory=dict)  # e.g. the tree's git describe
+    integrity: dict[str, Any] = field(default_factory=dict)  # lab.integrity's figures; how far the run got
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -54,6 +64,7 @@ class RunOutcome:
             "timing": self.timing,
             "run_dir": str(self.run_dir) if self.run_dir else None,
             "kernel_info": self.kernel_info,
+            "integrity": self.integrity,
         }
 
 
@@ -116,69 +127,130 @@ def run_once(
 ) -> RunOutcome:
     """Boot *sess*, run *s* in the guest and judge it.  A run that cannot start for the
     user's reason (e.g. a tool that cannot be packed) still leaves its run directory, then
-    raises the UserError (exit 2)."""
+    raises the UserError (exit 2); an interrupted one records where it was, then lets the
+    KeyboardInterrupt go on."""
     t0 = time.monotonic()
     topo = sess.topo
     unmet = s.unmet(topo)
     if unmet:
         return RunOutcome(s.name, topo.name, sess.kernel.name, "SKIP", None, message=f"{topo.name} lacks: {'; '.join(unmet)}")
     run_dir = session.open_run(s.name, sess)
-    out = RunOutcome(s.name, topo.name, sess.kernel.name, "ERROR", run_dir, notes=list(sess.plan.notes))
+    out = RunOutcome(s.name, topo.name, sess.kernel.name, "RUNNING", run_dir, notes=list(sess.plan.notes))
     out.kernel_info = {"id": sess.kernel.id, "release": sess.kernel.release, **(kernel_info or {})}
-    try:
-        layers = []
-        if s.workloads:
-            layers.append(workloads_layer(topo.arch))
-        tl = tools_layer(topo.arch, list(s.tools))
-        if tl is not None:
-            layers.append(tl)
-        job = job_script(s, topo)
-        (run_dir / "job.sh").write_text(job)
-        t_boot = time.monotonic()
-        from .backends import qemu as backend
+    out.integrity = {
+        "finished": False, "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        # Whether lab is still at it, for a recheck that finds it RUNNING.
+        "pid": os.getpid(), "pid_start": integrity.process_start(os.getpid()), "host": socket.gethostname(),
+    }  # fmt: skip
 
-        res = backend.boot(sess.plan, sess.kernel, run_dir, backend.GuestJob(job, layers=tuple(layers)), timeout=s.timeout, on_event=on_event)
-        out.timing["boot_to_agent_s"] = round(res.ready_s or 0, 2)
-        out.timing["vm_s"] = round(res.wall_s, 2)
-        out.timing["prepare_s"] = round(t_boot - t0, 2)
-        if (res.out_dir / "guest").exists():
-            shutil.copytree(res.out_dir / "guest", run_dir / "guest", dirs_exist_ok=True)
-        r = _result(s, sess.plan, res.out_dir, run_dir / "guest")
-        if res.rc == 90:
-            out.message = "trace setup failed in the guest: " + proc.tail(res.stderr)
-            return out
-        if res.rc not in (0, None):
-            out.message = f"the job exited {res.rc}: {proc.tail(res.stderr)}"
-            return out
-        failed = [st for st in (r.step(p.name[:-3]) for p in sorted(res.out_dir.glob("*.rc"))) if st.rc not in (0, None)]
-        if failed:
-            st = failed[0]
-            out.message = f"workload step '{st.name}' exited {st.rc}: {proc.tail(st.err) or proc.tail(st.out)}"
-            return out
-        for ph in r.phases:
-            lost = r.lost(ph)
-            if lost:
-                out.message = (
-                    f"trace phase '{ph}' lost {lost} events (ring buffer overrun): raise buffer_kb "
-                    f"({s.buffer_kb} KiB per CPU) or trace fewer events"
-                )
-                return out
-        out.expectations = sc.call_check(s, r)
-        out.status = "PASS" if all(e.ok for e in out.expectations) else "FAIL"
-    except LostGuest as e:
-        out.message = str(e)
-        (run_dir / "console.tail").write_text(e.detail)
-    except sc.ScenarioError:
+    def stage(name: str) -> None:  # results.json says where lab is, in case it is killed there
+        out.integrity["stage"] = name
+        write_results(out, run_dir, final=False)
+
+    def said(t: float, line: str) -> None:
+        if line.startswith("lab: ready") and out.integrity.get("stage") == "boot":
+            stage("job")
+        if on_event:
+            on_event(t, line)
+
+    caught: list[int] = []
+    try:
+        with _signals_named(caught):
+            stage("prepare")
+            layers = []
+            if s.workloads:
+                layers.append(workloads_layer(topo.arch))
+            tl = tools_layer(topo.arch, list(s.tools))
+            if tl is not None:
+                layers.append(tl)
+            job = job_script(s, topo)
+            (run_dir / "job.sh").write_text(job)
+            t_boot = time.monotonic()
+            from .backends import qemu as backend
+
+            stage("boot")
+            res = backend.boot(sess.plan, sess.kernel, run_dir, backend.GuestJob(job, layers=tuple(layers)), timeout=s.timeout, on_event=said)
+            out.timing["boot_to_agent_s"] = round(res.ready_s or 0, 2)
+            out.timing["vm_s"] = round(res.wall_s, 2)
+            out.timing["prepare_s"] = round(t_boot - t0, 2)
+            if (res.out_dir / "guest").exists():
+                shutil.copytree(res.out_dir / "guest", run_dir / "guest", dirs_exist_ok=True)
+            out.integrity["finished"] = True
+            stage("check")
+            judge(out, s, sess.plan, run_dir, integrity.NEW)
+    except KeyboardInterrupt as e:
+        sig = signal.Signals(caught[-1]).name if caught else "KeyboardInterrupt"
+        out.integrity["interrupted"] = sig
+        _error(out, f"the run did not finish: interrupted by {sig} {integrity.STAGES.get(out.integrity.get('stage', ''), '')}".rstrip())
+        e.add_note(f"{out.message}; what was gathered is in {run_dir}")
         raise
-    except UserError as e:
-        out.message = str(e)
-        raise  # bad input exits 2 (the run directory keeps the message)
+    except LostGuest as e:
+        _error(out, str(e))
+        _stream_figures(out, run_dir)
+        (run_dir / "console.tail").write_text(e.detail)
+    except UserError as e:  # bad input or a scenario's bug (ScenarioError): exits 2, the run directory keeps the message
+        _error(out, str(e))
+        raise
     except InfraError as e:
-        out.message = str(e)
+        _error(out, str(e))
+        _stream_figures(out, run_dir)
+    except BaseException as e:  # lab's own bug: the traceback goes on, the run directory says where it was
+        _error(out, f"lab failed {integrity.STAGES.get(out.integrity.get('stage', ''), '')}: {type(e).__name__}: {e}")
+        raise
     finally:
         out.timing["wall_s"] = round(time.monotonic() - t0, 2)
         write_results(out, run_dir)
     return out
+
+
+def judge(out: RunOutcome, s: sc.Scenario, plan: VmPlan, run_dir: Path, need: integrity.Need) -> None:
+    """The verdict on a run's data, live or rechecked alike: ERROR naming the cause unless
+    the data is complete (lab.integrity), else the scenario's checks, PASS or FAIL."""
+    v = integrity.judge(run_dir, need, buffer_kb=s.buffer_kb)
+    out.integrity.update(v.figures, problems=v.problems)
+    if not v.ok:
+        _error(out, v.message)
+        return
+    out.expectations = sc.call_check(s, _result(s, plan, run_dir / "out", run_dir / "guest"))
+    out.status = "PASS" if all(e.ok for e in out.expectations) else "FAIL"
+
+
+def _error(out: RunOutcome, message: str) -> None:
+    out.status, out.message = "ERROR", message
+
+
+def _stream_figures(out: RunOutcome, run_dir: Path) -> None:
+    """What of the results reached lab, when the boot failed after the guest started."""
+    if (run_dir / integrity.RESULTS_TAR).exists():
+        out.integrity["stream"] = integrity.check_stream(run_dir / integrity.RESULTS_TAR, integrity.agent_lines(run_dir) or []).figures
+
+
+@contextmanager
+def _signals_named(caught: list[int]) -> Iterator[None]:
+    """Note in *caught* which signal interrupts the block, whatever the handlers do with
+    it (lab.cli turns SIGTERM/SIGHUP into KeyboardInterrupt, SIGINT is Python's), so the
+    run directory can say "interrupted by SIGTERM".  Handlers that are not Python
+    functions (default, ignored) are left alone, as outside the main thread."""
+    old: dict[signal.Signals, Any] = {}
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        prev = signal.getsignal(sig)
+        if not callable(prev):
+            continue
+
+        def note(signum, frame, prev=prev):
+            caught.append(signum)
+            prev(signum, frame)
+
+        try:
+            signal.signal(sig, note)
+        except ValueError:  # not the main thread
+            break
+        old[sig] = prev
+    try:
+        yield
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
 
 
 def _result(s: sc.Scenario, plan: VmPlan, out_dir: Path, guest_dir: Path) -> sc.Result:
@@ -192,9 +264,21 @@ def _result(s: sc.Scenario, plan: VmPlan, out_dir: Path, guest_dir: Path) -> sc.
     return sc.Result(s, plan.topo, plan, plan.kernel, out_dir, view)
 
 
-def write_results(out: RunOutcome, run_dir: Path) -> None:
-    (run_dir / "results.json").write_text(json.dumps(out.to_dict(), indent=1, default=str))
-    (run_dir / "junit.xml").write_text(junit([out]))
+def write_results(out: RunOutcome, run_dir: Path, *, final: bool = True) -> None:
+    """results.json (and, when *final*, junit.xml), each replaced whole: a crash or a kill
+    never leaves a half-written file."""
+    if final:
+        for k in ("pid", "pid_start", "host"):  # only a RUNNING record needs them (is lab still at it?)
+            out.integrity.pop(k, None)
+    _write_atomic(run_dir / "results.json", json.dumps(out.to_dict(), indent=1, default=str))
+    if final:
+        _write_atomic(run_dir / "junit.xml", junit([out]))
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
 
 
 def junit(outcomes: list[RunOutcome]) -> str:
@@ -263,13 +347,23 @@ def aggregate(outcomes: list[RunOutcome]) -> dict[str, Any]:
 
 
 def recheck(run_dir: Path, scenario_file: str | None = None) -> RunOutcome:
-    """Run a scenario's check() again on a finished run directory (no VM)."""
+    """Run a scenario's check() again on a run directory (no VM), if its data is complete:
+    the same judgment as the live run (judge()), ERROR naming the cause otherwise."""
     plan = VmPlan.read(run_dir)
-    res = json.loads((run_dir / "results.json").read_text()) if (run_dir / "results.json").exists() else {}
-    s = sc.load(scenario_file or res.get("scenario") or "")
-    r = _result(s, plan, run_dir / "out", run_dir / "guest")
     kernel = plan.kernel.name if plan.kernel else "?"
-    o = RunOutcome(s.name, plan.topo.name, kernel, "ERROR", run_dir, notes=list(plan.notes))
-    o.expectations = sc.call_check(s, r)
-    o.status = "PASS" if all(e.ok for e in o.expectations) else "FAIL"
+    record, why = integrity.read_record(run_dir)
+    name = scenario_file or str((record or {}).get("scenario") or "")
+    o = RunOutcome(name or "?", plan.topo.name, kernel, "ERROR", run_dir, notes=list(plan.notes))
+    if record is None or not name:
+        o.message = why or "results.json names no scenario (give --scenario)"
+        return o
+    why = integrity.unfinished(record)
+    if why:
+        rec = record.get("integrity")
+        o.integrity = {k: v for k, v in rec.items() if k not in ("pid", "pid_start", "host")} if isinstance(rec, dict) else {}
+        o.message = why
+        return o
+    s = sc.load(name)
+    o.scenario = s.name
+    judge(o, s, plan, run_dir, integrity.need_for(record))
     return o

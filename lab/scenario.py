@@ -51,7 +51,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, ClassVar
 
-from . import analysis, cpulist
+from . import analysis, cpulist, integrity
 from .errors import UserError, unknown
 from .paths import SCENARIOS
 from .topology import Topology
@@ -200,8 +200,7 @@ class Result:
         return p.read_text(errors="replace") if p.exists() else ""
 
     def step(self, name: str) -> Step:
-        rc = self.text(f"{name}.rc").strip()
-        return Step(name, int(rc) if rc.lstrip("-").isdigit() else None, self.text(f"{name}.out"), self.text(f"{name}.err"))
+        return Step(name, integrity.count(self.text(f"{name}.rc")), self.text(f"{name}.out"), self.text(f"{name}.err"))
 
     @property
     def phases(self) -> list[str]:
@@ -252,16 +251,9 @@ class Result:
         return analysis.task_paths(self.events(phase, only=only), cpu_map=self.cpu, **kw)
 
     def lost(self, phase: str = "main") -> int:
-        t = self.text(f"trace.{phase}.lost").strip()
-        n = int(t) if t.isdigit() else 0
-        # [LOST n EVENTS] markers count too.
-        p = self.trace_path(phase)
-        if p.exists():
-            r = parse_file(p, only=[])
-            for _ in r:
-                pass
-            n = max(n, r.stats.lost_events + r.stats.overwritten, 1 if r.stats.lost_unknown else 0)
-        return n
+        """Events the phase's trace lost (the guest's overrun count, [LOST n EVENTS] markers,
+        overwritten entries); lab judges no run that lost any (lab.integrity)."""
+        return integrity.trace_figures(self.out, phase)["lost"]
 
     def vmstat(self, phase: str = "main") -> dict[str, int]:
         """vmstat counters' change over the phase."""

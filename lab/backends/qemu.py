@@ -8,7 +8,6 @@ finishes, is killed and reported as LostGuest with the console tail.
 
 from __future__ import annotations
 
-import io
 import json
 import logging
 import os
@@ -19,9 +18,9 @@ import tarfile
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
-from .. import cpulist, proc
+from .. import cpulist, integrity, proc
 from .. import host as host_mod
 from ..errors import InfraError, LostGuest, UserError
 from ..image import initramfs
@@ -220,21 +219,25 @@ def boot(
             f"QEMU exited with status {returncode}: {msg[-1] if msg else 'no message'} (argv: {run_dir / 'qemu.argv'})"
         )
     out_dir = run_dir / "out"
-    _extract(run_dir / files.results, out_dir)
-    rc_text = (out_dir / "rc").read_text().strip() if (out_dir / "rc").exists() else None
+    lines = [line for _, line in said.events]
+    stream = integrity.check_stream(run_dir / files.results, lines)
+    ignored = _extract(run_dir / files.results, out_dir)  # what arrived is kept, complete or not
     if said.ready_s is None or not said.done:
         raise LostGuest(f"guest stopped without reporting its results (console: {console})", console_tail(console))
+    rc = integrity.count((out_dir / "rc").read_text(errors="replace")) if (out_dir / "rc").is_file() else None
     result = BootResult(
         run_dir=run_dir, out_dir=out_dir, argv=argv, accel=plan.accel, wall_s=wall, ready_s=said.ready_s,
-        guest_ready_uptime=said.ready_uptime, rc=int(rc_text) if rc_text and rc_text.lstrip("-").isdigit() else None,
-        online_s=said.online_s, events=said.events,
+        guest_ready_uptime=said.ready_uptime, rc=rc, online_s=said.online_s, events=said.events,
     )  # fmt: skip
     doc = {
         "accel": plan.accel, "accel_reason": plan.accel_reason, "wall_s": round(wall, 3),
         "ready_s": round(said.ready_s, 3), "guest_ready_uptime": said.ready_uptime, "bringup": plan.bringup,
-        "online_s": said.online_s, "rc": result.rc, "events": [[round(t, 3), e] for t, e in said.events],
+        "online_s": said.online_s, "rc": result.rc, "stream": {**stream.figures, "ignored": ignored},
+        "events": [[round(t, 3), e] for t, e in said.events],
     }  # fmt: skip
     (run_dir / "boot.json").write_text(json.dumps(doc, indent=1))
+    if stream.problem:  # nothing is judged on part of the results
+        raise InfraError(f"{stream.problem} ({run_dir / files.results}; the agent's log: {run_dir / files.agent_log})")
     return result
 
 
@@ -365,27 +368,36 @@ def _field(line: str, key: str) -> float | None:
     return None
 
 
-def _extract(tar_path: Path, out_dir: Path) -> None:
+def _extract(tar_path: Path, out_dir: Path) -> list[str]:
+    """Unpack the guest's results into *out_dir*: regular files and directories only, at
+    plain relative names (guest output is data: no links, devices, absolute paths or
+    '..').  Returns what was left out; a cut archive yields the members before the cut
+    (integrity.check_stream() says whether it was whole)."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    if not tar_path.exists() or tar_path.stat().st_size == 0:
-        return
-    data = tar_path.read_bytes()
+    ignored: list[str] = []
     try:
-        with tarfile.open(fileobj=io.BytesIO(data)) as tf:
-            for m in tf.getmembers():
-                if m.name.startswith("/") or ".." in Path(m.name).parts:
+        with tarfile.open(tar_path, mode="r:") as tf:
+            for m in tf:
+                parts = [x for x in PurePosixPath(m.name).parts if x != "."]
+                if m.isdir() and not parts:  # "./", out_dir itself
                     continue
-                if m.isdir():
-                    (out_dir / m.name).mkdir(parents=True, exist_ok=True)
-                elif m.isfile():
-                    dest = out_dir / m.name
+                if not (m.isdir() or m.isreg()) or not parts or parts[0] == "/" or ".." in parts:
+                    ignored.append(m.name)
+                    continue
+                dest = out_dir.joinpath(*parts)
+                try:
+                    if m.isdir():
+                        dest.mkdir(parents=True, exist_ok=True)
+                        continue
                     dest.parent.mkdir(parents=True, exist_ok=True)
                     fh = tf.extractfile(m)
                     if fh is not None:
                         dest.write_bytes(fh.read())
-    except (tarfile.TarError, EOFError):
-        # A truncated archive still yields the members before the cut.
+                except OSError:  # e.g. a name sent both as a file and as a directory
+                    ignored.append(m.name)
+    except (OSError, EOFError, tarfile.TarError):  # missing, empty or cut short: see check_stream()
         pass
+    return ignored[:50]
 
 
 def interactive(plan: VmPlan, kernel: KernelArtifact, run_dir: Path) -> int:

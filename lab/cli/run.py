@@ -43,7 +43,8 @@ def run_cmd(
 ) -> None:
     """Boot, run SCENARIO's workload with tracing on, and give a verdict with evidence.
 
-    Exit 0 pass, 1 fail, 3 error (guest lost, trace overflow, workload failed)."""
+    Exit 0 pass, 1 fail, 3 error (guest lost, workload failed, incomplete data: lost
+    events, a results stream cut short, missing files, trace lines lab cannot read)."""
     from .. import runner, session, topology
     from .. import scenario as sc
     from ..errors import UserError
@@ -70,6 +71,8 @@ def run_cmd(
 def _run_repeated(s, sess, repeat: int, as_json: bool, kernel_info=None, json_lines: bool = False):
     """Run *s* *repeat* times on one prepared session; show each verdict (or the JSON)
     and, for more than one run, the spread.  Returns the outcomes."""
+    from rich.markup import escape
+
     from .. import runner
 
     c = console(stderr=as_json)
@@ -80,10 +83,16 @@ def _run_repeated(s, sess, repeat: int, as_json: bool, kernel_info=None, json_li
         status = c.status(f"{label}{s.name} on {topo.name} ({sess.kernel.name}, {sess.plan.accel}): booting")
 
         def on_event(t: float, line: str, status=status, label=label) -> None:
-            status.update(f"{label}{s.name} on {topo.name}: {line.removeprefix('lab: ')} (+{t:.1f}s)")
+            # The agent's words are guest output: shown as text, never as rich markup.
+            status.update(f"{label}{s.name} on {topo.name}: {escape(line.removeprefix('lab: '))} (+{t:.1f}s)")
 
-        with status:
-            o = runner.run_once(s, sess, on_event=on_event, kernel_info=kernel_info)
+        try:
+            with status:
+                o = runner.run_once(s, sess, on_event=on_event, kernel_info=kernel_info)
+        except KeyboardInterrupt as e:  # say where the interrupted run is, and that it says so
+            for note in getattr(e, "__notes__", []):
+                console(stderr=True).print(note, markup=False, highlight=False, soft_wrap=True)
+            raise
         outcomes.append(o)
         if not as_json:
             _show(o)
@@ -184,15 +193,17 @@ def _fig(v) -> str:
 
 
 def _show(o) -> None:
+    from rich.markup import escape
     from rich.table import Table
 
     c = console()
     for n in o.notes:
-        c.print(f"[yellow]note[/]: {n}")
+        c.print(f"[yellow]note[/]: {escape(n)}")
     if o.status in ("ERROR", "SKIP"):
-        c.print(f"[red]{o.status}[/] {o.scenario} on {o.topology} ({o.kernel}): {o.message}")
+        # The message may quote the guest (a step's stderr, a trace line): text, not markup.
+        c.print(f"[red]{o.status}[/] {escape(f'{o.scenario} on {o.topology} ({o.kernel}): {o.message}')}", soft_wrap=True)
         if o.run_dir:
-            c.print(f"run dir: {o.run_dir}")
+            c.print(f"run dir: {o.run_dir}", markup=False, highlight=False)
         return
     t = Table(title=f"lab run {o.scenario} --topology {o.topology} --kernel {o.kernel}", title_justify="left")
     t.add_column("expectation")
@@ -200,13 +211,13 @@ def _show(o) -> None:
     t.add_column("figures")
     for e in o.expectations:
         mark = "[green]PASS[/]" if e.ok else "[red]FAIL[/]"
-        t.add_row(e.name, mark, "  ".join(f"{k}={_fig(v)}" for k, v in e.figures.items()))
+        t.add_row(escape(e.name), mark, escape("  ".join(f"{k}={_fig(v)}" for k, v in e.figures.items())))
     c.print(t)
     for e in o.expectations:
         if not e.ok:
-            c.print(f"[red]FAIL[/] {e.name}")
+            c.print(f"[red]FAIL[/] {escape(e.name)}")
             if e.note:
-                c.print(f"  why: {e.note}")
+                c.print(f"  why: {escape(e.note)}")
             for line in e.evidence[:12]:
                 c.print(f"  {line}", markup=False, highlight=False)
             if len(e.evidence) > 12:
@@ -238,7 +249,10 @@ def _show_agg(agg) -> None:
 @click.argument("run_dir", type=click.Path(exists=True, file_okay=False, path_type=__import__("pathlib").Path))
 @click.option("--scenario", "scenario_file", default=None, help="Check with this scenario (name or file) instead of the recorded one.")
 def recheck_cmd(run_dir, scenario_file) -> None:
-    """Run a scenario's checks again on a finished run directory, without booting."""
+    """Run a scenario's checks again on a finished run directory, without booting.
+
+    Exit 0 pass, 1 fail, 3 error: a run that did not finish (interrupted, lab killed,
+    guest lost) or whose data is incomplete is not judged; the message names the cause."""
     from .. import runner
 
     o = runner.recheck(run_dir, scenario_file)

@@ -38,6 +38,7 @@ lab_trace_setup() {
 # lab_trace_on PHASE: snapshot counters, clear the buffer, start tracing.
 lab_trace_on() {
     p=${1:-main}
+    echo "$p" >> "$LAB_OUT/lab.phases"  # the host expects this phase's files (trace, lost count)
     echo > $LAB_TRACEFS/trace
     cat /proc/vmstat > "$LAB_OUT/vmstat.$p.before"
     cat /proc/schedstat > "$LAB_OUT/schedstat.$p.before"
@@ -67,6 +68,7 @@ lab_trace_off() {
 lab_run() {
     name=$1
     shift
+    echo "$name" >> "$LAB_OUT/lab.steps"  # the host expects $name.rc: a step that never ended is not judged
     lab_log "step $name start uptime=$(cut -d' ' -f1 /proc/uptime)"
     "$@" > "$LAB_OUT/$name.out" 2> "$LAB_OUT/$name.err"
     rc=$?

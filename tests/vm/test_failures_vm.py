@@ -93,3 +93,42 @@ def test_killed_lab_leaves_no_vm(debian_kernel, tmp_path):
         while qemu_running(str(tmp_path)) and time.monotonic() < deadline:
             time.sleep(0.2)
         assert not qemu_running(str(tmp_path)), f"QEMU survived {how}"
+
+
+def test_run_interrupted_during_boot_says_so(debian_kernel, tmp_path):
+    """SIGINT while the guest boots: QEMU is stopped, the run directory keeps what was
+    gathered and says why it has no verdict, and `lab recheck` says the same (exit 3)
+    instead of judging whatever files are there."""
+    import signal
+    import sys
+    import time
+    from pathlib import Path
+
+    lab = str(Path(sys.executable).parent / "lab")
+    errlog = tmp_path / "lab.stderr"
+    with open(errlog, "wb") as err:
+        p = subprocess.Popen([lab, "run", "llc-spread-pinned"], stdout=subprocess.DEVNULL, stderr=err)
+    deadline = time.monotonic() + 120
+    stage = None
+    while time.monotonic() < deadline and p.poll() is None:
+        res = list((tmp_path / "runs").glob("*/results.json"))
+        stage = json.loads(res[0].read_text())["integrity"].get("stage") if res else None
+        if stage == "boot" and qemu_running(str(tmp_path)):
+            break
+        time.sleep(0.1)
+    assert stage == "boot" and qemu_running(str(tmp_path)), f"never saw the guest booting: {errlog.read_text()}"
+    p.send_signal(signal.SIGINT)
+    try:
+        assert p.wait(timeout=30) == 130
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"lab ignored SIGINT for 30 s: {stuck(p, errlog)}")
+    (run,) = (tmp_path / "runs").glob("*-llc-spread-pinned-*")
+    res = json.loads((run / "results.json").read_text())
+    cause = "the run did not finish: interrupted by SIGINT during boot"
+    assert res["status"] == "ERROR" and res["message"] == cause, res
+    assert res["integrity"] == {**res["integrity"], "finished": False, "stage": "boot", "interrupted": "SIGINT"}
+    assert cause in errlog.read_text() and str(run) in errlog.read_text()
+    assert (run / "console.log").exists() and (run / "qemu.argv").exists()  # what was gathered is kept
+    r = CliRunner().invoke(main, ["recheck", str(run)])
+    assert r.exit_code == 3 and cause in r.output and "Traceback" not in r.output, r.output
+    assert not qemu_running(str(tmp_path))
