@@ -19,6 +19,7 @@ import fcntl
 import os
 import re
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -29,7 +30,9 @@ from .errors import InfraError
 
 TIMEOUT_ENV = "LAB_LOCK_TIMEOUT"
 
-_held: set[str] = set()  # names this process holds (taking one twice would wait on itself)
+# Names this thread holds: taking one again would wait on itself.  (Two threads wait
+# for each other like two processes: flock locks belong to the open file.)
+_local = threading.local()
 
 
 def lock_path(name: str) -> Path:
@@ -54,8 +57,9 @@ def cache_lock(name: str, what: str, *, timeout: float = 600.0) -> Iterator[bool
     ("building lab-6.1").  Yields True if another process held it first (so what it
     made may be there now).  Waits at most *timeout* seconds ($LAB_LOCK_TIMEOUT
     overrides), then raises InfraError."""
-    if name in _held:
-        raise RuntimeError(f"cache lock {name} taken twice by one process")
+    held: set[str] = _local.__dict__.setdefault("held", set())
+    if name in held:
+        raise RuntimeError(f"cache lock {name} taken twice by one thread")
     env = os.environ.get(TIMEOUT_ENV)
     if env:
         try:
@@ -91,7 +95,7 @@ def cache_lock(name: str, what: str, *, timeout: float = 600.0) -> Iterator[bool
                 )
             time.sleep(min(delay, max(0.0, deadline - time.monotonic())))
             delay = min(delay * 2, 1.0)
-        _held.add(name)
+        held.add(name)
         try:
             f.seek(0)
             f.truncate()
@@ -99,5 +103,5 @@ def cache_lock(name: str, what: str, *, timeout: float = 600.0) -> Iterator[bool
             f.flush()
             yield waited
         finally:
-            _held.discard(name)
+            held.discard(name)
             fcntl.flock(f, fcntl.LOCK_UN)

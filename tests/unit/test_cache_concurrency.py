@@ -445,3 +445,28 @@ def test_gzipped_image_decompressed_by_many_at_once(tmp_path):
     assert_clean(results)
     out = Path(results[0][1].strip())
     assert out.read_bytes() == image and leftovers(out.parent) == []
+
+
+def test_threads_wait_for_each_other(tmp_path, monkeypatch):
+    """Two threads of one process wait for each other like two processes (flock locks
+    belong to the open file); only one thread taking a lock twice is a bug."""
+    import threading
+
+    monkeypatch.setenv("LAB_CACHE", str(tmp_path / "cache"))
+    from lab.lock import cache_lock
+
+    inside, order = threading.Event(), []
+
+    def first():
+        with cache_lock("t", "testing"):
+            inside.set()
+            time.sleep(0.3)
+            order.append("first")
+
+    t = threading.Thread(target=first)
+    t.start()
+    inside.wait(10)
+    with cache_lock("t", "testing", timeout=30) as waited:
+        order.append("second")
+    t.join()
+    assert order == ["first", "second"] and waited
