@@ -69,8 +69,12 @@ def cache_lock(name: str, what: str, *, timeout: float = 600.0) -> Iterator[bool
 
             raise UserError(f"{TIMEOUT_ENV}={env!r}: expected a number of seconds") from None
     path = lock_path(name)
-    # "a+": opening must not truncate what the current holder wrote.
-    with open(path, "a+") as f:
+    try:
+        # "a+": opening must not truncate what the current holder wrote.
+        f = open(path, "a+")
+    except OSError as e:
+        raise InfraError(f"cannot open the lock {path}: {e.strerror}") from None
+    with f:
         waited = False
         deadline = time.monotonic() + timeout
         delay = 0.05

@@ -33,7 +33,14 @@ def cache_dir() -> Path:
     else:
         base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
         p = Path(base) / "lab"
-    p.mkdir(parents=True, exist_ok=True)
+    try:
+        p.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        from .errors import UserError
+
+        raise UserError(
+            f"cannot use {p} as lab's cache ({e.strerror}); set LAB_CACHE to a writable directory"
+        ) from None
     return p
 
 

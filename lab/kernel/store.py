@@ -82,7 +82,10 @@ def remove(id_or_prefix: str) -> KernelArtifact:
         os.rename(entry, aside / "entry")
     except FileNotFoundError:
         pass  # another lab removed it first
-    shutil.rmtree(aside, ignore_errors=True)
+    except OSError as e:
+        raise InfraError(f"cannot remove kernel {a.id} from the store: {e}") from e
+    finally:
+        shutil.rmtree(aside, ignore_errors=True)
     return a
 
 

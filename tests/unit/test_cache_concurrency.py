@@ -470,3 +470,13 @@ def test_threads_wait_for_each_other(tmp_path, monkeypatch):
         order.append("second")
     t.join()
     assert order == ["first", "second"] and waited
+
+
+def test_unusable_cache_is_one_line(tmp_path, monkeypatch):
+    (tmp_path / "file").write_text("")
+    monkeypatch.setenv("LAB_CACHE", str(tmp_path / "file" / "cache"))
+    from lab import paths
+    from lab.errors import UserError
+
+    with pytest.raises(UserError, match=r"cannot use .*/file/cache as lab's cache \(Not a directory\); set LAB_CACHE"):
+        paths.cache_dir()
