@@ -75,7 +75,7 @@ def cache_lock(name: str, what: str, *, timeout: float = 600.0) -> Iterator[bool
     except OSError as e:
         raise InfraError(f"cannot open the lock {path}: {e.strerror}") from None
     with f:
-        waited = False
+        waited = said = False
         deadline = time.monotonic() + timeout
         delay = 0.05
         while True:
@@ -85,18 +85,19 @@ def cache_lock(name: str, what: str, *, timeout: float = 600.0) -> Iterator[bool
             except BlockingIOError:
                 pass
             pid, doing = _holder(f)
-            if not waited:
-                waited = True
-                print(
-                    f"lab: waiting for another lab {doing or what} (pid {pid})",
-                    file=sys.stderr,
-                    flush=True,
-                )
-            if time.monotonic() >= deadline:
+            who = f"another lab {doing or what} (pid {pid}"
+            late = time.monotonic() >= deadline
+            # Said from the second try on: a wait of milliseconds is not news, and by
+            # then the holder has written who it is.
+            if not said and (waited or late):
+                said = True
+                print(f"lab: waiting for {who})", file=sys.stderr, flush=True)
+            if late:
                 raise InfraError(
-                    f"gave up after {timeout:.0f}s waiting for another lab {doing or what} "
-                    f"(pid {pid}, lock {path}); set {TIMEOUT_ENV} to wait longer"
+                    f"gave up after {timeout:.0f}s waiting for {who}, lock {path}); "
+                    f"set {TIMEOUT_ENV} to wait longer"
                 )
+            waited = True
             time.sleep(min(delay, max(0.0, deadline - time.monotonic())))
             delay = min(delay * 2, 1.0)
         held.add(name)

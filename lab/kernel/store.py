@@ -162,5 +162,10 @@ def _swap(new: Path, final: Path) -> None:
     # miss the entry between the two renames.
     old = Path(tempfile.mkdtemp(prefix=paths.tmp_prefix(f"old-{final.name}"), dir=final.parent))
     os.rename(final, old / "entry")
-    os.rename(new, final)
+    try:
+        os.rename(new, final)
+    except OSError:
+        os.rename(old / "entry", final)  # put the old one back rather than lose both
+        old.rmdir()
+        raise
     os.rename(old, new)

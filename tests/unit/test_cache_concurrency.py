@@ -480,3 +480,43 @@ def test_unusable_cache_is_one_line(tmp_path, monkeypatch):
 
     with pytest.raises(UserError, match=r"cannot use .*/file/cache as lab's cache \(Not a directory\); set LAB_CACHE"):
         paths.cache_dir()
+
+
+@pytest.mark.parametrize("exchange", [True, False])
+def test_replacing_an_entry(tmp_path, monkeypatch, exchange):
+    """--force puts the new entry in place of the old; where the filesystem cannot
+    exchange two names (no renameat2), by two renames, the old one put back if the
+    second fails."""
+    monkeypatch.setenv("LAB_CACHE", str(tmp_path / "cache"))
+    from lab.kernel import store
+
+    if not exchange:
+        monkeypatch.setattr(store.ctypes, "CDLL", lambda *a, **k: object())
+
+    def publish(image: bytes) -> None:
+        with store.staging("e", replace=True) as tmp:
+            (tmp / "bzImage").write_bytes(image)
+            (tmp / "metadata.json").write_text(json.dumps({"id": "e", "name": "x", "arch": "x86_64", "image": "bzImage", "release": "r"}))
+
+    publish(b"old")
+    publish(b"new")
+    assert store.get("e").image.read_bytes() == b"new"
+    assert [p.name for p in store.root().iterdir()] == ["e"]
+    if not exchange:
+        real, tries = os.rename, []
+
+        def fail_second(a, b):
+            if Path(b).name == "e" and Path(a).name.startswith(".tmp-"):
+                tries.append(a)
+                if len(tries) == 2:  # the first fails by itself: the entry is there
+                    raise OSError(28, "No space left on device")
+            real(a, b)
+
+        monkeypatch.setattr(store.os, "rename", fail_second)
+        from lab.errors import InfraError
+
+        with pytest.raises(InfraError, match="cannot add kernel e to the store"):
+            publish(b"newer")
+        assert len(tries) == 2
+        assert store.get("e").image.read_bytes() == b"new"
+        assert [p.name for p in store.root().iterdir()] == ["e"]
