@@ -109,26 +109,33 @@ def boot_image(kernel: KernelArtifact, vcpus: int = 1) -> Path:
         return image
     if kernel.config_value("PVH") != "y":
         return image
-    from ..paths import cache_dir
+    from .. import paths
+    from ..lock import cache_lock
 
-    out = cache_dir() / "vmlinux" / f"{kernel.id}.elf"
+    out = paths.cache_dir() / "vmlinux" / f"{kernel.id}.elf"
     if out.exists():
         return out
-    data = image.read_bytes()
-    for magic, kind in PAYLOADS:
-        at = data.find(magic)
-        while at >= 0:
-            try:
-                raw = _decompress(kind, data[at:])
-            except Exception:  # noqa: BLE001 - a false match of the magic: keep looking
-                raw = b""
-            if raw[:4] == b"\x7fELF":
-                out.parent.mkdir(parents=True, exist_ok=True)
-                tmp = out.with_suffix(".tmp")
-                tmp.write_bytes(raw)
-                tmp.replace(out)
-                return out
-            at = data.find(magic, at + 1)
+    # Two boots of a new kernel at once: one extracts, the other waits and reuses it.
+    with cache_lock(f"vmlinux-{kernel.id}", f"extracting the vmlinux of {kernel.name}"):
+        if out.exists():
+            return out
+        data = image.read_bytes()
+        for magic, kind in PAYLOADS:
+            at = data.find(magic)
+            while at >= 0:
+                try:
+                    raw = _decompress(kind, data[at:])
+                except Exception:  # noqa: BLE001 - a false match of the magic: keep looking
+                    raw = b""
+                if raw[:4] == b"\x7fELF":
+                    try:
+                        with paths.atomic_file(out) as tmp:
+                            tmp.write_bytes(raw)
+                    except InfraError as e:  # a full disk: the bzImage boots anyway
+                        log.warning("%s; booting %s instead", e, image)
+                        return image
+                    return out
+                at = data.find(magic, at + 1)
     return image  # no payload we can unpack: the bzImage boots anyway
 
 

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
+from ..paths import atomic_file
+
 
 @dataclass(frozen=True)
 class Entry:
@@ -70,14 +72,13 @@ class Writer:
 
 
 def write(path: Path, entries: Iterable[Entry]) -> None:
-    """Write *entries* as one newc archive at *path* (atomically)."""
-    tmp = path.with_name(path.name + f".tmp{os.getpid()}")
-    with open(tmp, "wb") as fh:
+    """Write *entries* as one newc archive at *path* (atomically: a temporary file of
+    its own, renamed into place; removed if anything fails)."""
+    with atomic_file(path) as tmp, open(tmp, "wb") as fh:
         w = Writer(fh)
         for e in entries:
             w.add(e)
         w.close()
-    os.replace(tmp, path)
 
 
 def file(path: str, source: Path | None = None, data: bytes = b"", mode: int = 0o644) -> Entry:

@@ -18,19 +18,22 @@ import hashlib
 import os
 import shlex
 import shutil
-from collections.abc import Iterable, Mapping
+import tempfile
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
 from .. import arch as archs
 from .. import proc
-from ..errors import UserError
-from ..paths import cache_dir
+from ..errors import InfraError, UserError
+from ..lock import cache_lock
+from ..paths import atomic_file, cache_dir, clean_stale, tmp_prefix
 from . import cpio
 
 GUEST = Path(__file__).resolve().parent.parent / "guest"
 AGENT = GUEST / "init.sh"
 GUEST_FILES = {"lab/lib.sh": GUEST / "lib.sh", "bin/labsel": GUEST / "labsel"}
 LAYOUT_VERSION = "1"  # bump when the layout of a layer changes
+LAYER_LOCK_TIMEOUT = 600.0  # a layer takes seconds; busybox a small download
 
 
 def images_dir() -> Path:
@@ -64,7 +67,10 @@ def busybox(arch: str) -> Path:
     dest = cache_dir() / "busybox" / arch / "busybox"
     if dest.exists():
         return dest
-    return _fetch_foreign_busybox(a.debian, dest)
+    with cache_lock(f"busybox-{arch}", f"fetching busybox-static for {arch}", timeout=LAYER_LOCK_TIMEOUT):
+        if dest.exists():
+            return dest
+        return _fetch_foreign_busybox(a.debian, dest)
 
 
 def _is_static(p: Path) -> bool:
@@ -76,26 +82,29 @@ def _is_static(p: Path) -> bool:
 def _fetch_foreign_busybox(arch: str, dest: Path) -> Path:
     """Download Debian's busybox-static for another architecture (multiarch; *arch*
     in Debian's spelling)."""
-    work = dest.parent / "deb"
-    shutil.rmtree(work, ignore_errors=True)
-    work.mkdir(parents=True)
-    cp = proc.run(
-        ["apt-get", "download", f"busybox-static:{arch}"], cwd=work, check=False, timeout=300
-    )
-    if cp.returncode != 0:
-        raise UserError(
-            f"cannot download busybox-static:{arch} (run: dpkg --add-architecture {arch} && apt-get update): "
-            + cp.stderr.decode(errors="replace").strip().splitlines()[-1:][0]
-            if cp.stderr
-            else ""
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    clean_stale(dest.parent)
+    work = Path(tempfile.mkdtemp(prefix=tmp_prefix("deb"), dir=dest.parent))
+    # apt-get download drops privileges to _apt, which must be able to write here.
+    os.chmod(work, 0o777)
+    try:
+        cp = proc.run(
+            ["apt-get", "download", f"busybox-static:{arch}"], cwd=work, check=False, timeout=300
         )
-    debs = list(work.glob("busybox-static_*.deb"))
-    proc.run(["dpkg-deb", "-x", str(debs[0]), str(work / "x")])
-    src = work / "x" / "bin" / "busybox"
-    tmp = dest.with_name("busybox.tmp")
-    shutil.copy2(src, tmp)
-    os.replace(tmp, dest)
-    shutil.rmtree(work, ignore_errors=True)
+        if cp.returncode != 0:
+            said = proc.tail(cp.stderr, 1)
+            raise UserError(
+                f"cannot download busybox-static:{arch} (run: dpkg --add-architecture {arch} "
+                f"&& apt-get update)" + (f": {said}" if said else "")
+            )
+        debs = list(work.glob("busybox-static_*.deb"))
+        if len(debs) != 1:
+            raise InfraError(f"apt-get download busybox-static:{arch} left {len(debs)} .deb files")
+        proc.run(["dpkg-deb", "-x", str(debs[0]), str(work / "x")])
+        with atomic_file(dest, mode=0o755) as tmp:
+            shutil.copyfile(work / "x" / "bin" / "busybox", tmp)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
     return dest
 
 
@@ -105,8 +114,10 @@ def base_layer(arch: str) -> Path:
     extras = {dst: src.read_bytes() for dst, src in GUEST_FILES.items()}
     key = _sha("base", LAYOUT_VERSION, arch, bb.read_bytes(), agent, *extras.keys(), *extras.values())
     out = images_dir() / f"base-{arch}-{key}.cpio"
-    if out.exists():
-        return out
+    return _cached(out, lambda: _base_entries(bb, agent, extras))
+
+
+def _base_entries(bb: Path, agent: bytes, extras: dict[str, bytes]) -> list[cpio.Entry]:
     entries = [
         cpio.directory(d)
         for d in (
@@ -130,8 +141,7 @@ def base_layer(arch: str) -> Path:
         entries.append(cpio.file(dst, data=data, mode=0o755))
     entries.append(cpio.file("etc/passwd", data=b"root:x:0:0:root:/root:/bin/sh\n"))
     entries.append(cpio.file("etc/group", data=b"root:x:0:\n"))
-    cpio.write(out, entries)
-    return out
+    return entries
 
 
 def modules_layer(release: str, modules: list[Path]) -> Path | None:
@@ -144,13 +154,15 @@ def modules_layer(release: str, modules: list[Path]) -> Path | None:
         h.update(m.read_bytes())
     key = _sha("modules", LAYOUT_VERSION, release, h.hexdigest())
     out = images_dir() / f"modules-{release}-{key}.cpio"
-    if out.exists():
-        return out
-    entries = [cpio.file(f"lib/modules/{m.name}", source=m) for m in modules]
-    order = "".join(f"{m.name}\n" for m in modules).encode()
-    entries.append(cpio.file("lab/modules", data=order))
-    cpio.write(out, entries)
-    return out
+
+    def entries() -> list[cpio.Entry]:
+        order = "".join(f"{m.name}\n" for m in modules).encode()
+        return [
+            *(cpio.file(f"lib/modules/{m.name}", source=m) for m in modules),
+            cpio.file("lab/modules", data=order),
+        ]
+
+    return _cached(out, entries)
 
 
 def layer_path(kind: str, key: str) -> Path:
@@ -160,10 +172,40 @@ def layer_path(kind: str, key: str) -> Path:
 
 def tree_layer(kind: str, root: Path, key: str) -> Path:
     """Layer with everything under *root* at the archive root (tools, workloads)."""
+    return _cached(layer_path(kind, key), lambda: cpio.tree(root))
+
+
+def cached_tree_layer(kind: str, key: str, fill: Callable[[Path], object]) -> Path:
+    """The layer of *kind* with inputs hash *key*: cached, or made by *fill* (which
+    puts the layer's files under the directory it is given) and packed.  One lab at a
+    time fills a given layer; another one waits and reuses it."""
     out = layer_path(kind, key)
     if out.exists():
         return out
-    cpio.write(out, cpio.tree(root))
+    with _layer_lock(out):
+        if out.exists():
+            return out
+        with tempfile.TemporaryDirectory(prefix=f"lab-{kind}-") as td:
+            root = Path(td) / "root"
+            root.mkdir()
+            fill(root)
+            cpio.write(out, cpio.tree(root))
+    return out
+
+
+def _layer_lock(out: Path):
+    return cache_lock(f"layer-{out.name}", f"building the initramfs layer {out.name}", timeout=LAYER_LOCK_TIMEOUT)
+
+
+def _cached(out: Path, entries: Callable[[], Iterable[cpio.Entry]]) -> Path:
+    """*out*, written from *entries()* unless it is there already.  The name is a hash
+    of the inputs, so what is there is right; under the lock a second lab waits for
+    the first and reuses its file rather than writing it again."""
+    if out.exists():
+        return out
+    with _layer_lock(out):
+        if not out.exists():
+            cpio.write(out, entries())
     return out
 
 
@@ -190,12 +232,10 @@ def job_layer(
 
 def assemble(dest: Path, layers: Iterable[Path | None]) -> Path:
     """Concatenate *layers* (None skipped) into one initrd at *dest*."""
-    tmp = dest.with_name(dest.name + ".tmp")
-    with open(tmp, "wb") as out:
+    with atomic_file(dest) as tmp, open(tmp, "wb") as out:
         for layer in layers:
             if layer is None:
                 continue
             with open(layer, "rb") as f:
                 shutil.copyfileobj(f, out, 1 << 20)
-    os.replace(tmp, dest)
     return dest

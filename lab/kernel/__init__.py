@@ -104,11 +104,10 @@ def from_image(path: Path, arch: str) -> KernelArtifact:
     if data[:2] == b"\x1f\x8b":
         data = gzip.decompress(data)
         out = paths.cache_dir() / "images" / f"{sha[:16]}-Image"
-        out.parent.mkdir(parents=True, exist_ok=True)
         if not out.is_file():
-            tmp = out.with_suffix(".tmp")
-            tmp.write_bytes(data)
-            tmp.rename(out)
+            # Named by content: a lab doing the same at once writes the same bytes.
+            with paths.atomic_file(out) as tmp:
+                tmp.write_bytes(data)
         image = out
     kind = image_arch(data)
     if kind is None:

@@ -13,7 +13,6 @@ same relative paths for every recipe and reuses objects across recipes.
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import json
 import os
@@ -24,7 +23,6 @@ import shutil
 import subprocess
 import time
 from collections.abc import Callable
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -32,6 +30,7 @@ from pathlib import Path
 from .. import arch as archs
 from .. import paths, proc
 from ..errors import BuildError, InfraError, UserError
+from ..lock import cache_lock
 from . import config as kconfig
 from . import source as ksource
 from . import store
@@ -156,15 +155,17 @@ def work_dir(recipe: Recipe) -> Path:
     return paths.cache_dir() / "work" / name
 
 
-@contextmanager
-def _locked(work: Path):
+# A kernel build on this 2-core class of host takes minutes; a second lab waits that long.
+BUILD_LOCK_TIMEOUT = 3 * 3600.0
+SOURCE_LOCK_TIMEOUT = 3600.0
+
+
+def _locked(recipe: Recipe, doing: str):
+    """The work directory's lock: one lab at a time prepares or builds *recipe* (a
+    second one waits, then finds the kernel in the store)."""
+    work = work_dir(recipe)
     work.mkdir(parents=True, exist_ok=True)
-    with open(work / ".lock", "w") as f:
-        try:
-            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise UserError(f"another lab build is using {work}; wait for it to finish") from None
-        yield
+    return cache_lock(f"work-{work.name}", f"{doing} {recipe.name}", timeout=BUILD_LOCK_TIMEOUT)
 
 
 Progress = Callable[[str, str], None]  # (stage, detail)
@@ -177,7 +178,7 @@ def _noop(stage: str, detail: str) -> None:
 def prepare(recipe: Recipe, *, progress: Progress = _noop) -> Prepared:
     """Source, patches and .config for *recipe*, with the kconfiglib check done
     (``lab kernel config``).  Takes the work directory's lock."""
-    with _locked(work_dir(recipe)):
+    with _locked(recipe, "preparing"):
         return _prepare(recipe, progress=progress)
 
 
@@ -187,9 +188,7 @@ def _prepare(recipe: Recipe, *, progress: Progress = _noop) -> Prepared:
     for f in recipe.all_fragments():
         kconfig.parse_fragment(f)  # bad lines fail before any slow step
     progress("source", recipe.source)
-    src_info = ksource.resolve(
-        recipe.source, relative_to=recipe.file.parent if recipe.file else None
-    )
+    src_info = _resolve_source(recipe)
     work = work_dir(recipe)
     progress("patch", f"{len(recipe.patches)} patches")
     src = ksource.prepare(src_info, recipe.patches, work)
@@ -221,6 +220,18 @@ def _prepare(recipe: Recipe, *, progress: Progress = _noop) -> Prepared:
     return p
 
 
+def _resolve_source(recipe: Recipe) -> ksource.Source:
+    """The recipe's source, unpacked or fetched into the cache if it has to be.  Recipes
+    share sources (every debian:6.1 recipe), and their builds hold different work
+    locks, so unpacking one takes the source's own lock."""
+    rel = recipe.file.parent if recipe.file else None
+    if not recipe.source.startswith(("debian:", "git+")):
+        return ksource.resolve(recipe.source, relative_to=rel)  # a local tree: only read
+    name = "source-" + hashlib.sha256(recipe.source.encode()).hexdigest()[:16]
+    with cache_lock(name, f"unpacking {recipe.source}", timeout=SOURCE_LOCK_TIMEOUT):
+        return ksource.resolve(recipe.source, relative_to=rel)
+
+
 _STAGE_RE = re.compile(r"^\s+([A-Z][A-Z0-9_]{1,11})\s+(\S.*)$")
 
 
@@ -235,7 +246,12 @@ def build(
     digest = input_digest(recipe)
     t0 = time.monotonic()
     work = work_dir(recipe)
-    with _locked(work):
+    with _locked(recipe, "building") as waited:
+        if waited and not force:
+            # Another lab built it while we waited: reuse its kernel.
+            found = lookup_built(recipe)
+            if found is not None:
+                return found
         p = _prepare(recipe, progress=progress)
         if p.problems:
             raise UserError(
@@ -259,7 +275,7 @@ def build(
         image = p.obj / a.image_path
         if not image.is_file():
             raise InfraError(f"make succeeded but {image} is missing; see {log_path}")
-        with store.staging(p.id) as tmp:
+        with store.staging(p.id, replace=force) as tmp:
             shutil.copy2(image, tmp / a.image)
             shutil.copy2(p.obj / ".config", tmp / "config")
             for extra in ("System.map", "vmlinux"):

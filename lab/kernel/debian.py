@@ -28,6 +28,7 @@ from pathlib import Path
 from .. import arch as archs
 from .. import proc
 from ..errors import InfraError, UserError
+from ..lock import cache_lock
 from . import store
 from .artifact import KernelArtifact
 
@@ -43,6 +44,8 @@ VIRTIO_SYMBOLS = {
 }
 _DEBS = "|".join(a.debian for a in archs.ARCHES.values())
 _PKG_RE = re.compile(rf"^linux-image-(6\.1\.0-(\d+))-({_DEBS})$")
+# apt-get update and a ~100 MB download on a slow mirror.
+FETCH_LOCK_TIMEOUT = 3600.0
 
 
 def installed_entries(arch: str) -> list[KernelArtifact]:
@@ -94,7 +97,16 @@ def fetch_debian(arch: str = "x86_64", *, refresh: bool = False) -> KernelArtifa
     """Download and unpack Debian's newest 6.1 kernel for *arch* (once)."""
     if arch not in archs.NAMES:
         raise UserError(f"arch '{arch}': Debian kernels are fetched for {' or '.join(archs.NAMES)}")
-    have = installed_entries(arch)
+    # One lab at a time asks apt and downloads (apt-get update takes apt's own lock and
+    # fails if another holds it); a second one then finds the kernel in the store.
+    with cache_lock(f"fetch-debian-{arch}", f"fetching Debian's {arch} kernel", timeout=FETCH_LOCK_TIMEOUT) as waited:
+        have = installed_entries(arch)
+        if waited and have and not refresh:
+            return have[0]
+        return _fetch(arch, have, refresh)
+
+
+def _fetch(arch: str, have: list[KernelArtifact], refresh: bool) -> KernelArtifact:
     try:
         pkg, release = newest_package(arch)
     except (UserError, InfraError):

@@ -1,21 +1,25 @@
 """The kernel store: ``cache_dir()/kernels/<id>/`` with ``metadata.json`` beside the image.
 
 An entry appears only by renaming a complete temporary directory into place, so a
-build that fails or is killed never shows up.  Temporary directories are named
-``.tmp-*-<pid>`` and removed once their process is gone.
+build that fails or is killed never shows up, and it disappears the same way.
+Temporary directories are named ``.tmp-<pid>-*`` (paths.tmp_prefix) and removed once
+their process is gone.
 """
 
 from __future__ import annotations
 
+import ctypes
+import errno
 import json
 import os
 import shutil
+import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 from .. import paths
-from ..errors import UserError
+from ..errors import InfraError, UserError
 from .artifact import KernelArtifact
 
 
@@ -43,7 +47,10 @@ def get(id_or_prefix: str) -> KernelArtifact | None:
     """The entry whose id is, or uniquely starts with, *id_or_prefix*."""
     d = root() / id_or_prefix
     if (d / "metadata.json").is_file() and not id_or_prefix.startswith("."):
-        return KernelArtifact.from_entry(d)
+        try:
+            return KernelArtifact.from_entry(d)
+        except (ValueError, KeyError, OSError):
+            pass  # removed meanwhile, or not an entry: look the way entries() does
     matches = [a for a in entries() if a.id.startswith(id_or_prefix)]
     if len(matches) > 1:
         ids = ", ".join(a.id[:12] for a in matches[:5])
@@ -62,58 +69,103 @@ def find(**match) -> KernelArtifact | None:
 
 
 def remove(id_or_prefix: str) -> KernelArtifact:
+    """Take entry *id_or_prefix* out of the store: it disappears at once (renamed to a
+    temporary name), then its files are deleted."""
     a = get(id_or_prefix)
     if a is None:
         from ..errors import unknown
 
         raise unknown("kernel", id_or_prefix, [e.id[:12] for e in entries()])
-    shutil.rmtree(a.image.parent)
+    entry = a.image.parent
+    aside = Path(tempfile.mkdtemp(prefix=paths.tmp_prefix(f"rm-{entry.name}"), dir=root()))
+    try:
+        os.rename(entry, aside / "entry")
+    except FileNotFoundError:
+        pass  # another lab removed it first
+    except OSError as e:
+        raise InfraError(f"cannot remove kernel {a.id} from the store: {e}") from e
+    finally:
+        shutil.rmtree(aside, ignore_errors=True)
     return a
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+def _stale_owner(name: str) -> int | None:
+    pid = paths.tmp_owner(name)
+    if pid is None and name.startswith(".tmp-"):
+        # Made by an older lab: .tmp-<entry id>-<pid>.
+        last = name.rsplit("-", 1)[1]
+        pid = int(last) if last.isdigit() else None
+    return pid
 
 
 def clean_stale() -> None:
     """Remove temporary directories left by builds that died."""
     for d in root().iterdir():
-        if not d.name.startswith(".tmp-"):
-            continue
-        try:
-            pid = int(d.name.rsplit("-", 1)[1])
-        except ValueError:
-            continue
-        if not _pid_alive(pid):
+        pid = _stale_owner(d.name)
+        if pid is not None and not paths.pid_alive(pid):
             shutil.rmtree(d, ignore_errors=True)
 
 
 @contextmanager
-def staging(entry_id: str) -> Iterator[Path]:
+def staging(entry_id: str, *, replace: bool = False) -> Iterator[Path]:
     """A temporary directory that becomes entry *entry_id* if the block succeeds.
 
     The block must write metadata.json into it.  On any exception the directory
-    is removed and nothing appears in the store."""
+    is removed and nothing appears in the store.  If the entry exists by then
+    (another lab made the same kernel meanwhile), it is kept and this one dropped:
+    the id is a hash of everything the kernel's content depends on.  With *replace*
+    the new one takes its place in one step (readers see the old entry or the new
+    one, never none)."""
     clean_stale()
-    tmp = root() / f".tmp-{entry_id}-{os.getpid()}"
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir()
+    tmp = Path(tempfile.mkdtemp(prefix=paths.tmp_prefix(entry_id), dir=root()))
     try:
         yield tmp
         if not (tmp / "metadata.json").is_file():
             raise RuntimeError("store entry without metadata.json")
         # Validate before publishing.
         json.loads((tmp / "metadata.json").read_text())
+        os.chmod(tmp, 0o755)  # mkdtemp makes it 0700
         final = root() / entry_id
-        if final.exists():
-            shutil.rmtree(final)
-        tmp.rename(final)
+        try:
+            os.rename(tmp, final)
+        except OSError as e:
+            if e.errno not in (errno.ENOTEMPTY, errno.EEXIST):
+                raise
+            if replace:
+                _swap(tmp, final)
+            # Either way what is at tmp now is the entry nobody will see again.
+            shutil.rmtree(tmp, ignore_errors=True)
+    except OSError as e:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise InfraError(f"cannot add kernel {entry_id} to the store {root()}: {e}") from e
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+
+
+_RENAME_EXCHANGE = 2
+_AT_FDCWD = -100
+
+
+def _swap(new: Path, final: Path) -> None:
+    """Put directory *new* at *final* and the old *final* at *new*, atomically where the
+    filesystem can exchange two names (renameat2 RENAME_EXCHANGE, Linux 3.15)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    fn = getattr(libc, "renameat2", None)
+    if fn is not None:
+        if fn(_AT_FDCWD, os.fsencode(new), _AT_FDCWD, os.fsencode(final), _RENAME_EXCHANGE) == 0:
+            return
+        err = ctypes.get_errno()
+        if err not in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP):
+            raise OSError(err, os.strerror(err), str(final))
+    # No exchange here: move the old entry aside, then the new one in.  Readers may
+    # miss the entry between the two renames.
+    old = Path(tempfile.mkdtemp(prefix=paths.tmp_prefix(f"old-{final.name}"), dir=final.parent))
+    os.rename(final, old / "entry")
+    try:
+        os.rename(new, final)
+    except OSError:
+        os.rename(old / "entry", final)  # put the old one back rather than lose both
+        old.rmdir()
+        raise
+    os.rename(old, new)

@@ -18,6 +18,7 @@ class K:
     pvh: str
     arch: str = "x86_64"
     id: str = "test-kernel"
+    name: str = "test"
 
     def config_value(self, sym):
         return self.pvh if sym == "PVH" else "n"
