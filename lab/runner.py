@@ -18,7 +18,6 @@ import shutil
 import signal
 import socket
 import statistics
-import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -69,34 +68,26 @@ class RunOutcome:
 
 
 def workloads_layer(arch: str) -> Path:
+    """lab's static workloads for *arch* as an initramfs layer (built once per inputs;
+    a second lab waits for the first and reuses it)."""
     from .image import workloads
 
-    key = workloads.inputs_hash(arch)
-    cached = initramfs.layer_path("workloads", key)
-    if cached.exists():
-        return cached
-    with tempfile.TemporaryDirectory(prefix="lab-wl-") as tmp:
-        root = Path(tmp) / "root"
-        workloads.build(arch, root / "usr" / "local" / "bin")
-        return initramfs.tree_layer("workloads", root, key)
+    return initramfs.cached_tree_layer(
+        "workloads", workloads.inputs_hash(arch), lambda root: workloads.build(arch, root / "usr" / "local" / "bin")
+    )
 
 
 def tools_layer(arch: str, tools: list[str]) -> Path | None:
+    """The host tools a scenario needs, with their libraries, as an initramfs layer."""
     if not tools:
         return None
     from .image import tools as tools_mod
 
-    key = tools_mod.tools_hash(arch, tools)
-    cached = initramfs.layer_path("tools", key)
-    if cached.exists():
-        return cached
-    with tempfile.TemporaryDirectory(prefix="lab-tools-") as tmp:
-        root = Path(tmp) / "root"
-        root.mkdir()
-        staged = tools_mod.stage_tools(root, arch, tools)
-        if not staged:
+    def fill(root: Path) -> None:
+        if not tools_mod.stage_tools(root, arch, tools):
             raise UserError(f"cannot pack {', '.join(tools)} for {arch} guests yet (host tools are staged for the host's arch only)")
-        return initramfs.tree_layer("tools", root, key)
+
+    return initramfs.cached_tree_layer("tools", tools_mod.tools_hash(arch, tools), fill)
 
 
 def job_script(s: sc.Scenario, topo: Topology) -> str:
