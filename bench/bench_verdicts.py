@@ -1,0 +1,105 @@
+"""Seed verdicts run after run: each seed scenario's pass rate on each kernel where its
+verdict is known, with the failing expectation of every outlier.
+
+    .venv/bin/python bench/bench_verdicts.py [--runs 20] [--only llc-spread-pinned,cluster-wakeup]
+
+A verdict a bisection or a CI matrix can rely on passes on the kernel that must pass
+and fails on the kernel that must fail nearly every time: the target is 19 of 20 each
+way.  Runs go through `lab run --repeat N --json` (every run boots its own guest);
+ERRORs are counted apart (a run that could not be judged is neither).  Writes
+bench/results/bench_verdicts-<time>.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+# (scenario, topology, kernel, expected verdict): where the verdict is known.
+CASES = [
+    ("llc-spread-pinned", "zen3-2s-mini", "lab-6.1", "PASS"),
+    ("llc-spread-pinned", "zen3-2s-mini", "lab-6.1-no-affinity-imbalance", "FAIL"),
+    ("cluster-wakeup", "kunpeng920-2s-mini", "lab-6.1-arm64-cluster-scan", "PASS"),
+    ("cluster-wakeup", "kunpeng920-2s-mini", "lab-6.1-arm64", "FAIL"),
+]
+TARGET = 0.95  # 19 of 20
+
+
+def run_case(scenario: str, topo: str, kernel: str, runs: int, runs_dir: Path) -> dict:
+    lab = str(Path(sys.executable).parent / "lab")
+    env = dict(os.environ, LAB_RUNS=str(runs_dir))
+    t0 = time.monotonic()
+    p = subprocess.run(
+        [lab, "run", scenario, "--topology", topo, "--kernel", kernel, "--repeat", str(runs), "--json"],
+        env=env, capture_output=True, text=True,
+    )  # fmt: skip
+    wall = time.monotonic() - t0
+    try:
+        doc = json.loads(p.stdout)
+    except ValueError:
+        return {"error": f"exit {p.returncode}: {' '.join(p.stderr.split())[-400:]}", "wall_s": round(wall, 1)}
+    return {"runs": doc["runs"], "wall_s": round(wall, 1)}
+
+
+def summarise(expected: str, runs: list[dict]) -> dict:
+    verdicts = [r["status"] for r in runs]
+    judged = [v for v in verdicts if v in ("PASS", "FAIL")]
+    outliers = []
+    for r in runs:
+        if r["status"] != expected:
+            failed = [e["name"] for e in r.get("expectations", []) if e["status"] == "FAIL"]
+            outliers.append({"status": r["status"], "failed": failed, "message": r.get("message", ""), "run_dir": r.get("run_dir")})
+    return {
+        "runs": len(runs),
+        "as_expected": sum(v == expected for v in verdicts),
+        "errors": sum(v == "ERROR" for v in verdicts),
+        "rate": round(sum(v == expected for v in judged) / len(judged), 3) if judged else 0.0,
+        "outliers": outliers,
+    }
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--runs", type=int, default=20)
+    ap.add_argument("--only", default="", help="comma-separated scenarios")
+    args = ap.parse_args()
+    only = set(filter(None, args.only.split(",")))
+    out_dir = Path(__file__).resolve().parent / "results"
+    out_dir.mkdir(exist_ok=True)
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    runs_dir = out_dir / f"bench_verdicts-{stamp}-runs"
+    rows = []
+    for scenario, topo, kernel, expected in CASES:
+        if only and scenario not in only:
+            continue
+        res = run_case(scenario, topo, kernel, args.runs, runs_dir)
+        row = {"scenario": scenario, "topology": topo, "kernel": kernel, "expected": expected, "wall_s": res["wall_s"]}
+        if "error" in res:
+            row["error"] = res["error"]
+            print(f"{scenario} on {topo}, {kernel}: could not run: {res['error']}", flush=True)
+        else:
+            row.update(summarise(expected, res["runs"]))
+            ok = "met" if row["rate"] >= TARGET and not row["errors"] else "NOT met"
+            print(
+                f"{scenario} on {topo}, {kernel}: {row['as_expected']}/{row['runs']} {expected} "
+                f"({row['errors']} errors), rate {row['rate']:.0%}, target {TARGET:.0%} {ok}; {row['wall_s']:.0f}s",
+                flush=True,
+            )
+            for o in row["outliers"]:
+                print(f"  outlier {o['status']}: {'; '.join(o['failed']) or o['message']}  ({o['run_dir']})", flush=True)
+        rows.append(row)
+    load = os.getloadavg()
+    doc = {"when": stamp, "host": {"cpus": os.cpu_count(), "loadavg": load}, "rows": rows}
+    path = out_dir / f"bench_verdicts-{stamp}.json"
+    path.write_text(json.dumps(doc, indent=1))
+    print(f"wrote {path} (host load {load[0]:.1f} {load[1]:.1f} {load[2]:.1f})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
