@@ -10,6 +10,7 @@ never read more than the limit.
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 from pathlib import Path
@@ -92,6 +93,10 @@ def kind(mode: int) -> str:
     return "not a regular file"
 
 
+class Unreadable(UserError):
+    """The file exists but could not be opened or read (permissions, debugfs not mounted)."""
+
+
 def too_big(where: str, limit: int, what: str) -> UserError:
     return UserError(f"{where}: larger than {size(limit)}, the most lab reads from {what}")
 
@@ -117,9 +122,9 @@ def read_file(
     try:
         st = os.stat(path, follow_symlinks=follow_symlinks)
     except OSError as e:
-        raise UserError(f"{where}: cannot read: {e.strerror}") from None
+        raise Unreadable(f"{where}: cannot read: {e.strerror}") from None
     if not stat.S_ISREG(st.st_mode):
-        raise UserError(f"{where}: {kind(st.st_mode)}, not a regular file ({what})")
+        raise UserError(f"{where}: {kind(st.st_mode)}, not a regular file")
     if st.st_size > limit:
         raise too_big(where, limit, what)
     flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC
@@ -128,11 +133,13 @@ def read_file(
     try:
         fd = os.open(path, flags)
     except OSError as e:
-        raise UserError(f"{where}: cannot read: {e.strerror}") from None
+        if e.errno == errno.ELOOP:  # O_NOFOLLOW met a link that was not there at stat()
+            raise UserError(f"{where}: a symbolic link, not a regular file") from None
+        raise Unreadable(f"{where}: cannot read: {e.strerror}") from None
     with os.fdopen(fd, "rb") as f:
         st = os.fstat(f.fileno())
         if not stat.S_ISREG(st.st_mode):
-            raise UserError(f"{where}: {kind(st.st_mode)}, not a regular file ({what})")
+            raise UserError(f"{where}: {kind(st.st_mode)}, not a regular file")
         return read_stream(f, limit, what, where)
 
 
@@ -141,7 +148,7 @@ def read_stream(f: IO[bytes], limit: int, what: str, where: str) -> bytes:
     try:
         data = f.read(limit + 1)
     except OSError as e:
-        raise UserError(f"{where}: cannot read: {e.strerror}") from None
+        raise Unreadable(f"{where}: cannot read: {e.strerror or e}") from None
     if len(data) > limit:
         raise too_big(where, limit, what)
     return data
