@@ -241,5 +241,8 @@ def write(path: Path, text: str) -> None:
     if path.exists():
         raise UserError(f"{path}: exists; remove it or choose another -o")
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text)
-    tmp.replace(path)
+    try:
+        tmp.write_text(text)
+        tmp.replace(path)
+    except OSError as e:
+        raise UserError(f"{path}: cannot write: {e.strerror}") from None

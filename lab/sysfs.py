@@ -552,18 +552,25 @@ def capture(out: Path, root: Path = Path("/"), top: str = "capture") -> int:
     n = 0
     tmp = out.with_name(out.name + ".tmp")
     mode: Literal["w:gz", "w"] = "w:gz" if not str(out).endswith(".tar") else "w"
-    with tarfile.open(tmp, mode) as tf:
-        for pattern in CAPTURE_GLOBS:
-            for p in sorted(glob.glob(str(root / pattern))):
-                rel = str(Path(p).relative_to(root))
-                try:
-                    data = read_file(p, file_limit(rel), "one capture file")
-                except Unreadable:
-                    continue  # unreadable (debugfs not mounted, not root): the rest still counts
-                info = tarfile.TarInfo(f"{top}/{rel}")
-                info.size = len(data)
-                info.mtime = int(time.time())
-                tf.addfile(info, io.BytesIO(data))
-                n += 1
-    tmp.replace(out)
+    try:
+        with tarfile.open(tmp, mode) as tf:
+            for pattern in CAPTURE_GLOBS:
+                for p in sorted(glob.glob(str(root / pattern))):
+                    rel = str(Path(p).relative_to(root))
+                    try:
+                        data = read_file(p, file_limit(rel), "one capture file")
+                    except Unreadable:
+                        continue  # unreadable (debugfs not mounted, not root): the rest still counts
+                    info = tarfile.TarInfo(f"{top}/{rel}")
+                    info.size = len(data)
+                    info.mtime = int(time.time())
+                    tf.addfile(info, io.BytesIO(data))
+                    n += 1
+        tmp.replace(out)
+    except OSError as e:
+        tmp.unlink(missing_ok=True)
+        raise UserError(f"{out}: cannot write: {e.strerror}") from None
+    except UserError:
+        tmp.unlink(missing_ok=True)
+        raise
     return n

@@ -359,3 +359,22 @@ def test_offline_cpu_is_still_seen(tmp_path):
     (root / "capture/sys/devices/system/node/node0/cpulist").write_text("0\n")
     _, notes = importer.view_to_spec(sysfs.read_capture(root), "m", str(root))
     assert any("CPUs 1 were offline" in n for n in notes), notes
+
+
+def test_cli_import_and_capture_errors_are_one_line(tmp_path):
+    from click.testing import CliRunner
+
+    from lab.cli import main
+
+    secret = tmp_path / "secret.txt"
+    secret.write_text(SECRET)
+    root = unpack(tmp_path)
+    (root / TOPO).unlink()
+    (root / TOPO).symlink_to(secret)
+    r = CliRunner().invoke(main, ["topo", "import", str(root), "-o", str(tmp_path / "m.toml")])
+    assert r.exit_code == 2 and "a symbolic link" in one_line(r.output.strip()) and SECRET[:6] not in r.output
+    r = CliRunner().invoke(main, ["topo", "import", str(HOST), "-o", str(tmp_path / "no/such/dir/m.toml")])
+    assert r.exit_code == 2 and "cannot write" in one_line(r.output.strip())
+    r = CliRunner().invoke(main, ["topo", "capture", "-o", str(tmp_path / "no/such/dir/c.tar.gz")])
+    assert r.exit_code == 2 and "cannot write" in one_line(r.output.strip())
+    assert not list(tmp_path.glob("**/*.tmp"))

@@ -270,3 +270,20 @@ def test_fuzz_toml_text(text):
         topology.loads(HEAD + "[topology]\nsockets = 1\ncores_per_cluster = 2\n" + text, where="x.toml")
     except UserError as e:
         assert one_line(str(e)).startswith("x.toml: ")
+
+
+def test_cli_topo_show_on_a_fifo_is_one_line(tmp_path):
+    from click.testing import CliRunner
+
+    from lab.cli import main
+
+    fifo = tmp_path / "x.toml"
+    os.mkfifo(fifo)
+    out: list = []
+    th = threading.Thread(target=lambda: out.append(CliRunner().invoke(main, ["topo", "show", str(fifo)])), daemon=True)
+    th.start()
+    th.join(10)
+    assert out, "lab topo show blocked on a FIFO"
+    r = out[0]
+    assert r.exit_code == 2, r.output
+    assert one_line(r.output.strip()) == f"lab: error: {fifo}: a FIFO, not a regular file"
