@@ -184,27 +184,38 @@ def test_every_prefix_of_every_known_line_is_typed_or_counted():
 
 
 def test_garbled_trace_reaches_check_as_a_verdict(tmp_path):
-    # Before: a cut-short sched_wakeup_new came out as a GenericEvent, and the scenario's
-    # analysis died on ev.target_cpu (AttributeError), and the 400 KB line took 25 s.
+    # Before, on this recorded run: a cut-short sched_process_fork came out as a
+    # GenericEvent and soft-affinity's check() died on e.parent_comm (AttributeError);
+    # a 400 KB fork line made that take 49 s; a 5000-digit pid raised ValueError.
+    src = RUNS / "soft-affinity-xeon-2s22c-mini-debian"
     run = tmp_path / "run"
-    shutil.copytree(RUNS / "llc-spread-pinned-zen3-2s-mini-lab-6.1", run)
-    trace = run / "out" / "trace.main.txt"
-    with open(trace, "a") as f:
-        f.write(CTX + "sched_wakeup_new: comm=stream pid=\n")
-        f.write(CTX + "sched_wakeup_new: comm=stream pid=1 prio=120 target_cpu=99999\n")
-        nested = CTX + "sched_switch: prev_comm=" + " prev_pid=1 prev_prio=1 prev_state=R ==> next_comm=x" * (N // 52)
-        f.write(nested[: MAX_TRACE_LINE - 1] + "\n")  # the longest line that is scanned
-        f.write(nested + "\n")  # counted, not scanned
-        f.write(" " * N + "\n")
-    before = runner.recheck(RUNS / "llc-spread-pinned-zen3-2s-mini-lab-6.1")
+    shutil.copytree(src, run)
+    nested = CTX + "sched_process_fork: comm=" + " pid=1 child_comm=x" * (N // 19)
+    garbage = [
+        CTX + "sched_process_fork: comm=hackbench pid=",
+        CTX + "sched_process_fork: comm=hackbench pid=" + "9" * 5000 + " child_comm=x child_pid=1",
+        CTX + "sched_migrate_task: comm=hackbench pid=1 prio=120 orig_cpu=1 dest_cpu=99999",
+        nested[: MAX_TRACE_LINE - 1],  # the longest line that is scanned
+        nested,  # counted, not scanned
+        " " * N,
+    ]
+    traces = sorted((run / "out").glob("trace.*.txt"))
+    for t in traces:
+        with open(t, "a") as f:
+            f.write("\n".join(garbage) + "\n")
+    for t in traces:
+        reader = parse_file(t)
+        with within(5.0):
+            evs = list(reader)
+        assert evs == list(parse_file(src / "out" / t.name))
+        assert reader.stats.mismatched == {"sched_process_fork": 3, "sched_migrate_task": 1}
+        assert reader.stats.unparsed_lines == 2
+    # Whether such a run is judged is the runner's call (lab.integrity counts these
+    # lines); what it must never be is a traceback or a stall.
     with within(20.0):
-        after = runner.recheck(run)
-    assert after.status == before.status == "PASS"
-    assert [e.figures for e in after.expectations] == [e.figures for e in before.expectations]
-    reader = parse_file(trace)
-    list(reader)
-    assert reader.stats.mismatched == {"sched_wakeup_new": 2, "sched_switch": 1}
-    assert reader.stats.unparsed_lines == 2
+        o = runner.recheck(run)
+    assert o.status in ("PASS", "FAIL", "ERROR") and "\n" not in (o.message or "")
+    assert "raised" not in (o.message or ""), o.message
 
 
 # ---- fuzz -------------------------------------------------------------------------------------
