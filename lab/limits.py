@@ -47,8 +47,10 @@ MAX_FILE_BYTES = 1 << 20
 # MAX_CPUS CPUs with six levels), the guest's sysfs.txt (~2.5 KiB per CPU).
 MAX_TABLE_BYTES = 64 << 20
 
-# A whole capture (directory or tarball): the files read from it together, and how many
-# entries a tarball may have (a capture holds ~40 files per CPU).
+# A whole capture: the bytes of the files read from it together (of a tarball, every
+# member's, read or skipped: skipping one in a compressed tarball decompresses it), and
+# how many files it may hand over (of a tarball, every entry: tarfile keeps them all).
+# A capture holds ~40 files per CPU.
 MAX_CAPTURE_BYTES = 128 << 20
 MAX_CAPTURE_FILES = 64 * MAX_CPUS
 
