@@ -19,7 +19,14 @@ MINI_MAX_CPUS = 32
 
 
 def _toml_str(s: str) -> str:
-    return json.dumps(s, ensure_ascii=False)
+    # A JSON string is a TOML basic string, except that TOML also wants DEL escaped.
+    return json.dumps(s, ensure_ascii=False).replace("\x7f", "\\u007f")
+
+
+def _one_line(s: str, n: int = 200) -> str:
+    """A captured name (a CPU model from /proc/cpuinfo) as the one printable line a spec's
+    model must be: it is data from the machine, so it is cleaned, not refused."""
+    return "".join(ch if ch.isprintable() else "?" for ch in s[:n])
 
 
 def view_to_spec(view: MachineView, name: str, source: str) -> tuple[str, list[str]]:
@@ -56,9 +63,12 @@ def view_to_spec(view: MachineView, name: str, source: str) -> tuple[str, list[s
         dist.append([row[all_nodes.index(m)] for m in cpu_nodes])
 
     def groups_by(key: Callable[[int], Iterable[int]]) -> list[tuple[int, ...]]:
+        # A CPU is always in its own group, even when a garbled capture's sibling list
+        # leaves it out: the spec's validation then names the overlap.
         seen: dict[tuple[int, ...], None] = {}
         for c in cpus:
-            g = tuple(x for x in key(c) if x in online)
+            g = {x for x in key(c) if x in online}
+            g.add(c)
             seen.setdefault(tuple(sorted(g)), None)
         return sorted(seen, key=lambda g: g[0])
 
@@ -77,7 +87,10 @@ def view_to_spec(view: MachineView, name: str, source: str) -> tuple[str, list[s
     llc_level = view.llc_level
     if llc_level is None:
         notes.append("no cache information: one LLC per node and socket assumed")
-        llcs = groups_by(lambda c: [o for o in cpus if node_of[o] == node_of[c] and pkg_of[o] == pkg_of[c]])
+        by_node_pkg: dict[tuple[int, int], list[int]] = {}
+        for c in cpus:
+            by_node_pkg.setdefault((node_of[c], pkg_of[c]), []).append(c)
+        llcs = groups_by(lambda c: by_node_pkg[(node_of[c], pkg_of[c])])
     else:
         def llc_shared(c: int) -> tuple[int, ...]:
             cache = view.cpus[c].cache(llc_level)
@@ -97,6 +110,7 @@ def view_to_spec(view: MachineView, name: str, source: str) -> tuple[str, list[s
         if set(cl) != set(cores) and set(cl) != set(llcs):
             clusters = cl
 
+    model = _one_line(view.model or "")
     vendor = (view.vendor or "generic").lower()
     if vendor not in topology.VENDORS:
         vendor = "generic"
@@ -104,12 +118,12 @@ def view_to_spec(view: MachineView, name: str, source: str) -> tuple[str, list[s
     lines = [
         f"# Imported by `lab topo import` from {source}",
         f"name = {_toml_str(name)}",
-        f"description = {_toml_str((view.model or 'captured machine') + f', {len(cpus)} CPUs')}",
+        f"description = {_toml_str((model or 'captured machine') + f', {len(cpus)} CPUs')}",
         f"arch = {_toml_str(arch)}",
         "",
         "[cpu]",
         f"vendor = {_toml_str(vendor)}",
-        f"model = {_toml_str(view.model or '')}",
+        f"model = {_toml_str(model)}",
     ]
     if view.family is not None:
         lines.append(f"family = {view.family:#x}")
@@ -134,7 +148,7 @@ def view_to_spec(view: MachineView, name: str, source: str) -> tuple[str, list[s
     for dist_row in dist:
         lines.append("  [" + ", ".join(map(str, dist_row)) + "],")
     lines += ["]", "memory_mb = 512", "", "[provenance]"]
-    lines.append(f"machine = {_toml_str(view.model or 'captured machine')}")
+    lines.append(f"machine = {_toml_str(model or 'captured machine')}")
     lines.append(f"sources = [{_toml_str('lab topo capture: ' + source)}]")
     if notes:
         lines.append(f"notes = {_toml_str('; '.join(notes))}")
@@ -227,5 +241,8 @@ def write(path: Path, text: str) -> None:
     if path.exists():
         raise UserError(f"{path}: exists; remove it or choose another -o")
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text)
-    tmp.replace(path)
+    try:
+        tmp.write_text(text)
+        tmp.replace(path)
+    except OSError as e:
+        raise UserError(f"{path}: cannot write: {e.strerror}") from None

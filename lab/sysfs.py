@@ -14,19 +14,41 @@ It yields a ``MachineView`` with CPU ids and node ids as the kernel numbered the
 from __future__ import annotations
 
 import io
+import lzma
+import os
 import re
+import stat
 import tarfile
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
 from . import cpulist
 from .errors import UserError
+from .limits import (
+    MAX_CAPTURE_BYTES,
+    MAX_CAPTURE_FILES,
+    MAX_CPU_FAMILY,
+    MAX_CPUS,
+    MAX_FILE_BYTES,
+    MAX_NODES,
+    MAX_TABLE_BYTES,
+    Unreadable,
+    kind,
+    read_file,
+    read_stream,
+    show,
+    size,
+    too_big,
+)
 
-CPU_RE = re.compile(r"sys/devices/system/cpu/cpu(\d+)/(.+)$")
-NODE_RE = re.compile(r"sys/devices/system/node/node(\d+)/(cpulist|distance)$")
-DOMAIN_RE = re.compile(r"sys/kernel/debug/sched/domains/cpu(\d+)/domain(\d+)/(name|flags)$")
-CACHE_RE = re.compile(r"cache/index(\d+)/(level|type|shared_cpu_list)$")
+# ASCII digits only (\d would take any Unicode digit); ids are range-checked by _int().
+CPU_RE = re.compile(r"sys/devices/system/cpu/cpu([0-9]+)/(.+)$")
+NODE_RE = re.compile(r"sys/devices/system/node/node([0-9]+)/(cpulist|distance)$")
+DOMAIN_RE = re.compile(r"sys/kernel/debug/sched/domains/cpu([0-9]+)/domain([0-9]+)/(name|flags)$")
+CACHE_RE = re.compile(r"cache/index([0-9]+)/(level|type|shared_cpu_list)")
+_INT = re.compile(r"-?[0-9]{1,10}")
 
 
 @dataclass(frozen=True)
@@ -139,11 +161,71 @@ def _strip_prefix(path: str) -> str | None:
     return None
 
 
+# Files whose size grows with the CPU count (limits.MAX_TABLE_BYTES); every other file
+# parse_files() reads holds one value (limits.MAX_FILE_BYTES).
+TABLE_FILES = frozenset({"proc/cpuinfo", "proc/schedstat"})
+_SINGLE_FILES = frozenset(
+    {"sys/devices/system/cpu/online", "proc/cmdline", "proc/sys/kernel/osrelease"}
+)
+_TOPOLOGY_IDS = ("physical_package_id", "die_id", "cluster_id", "core_id")
+
+
+def wanted(path: str) -> bool:
+    """Whether parse_files() uses the file at *path* ('sys/devices/...', as _strip_prefix
+    leaves it): only those are read from a capture."""
+    if path in TABLE_FILES or path in _SINGLE_FILES:
+        return True
+    if m := CPU_RE.match(path):
+        rest = m.group(2)
+        if rest.startswith("topology/"):
+            key = rest[len("topology/") :]
+            return key in _TOPOLOGY_IDS or (key.endswith("_list") and "/" not in key)
+        # cpuN/online: an offline CPU has no topology files, only this one.
+        return rest == "online" or CACHE_RE.fullmatch(rest) is not None
+    return NODE_RE.match(path) is not None or DOMAIN_RE.match(path) is not None
+
+
+def file_limit(path: str) -> int:
+    return MAX_TABLE_BYTES if path in TABLE_FILES else MAX_FILE_BYTES
+
+
+class _Bad(ValueError):
+    """A value in one file that cannot be used; parse_files() adds where it is."""
+
+
+def _int(text: str, lo: int, hi: int, what: str) -> int:
+    """A decimal int in [lo, hi] ('-1' where lo allows it): never int() on arbitrary text,
+    which takes '1_0' and Unicode digits, and refuses 5000 digits in Python's words."""
+    if _INT.fullmatch(text) is None:
+        digits = text[1:] if text.startswith("-") else text
+        why = "is out of range" if digits.isascii() and digits.isdigit() else "is not a whole number"
+        raise _Bad(f"{what} {show(text)} {why}")
+    v = int(text)
+    if not lo <= v <= hi:
+        raise _Bad(f"{what} {v} is out of range ({lo} to {hi})")
+    return v
+
+
+def _cpus(text: str) -> tuple[int, ...]:
+    try:
+        return tuple(cpulist.parse(text))
+    except ValueError as e:
+        raise _Bad(str(e)) from None
+
+
+def _path_for_message(path: str) -> str:
+    return path if len(path) <= 200 and path.isprintable() else show(path, 200)
+
+
 def parse_files(files: dict[str, str], where: str = "capture") -> MachineView:
-    """Build a MachineView from {relative path: content}."""
+    """Build a MachineView from {relative path: content}.
+
+    Every number is range-checked (CPU ids below MAX_CPUS, node ids below MAX_NODES) and
+    every failure is a one-line UserError naming *where* and the file.
+    """
     v = MachineView()
     cache_parts: dict[tuple[int, int], dict[str, str]] = {}
-    dom_parts: dict[tuple[int, int], dict[str, str]] = {}
+    dom_parts: dict[tuple[int, int], dict[str, object]] = {}
     for raw_path, raw in files.items():
         if raw_path == "uname":
             v.release = _clean(raw)
@@ -151,56 +233,82 @@ def parse_files(files: dict[str, str], where: str = "capture") -> MachineView:
         path = _strip_prefix(raw_path)
         if path is None:
             continue
-        text = _clean(raw)
         try:
-            if m := CPU_RE.match(path):
-                cpu = int(m.group(1))
-                rest = m.group(2)
-                cv = v.cpus.setdefault(cpu, CpuView(cpu))
-                if rest.startswith("topology/"):
-                    key = rest[len("topology/") :]
-                    if key == "physical_package_id":
-                        cv.package = int(text)
-                    elif key in ("die_id", "cluster_id", "core_id"):
-                        setattr(cv, key, int(text))
-                    elif key.endswith("_list"):
-                        cv.lists[key] = tuple(cpulist.parse(text))
-                elif cm := CACHE_RE.search(rest):
-                    cache_parts.setdefault((cpu, int(cm.group(1))), {})[cm.group(2)] = text
-            elif m := NODE_RE.match(path):
-                node = int(m.group(1))
-                if m.group(2) == "cpulist":
-                    v.nodes[node] = tuple(cpulist.parse(text))
-                else:
-                    v.distances[node] = tuple(int(x) for x in text.split())
-            elif m := DOMAIN_RE.match(path):
-                dom_parts.setdefault((int(m.group(1)), int(m.group(2))), {})[m.group(3)] = text
-            elif path == "sys/devices/system/cpu/online":
-                v.online = tuple(cpulist.parse(text))
-            elif path == "proc/cpuinfo":
-                _cpuinfo(v, raw)
-            elif path == "proc/schedstat":
-                _schedstat_spans(v, raw, dom_parts)
-            elif path == "proc/cmdline":
-                v.cmdline = text
-            elif path in ("proc/sys/kernel/osrelease", "uname"):
-                v.release = text
-        except ValueError as e:
-            raise UserError(f"{where}: {raw_path}: cannot parse {text[:60]!r}: {e}") from None
+            _parse_one(v, path, raw, cache_parts, dom_parts)
+        except _Bad as e:
+            raise UserError(f"{where}: {_path_for_message(raw_path)}: {e}") from None
 
     for (cpu, _idx), parts in sorted(cache_parts.items()):
         if "level" in parts and "shared_cpu_list" in parts:
+            try:
+                level = _int(parts["level"], 0, 255, "cache level")
+                shared = _cpus(parts["shared_cpu_list"])
+            except _Bad as e:
+                raise UserError(f"{where}: {parts['dir']}: {e}") from None
             v.cpus.setdefault(cpu, CpuView(cpu)).caches.append(
-                Cache(int(parts["level"]), parts.get("type", "Unified"), tuple(cpulist.parse(parts["shared_cpu_list"])))
+                Cache(level, parts.get("type", "Unified"), shared)
             )
-    for (cpu, lvl), parts in sorted(dom_parts.items()):
-        span = tuple(cpulist.parse_mask(parts["mask"])) if "mask" in parts else ()
+    for (cpu, lvl), dparts in sorted(dom_parts.items()):
+        span = dparts.get("mask", ())
+        assert isinstance(span, tuple)
+        name, flags = dparts.get("name"), dparts.get("flags", "")
         v.cpus.setdefault(cpu, CpuView(cpu)).domains.append(
-            Domain(lvl, parts.get("name", f"domain{lvl}"), span, tuple(parts.get("flags", "").split()))
+            Domain(lvl, name if isinstance(name, str) else f"domain{lvl}", span, tuple(str(flags).split()))
         )
     if not v.online and v.cpus:
         v.online = tuple(sorted(c for c, cv in v.cpus.items() if cv.package is not None))
     return v
+
+
+def _parse_one(
+    v: MachineView,
+    path: str,
+    raw: str,
+    cache_parts: dict[tuple[int, int], dict[str, str]],
+    dom_parts: dict[tuple[int, int], dict[str, object]],
+) -> None:
+    text = _clean(raw)
+    if m := CPU_RE.match(path):
+        cpu = _int(m.group(1), 0, MAX_CPUS - 1, "CPU")
+        rest = m.group(2)
+        cv = v.cpus.setdefault(cpu, CpuView(cpu))  # even for cpuN/online: offline CPUs show
+        if rest.startswith("topology/"):
+            key = rest[len("topology/") :]
+            if key in _TOPOLOGY_IDS:
+                # -1: the kernel's "unknown" (a cluster_id on a machine without clusters).
+                ident = _int(text, -1, 2**31 - 1, key)
+                if key == "physical_package_id":
+                    cv.package = ident
+                else:
+                    setattr(cv, key, ident)
+            elif key.endswith("_list"):
+                cv.lists[key] = _cpus(text)
+        elif cm := CACHE_RE.fullmatch(rest):
+            idx = _int(cm.group(1), 0, 63, "cache index")
+            parts = cache_parts.setdefault((cpu, idx), {"dir": path.rsplit("/", 1)[0]})
+            parts[cm.group(2)] = text
+    elif m := NODE_RE.match(path):
+        node = _int(m.group(1), 0, MAX_NODES - 1, "node")
+        if m.group(2) == "cpulist":
+            v.nodes[node] = _cpus(text)
+        else:
+            row = text.split()
+            if len(row) > MAX_NODES:
+                raise _Bad(f"{len(row)} distances, more than the {MAX_NODES} nodes Linux supports")
+            v.distances[node] = tuple(_int(x, 0, 255, "distance") for x in row)
+    elif m := DOMAIN_RE.match(path):
+        key = (_int(m.group(1), 0, MAX_CPUS - 1, "CPU"), _int(m.group(2), 0, 63, "domain level"))
+        dom_parts.setdefault(key, {})[m.group(3)] = text
+    elif path == "sys/devices/system/cpu/online":
+        v.online = _cpus(text)
+    elif path == "proc/cpuinfo":
+        _cpuinfo(v, raw)
+    elif path == "proc/schedstat":
+        _schedstat_spans(raw, dom_parts)
+    elif path == "proc/cmdline":
+        v.cmdline = text
+    elif path == "proc/sys/kernel/osrelease":
+        v.release = text
 
 
 def _cpuinfo(v: MachineView, text: str) -> None:
@@ -216,24 +324,32 @@ def _cpuinfo(v: MachineView, text: str) -> None:
         elif k == "model name" and v.model is None:
             v.model = val
         elif k == "cpu family" and v.family is None:
-            v.family = int(val)
+            v.family = _int(val, 0, MAX_CPU_FAMILY, "cpu family")
         elif k == "CPU implementer" and v.vendor is None:
             v.vendor = {"0x48": "hisilicon", "0x41": "arm", "0xc0": "ampere"}.get(val, "generic")
 
 
-def _schedstat_spans(v: MachineView, text: str, dom_parts: dict) -> None:
+def _schedstat_spans(text: str, dom_parts: dict[tuple[int, int], dict[str, object]]) -> None:
     cpu = None
-    for line in text.splitlines():
+    for n, line in enumerate(text.splitlines(), 1):
         f = line.split()
         if not f:
             continue
-        if f[0].startswith("cpu") and f[0][3:].isdigit():
-            cpu = int(f[0][3:])
-        elif f[0].startswith("domain") and cpu is not None and len(f) > 1:
-            dom_parts.setdefault((cpu, int(f[0][6:])), {})["mask"] = f[1]
+        try:
+            if f[0].startswith("cpu") and f[0][3:].isdigit():
+                cpu = _int(f[0][3:], 0, MAX_CPUS - 1, "CPU")
+            elif f[0].startswith("domain") and cpu is not None and len(f) > 1:
+                level = _int(f[0][6:], 0, 63, "domain level")
+                try:
+                    span = tuple(cpulist.parse_mask(f[1]))
+                except ValueError as e:
+                    raise _Bad(str(e)) from None
+                dom_parts.setdefault((cpu, level), {})["mask"] = span
+        except _Bad as e:
+            raise _Bad(f"line {n}: {e}") from None
 
 
-def parse_grep(text: str, extra: dict[str, str] | None = None) -> MachineView:
+def parse_grep(text: str, extra: dict[str, str] | None = None, where: str = "guest snapshot") -> MachineView:
     """Parse the agent's sysfs.txt ('/sys/...:content' per line)."""
     files: dict[str, list[str]] = {}
     for line in text.splitlines():
@@ -243,21 +359,29 @@ def parse_grep(text: str, extra: dict[str, str] | None = None) -> MachineView:
         files.setdefault(path.lstrip("/"), []).append(content)
     merged = {p: "\n".join(c) for p, c in files.items()}
     merged.update(extra or {})
-    return parse_files(merged, where="guest snapshot")
+    return parse_files(merged, where=where)
 
 
 def read_snapshot(directory: Path) -> MachineView:
-    """The guest snapshot directory the agent wrote (guest/)."""
+    """The guest snapshot directory the agent wrote (guest/).
+
+    What the guest wrote is data: its files are read only if they are regular files
+    (a link is not followed) of bounded size.
+    """
     sysfs = directory / "sysfs.txt"
-    if not sysfs.exists():
+    if not os.path.lexists(sysfs):
         raise UserError(f"{directory}: no sysfs.txt in the guest snapshot")
+
+    def read(p: Path, limit: int) -> str:
+        return read_file(p, limit, "a guest snapshot file", follow_symlinks=False).decode(errors="replace")
+
     extra = {}
     for name, key in (("schedstat", "proc/schedstat"), ("cpuinfo", "proc/cpuinfo"), ("cmdline", "proc/cmdline"), ("uname", "uname")):
         p = directory / name
-        if p.exists():
-            extra[key] = p.read_text(errors="replace")
+        if os.path.lexists(p):
+            extra[key] = read(p, file_limit(key))
     # schedstat must come after the domain names so spans attach to them.
-    return parse_grep(sysfs.read_text(errors="replace"), extra)
+    return parse_grep(read(sysfs, MAX_TABLE_BYTES), extra, where=f"guest snapshot {directory}")
 
 
 REQUIRED = "sys/devices/system/cpu/cpuN/topology/physical_package_id and *_list files"
@@ -265,31 +389,23 @@ REQUIRED = "sys/devices/system/cpu/cpuN/topology/physical_package_id and *_list 
 
 def read_capture(path: Path) -> MachineView:
     """A capture directory or tarball (.tar, .tar.gz, .tgz, .tar.xz)."""
-    if not path.exists():
-        raise UserError(f"{path}: no such capture")
-    files: dict[str, str] = {}
-    if path.is_dir():
-        for p in path.rglob("*"):
-            if p.is_file():
-                rel = str(p.relative_to(path))
-                if _strip_prefix(rel) is not None:
-                    try:
-                        files[rel] = p.read_bytes().decode(errors="replace")
-                    except OSError:
-                        continue
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        raise UserError(f"{path}: no such capture") from None
+    except OSError as e:
+        raise UserError(f"{path}: cannot read: {e.strerror}") from None
+    links: list[str] = []
+    if stat.S_ISDIR(st.st_mode):
+        files = _read_dir(path, links)
+    elif stat.S_ISREG(st.st_mode):
+        files = _read_tar(path)
     else:
-        try:
-            with tarfile.open(path) as tf:
-                for m in tf.getmembers():
-                    if m.isfile() and _strip_prefix(m.name) is not None:
-                        fh = tf.extractfile(m)
-                        if fh is not None:
-                            files[m.name] = fh.read().decode(errors="replace")
-        except (tarfile.TarError, OSError, EOFError) as e:
-            raise UserError(f"{path}: not a readable tarball: {str(e).splitlines()[0]}") from None
+        raise UserError(f"{path}: {kind(st.st_mode)}, not a capture (a directory or a tarball)")
     view = parse_files(files, where=str(path))
     if not any(cv.package is not None for cv in view.cpus.values()):
-        raise UserError(f"{path}: capture has no CPU topology files (needs {REQUIRED})")
+        hint = f"; symbolic links are not followed ({links[0]})" if links else ""
+        raise UserError(f"{path}: capture has no CPU topology files (needs {REQUIRED}){hint}")
     missing = [c for c in view.online if view.cpus.get(c) is None or view.cpus[c].siblings("thread") is None]
     if missing:
         raise UserError(
@@ -302,6 +418,105 @@ def read_capture(path: Path) -> MachineView:
         if n not in view.distances:
             raise UserError(f"{path}: capture is missing sys/devices/system/node/node{n}/distance")
     return view
+
+
+class _Budget:
+    """How many files and bytes a capture may still hand over (limits.MAX_CAPTURE_*)."""
+
+    def __init__(self, where: Path, files: int = MAX_CAPTURE_FILES, nbytes: int = MAX_CAPTURE_BYTES):
+        self.where, self.max_files, self.max_bytes = where, files, nbytes
+        self.files, self.bytes = files, nbytes
+
+    def take(self, n: int) -> None:
+        self.files -= 1
+        self.bytes -= n
+        if self.files < 0:
+            raise UserError(f"{self.where}: more than {self.max_files} files; not a topology capture")
+        if self.bytes < 0:
+            raise UserError(f"{self.where}: more than {size(self.max_bytes)} of files; not a topology capture")
+
+
+def _read_dir(root: Path, links: list[str], budget: _Budget | None = None) -> dict[str, str]:
+    """The wanted files under *root*, which must be regular files: a link (which could
+    lead anywhere, and put the start of any readable file in an error message), a FIFO
+    (which would block) or a device is refused, never opened."""
+    budget = budget or _Budget(root)
+    files: dict[str, str] = {}
+    for dirpath, dirnames, filenames in os.walk(root):  # does not descend into links
+        for name in dirnames:
+            full = os.path.join(dirpath, name)
+            if os.path.islink(full) and len(links) < 1:
+                links.append(os.path.relpath(full, root))
+        for name in filenames:
+            full = os.path.join(dirpath, name)
+            rel = os.path.relpath(full, root)
+            p = _strip_prefix(rel)
+            if p is None or not wanted(p):
+                continue
+            where = f"{root}: {_path_for_message(rel)}"
+            if os.path.islink(full):
+                raise UserError(f"{where}: a symbolic link; a capture holds regular files (`lab topo capture` makes one)")
+            data = read_file(full, file_limit(p), "one capture file", where=where, follow_symlinks=False)
+            budget.take(len(data))
+            files[rel] = data.decode(errors="replace")
+    return files
+
+
+_TAR_KINDS = {
+    tarfile.SYMTYPE: "a symbolic link",
+    tarfile.LNKTYPE: "a hard link",
+    tarfile.DIRTYPE: "a directory",
+    tarfile.FIFOTYPE: "a FIFO",
+    tarfile.CHRTYPE: "a character device",
+    tarfile.BLKTYPE: "a block device",
+}
+
+
+def _tar_mode(path: Path) -> Literal["r:gz", "r:bz2", "r:xz", "r:"]:
+    """tarfile's mode for *path*, from its first bytes.  tarfile's own guessing ('r:*')
+    tries xz on anything, and xz reads zero bytes as stream padding: a file of zeros was
+    decompressed to its end before being found not to be a tarball."""
+    with open(path, "rb") as f:
+        head = f.read(6)
+    if head.startswith(b"\x1f\x8b"):
+        return "r:gz"
+    if head.startswith(b"BZh"):
+        return "r:bz2"
+    if head.startswith(b"\xfd7zXZ\x00"):
+        return "r:xz"
+    return "r:"
+
+
+def _read_tar(path: Path, budget: _Budget | None = None) -> dict[str, str]:
+    """The wanted members of a tarball: regular members only, each within its limit, and
+    the whole (members skipped too: skipping one in a compressed tarball decompresses it)
+    within the capture's budget."""
+    budget = budget or _Budget(path)
+    files: dict[str, str] = {}
+    try:
+        if os.stat(path).st_size > MAX_CAPTURE_BYTES:
+            raise too_big(str(path), MAX_CAPTURE_BYTES, "a capture")
+        with tarfile.open(path, _tar_mode(path)) as tf:
+            for m in tf:
+                p = _strip_prefix(m.name)
+                if p is None or not wanted(p):
+                    budget.take(m.size if m.isfile() else 0)
+                    continue
+                where = f"{path}: {_path_for_message(m.name)}"
+                if not m.isfile():
+                    what = _TAR_KINDS.get(m.type, "not a regular file")
+                    raise UserError(f"{where}: {what}; a capture holds regular files (`lab topo capture` makes one)")
+                limit = file_limit(p)
+                if m.size > limit:
+                    raise too_big(where, limit, "one capture file")
+                budget.take(m.size)
+                fh = tf.extractfile(m)
+                if fh is not None:
+                    files[m.name] = read_stream(fh, limit, "one capture file", where).decode(errors="replace")
+    except (tarfile.TarError, OSError, EOFError, zlib.error, lzma.LZMAError) as e:
+        msg = str(e).splitlines()[0] if str(e) else type(e).__name__
+        raise UserError(f"{path}: not a readable tarball: {msg}") from None
+    return files
 
 
 # ---- capture of this machine -------------------------------------------------------------
@@ -337,18 +552,25 @@ def capture(out: Path, root: Path = Path("/"), top: str = "capture") -> int:
     n = 0
     tmp = out.with_name(out.name + ".tmp")
     mode: Literal["w:gz", "w"] = "w:gz" if not str(out).endswith(".tar") else "w"
-    with tarfile.open(tmp, mode) as tf:
-        for pattern in CAPTURE_GLOBS:
-            for p in sorted(glob.glob(str(root / pattern))):
-                try:
-                    data = Path(p).read_bytes()
-                except OSError:
-                    continue  # unreadable (debugfs not mounted, not root): the rest still counts
-                rel = str(Path(p).relative_to(root))
-                info = tarfile.TarInfo(f"{top}/{rel}")
-                info.size = len(data)
-                info.mtime = int(time.time())
-                tf.addfile(info, io.BytesIO(data))
-                n += 1
-    tmp.replace(out)
+    try:
+        with tarfile.open(tmp, mode) as tf:
+            for pattern in CAPTURE_GLOBS:
+                for p in sorted(glob.glob(str(root / pattern))):
+                    rel = str(Path(p).relative_to(root))
+                    try:
+                        data = read_file(p, file_limit(rel), "one capture file")
+                    except Unreadable:
+                        continue  # unreadable (debugfs not mounted, not root): the rest still counts
+                    info = tarfile.TarInfo(f"{top}/{rel}")
+                    info.size = len(data)
+                    info.mtime = int(time.time())
+                    tf.addfile(info, io.BytesIO(data))
+                    n += 1
+        tmp.replace(out)
+    except OSError as e:
+        tmp.unlink(missing_ok=True)
+        raise UserError(f"{out}: cannot write: {e.strerror}") from None
+    except UserError:
+        tmp.unlink(missing_ok=True)
+        raise
     return n

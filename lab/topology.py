@@ -29,6 +29,15 @@ from typing import Any
 from . import arch as archs
 from . import cpulist
 from .errors import UserError, unknown
+from .limits import (
+    MAX_CPU_FAMILY,
+    MAX_CPUS,
+    MAX_FILE_BYTES,
+    MAX_MEMORY_MB,
+    MAX_NODES,
+    read_file,
+    show,
+)
 from .paths import TOPOLOGIES
 
 NUMBERINGS = ("linear", "smt-last", "socket-interleaved", "explicit")
@@ -359,6 +368,23 @@ NUMA_KEYS = {"distances", "memory_mb"}
 PROV_KEYS = {"machine", "sources", "notes", "derived_from"}
 
 
+def _toml_type(v: Any) -> str:
+    """What a TOML value is, in TOML's words (for messages)."""
+    for t, name in ((bool, "a boolean"), (int, "an integer"), (float, "a float"), (str, "a string"), (list, "an array"), (Mapping, "a table")):
+        if isinstance(v, t):
+            return name
+    return "a date or time"
+
+
+def _val(v: Any) -> str:
+    """A TOML value for a one-line message: 'false', 'inf', "'0-7'", 'an array'."""
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (list, Mapping)):
+        return _toml_type(v)
+    return show(v)
+
+
 class _Ctx:
     """Error helper: every message starts with 'file: field:'."""
 
@@ -375,7 +401,7 @@ class _Ctx:
                 raise self.err(key, "missing table")
             return {}
         if not isinstance(v, Mapping):
-            raise self.err(key, f"must be a table, not {type(v).__name__}")
+            raise self.err(key, f"must be a table, not {_toml_type(v)}")
         return v
 
     def keys(self, data: Mapping, allowed: set[str], prefix: str) -> None:
@@ -383,41 +409,70 @@ class _Ctx:
             if k not in allowed:
                 from .errors import nearest
 
+                if len(k) > 40 or not k.isprintable():
+                    raise self.err(f"{prefix}{show(k, 40)}", "unknown key")
                 close = nearest(k, sorted(allowed), 1)
                 hint = f" (did you mean '{close[0]}'?)" if close else ""
                 raise self.err(f"{prefix}{k}", f"unknown key{hint}")
 
-    def pos_int(self, data: Mapping, key: str, prefix: str, default: int | None = None) -> int:
+    def whole(self, v: Any, fieldname: str, lo: int, hi: int, what: str = "") -> int:
+        """*v* as an int in [lo, hi]: TOML booleans, floats (1e12, inf, nan) and strings
+        are refused, not converted."""
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise self.err(fieldname, f"must be a whole number, not {_val(v)}")
+        if v < lo:
+            raise self.err(fieldname, f"must be at least {lo}, not {v}")
+        if v > hi:
+            raise self.err(fieldname, f"must be at most {hi}{what}, not {_val(v)}")
+        return v
+
+    def pos_int(
+        self, data: Mapping, key: str, prefix: str, default: int | None = None, hi: int = MAX_CPUS
+    ) -> int:
         v = data.get(key, default)
         if v is None:
             raise self.err(f"{prefix}{key}", "missing")
-        if isinstance(v, bool) or not isinstance(v, int):
-            raise self.err(f"{prefix}{key}", f"must be a whole number, not {v!r}")
-        if v <= 0:
-            raise self.err(f"{prefix}{key}", f"must be at least 1, not {v}")
-        return v
+        return self.whole(v, f"{prefix}{key}", 1, hi, f" (lab supports {MAX_CPUS} CPUs)")
 
-    def string(self, data: Mapping, key: str, prefix: str, default: str | None = None) -> str:
+    def string(
+        self, data: Mapping, key: str, prefix: str, default: str | None = None, one_line: bool = False
+    ) -> str:
         v = data.get(key, default)
         if v is None:
             raise self.err(f"{prefix}{key}", "missing")
         if not isinstance(v, str):
-            raise self.err(f"{prefix}{key}", f"must be a string, not {v!r}")
+            raise self.err(f"{prefix}{key}", f"must be a string, not {_val(v)}")
+        if one_line:
+            # Names and models go into one-line messages and table cells.
+            if len(v) > 200:
+                raise self.err(f"{prefix}{key}", f"must be at most 200 characters, not {len(v)}")
+            if not v.isprintable():
+                raise self.err(f"{prefix}{key}", f"must be one line of printable text, not {_val(v)}")
         return v
 
     def cpulist(self, text: Any, fieldname: str) -> list[int]:
-        if isinstance(text, list) and all(isinstance(x, int) for x in text):
-            return list(text)
-        if not isinstance(text, str):
-            raise self.err(fieldname, f"must be a cpulist string like '0-7,16-23', not {text!r}")
-        try:
-            cpus = cpulist.parse(text)
-        except ValueError as e:
-            raise self.err(fieldname, str(e)) from None
+        if isinstance(text, list):
+            # The list form ([0, 1, 2]): the same ids a cpulist string may hold.
+            if len(text) > MAX_CPUS:
+                raise self.err(fieldname, f"lists {len(text)} CPUs, more than the {MAX_CPUS} lab supports")
+            cpus = [
+                self.whole(x, f"{fieldname}[{i}]", 0, MAX_CPUS - 1, f" (lab supports {MAX_CPUS} CPUs)")
+                for i, x in enumerate(text)
+            ]
+        elif isinstance(text, str):
+            try:
+                cpus = cpulist.parse(text)
+            except ValueError as e:
+                raise self.err(fieldname, str(e)) from None
+        else:
+            raise self.err(fieldname, f"must be a cpulist string like '0-7,16-23', not {_val(text)}")
         if not cpus:
             raise self.err(fieldname, "empty cpulist")
-        if len(set(cpus)) != len(cpus):
-            raise self.err(fieldname, f"CPU listed twice in {text!r}")
+        seen: set[int] = set()
+        for c in cpus:
+            if c in seen:
+                raise self.err(fieldname, f"CPU {c} listed twice")
+            seen.add(c)
         return cpus
 
 
@@ -443,13 +498,14 @@ def resolve(name_or_path: str | Path, directory: Path = TOPOLOGIES) -> Path:
 def load(name_or_path: str | Path, directory: Path = TOPOLOGIES) -> Topology:
     """Load and validate a spec by catalog name or path."""
     path = resolve(name_or_path, directory)
+    where = _display(path)
+    # A FIFO or device named as a spec is refused, not read (reading a FIFO waits forever).
+    data = read_file(path, MAX_FILE_BYTES, "a topology spec", where=where)
     try:
-        raw = path.read_bytes().decode("utf-8")
-    except OSError as e:
-        raise UserError(f"{path}: cannot read: {e.strerror}") from None
+        raw = data.decode("utf-8")
     except UnicodeDecodeError:
-        raise UserError(f"{path}: not UTF-8 text") from None
-    return loads(raw, where=_display(path), default_name=path.stem)
+        raise UserError(f"{where}: not UTF-8 text") from None
+    return loads(raw, where=where, default_name=path.stem)
 
 
 def _display(path: Path) -> str:
@@ -463,26 +519,31 @@ def loads(text: str, where: str = "<spec>", default_name: str = "spec") -> Topol
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
-        raise SpecError(f"{where}: TOML syntax: {e}") from None
+        raise SpecError(f"{where}: TOML syntax: {str(e).splitlines()[0]}") from None
+    except RecursionError:
+        raise SpecError(f"{where}: TOML syntax: arrays or tables nested too deeply") from None
+    except ValueError:
+        # tomllib turns digits into int() unchecked: Python refuses more than 4300 digits.
+        raise SpecError(f"{where}: TOML syntax: a number with thousands of digits") from None
     return from_dict(data, where=where, default_name=default_name)
 
 
 def from_dict(data: Mapping[str, Any], where: str = "<spec>", default_name: str = "spec") -> Topology:
     ctx = _Ctx(where)
     ctx.keys(data, TOP_KEYS, "")
-    name = ctx.string(data, "name", "", default_name)
+    name = ctx.string(data, "name", "", default_name, one_line=True)
     arch = ctx.string(data, "arch", "", "x86_64")
     if arch not in archs.NAMES:
-        raise ctx.err("arch", f"must be one of {', '.join(archs.NAMES)}, not {arch!r}")
+        raise ctx.err("arch", f"must be one of {', '.join(archs.NAMES)}, not {show(arch)}")
     cpu_t = ctx.table(data, "cpu")
     ctx.keys(cpu_t, CPU_KEYS, "cpu.")
     vendor = ctx.string(cpu_t, "vendor", "cpu.").lower()
     if vendor not in VENDORS:
-        raise ctx.err("cpu.vendor", f"must be one of {', '.join(VENDORS)}, not {vendor!r}")
-    model = ctx.string(cpu_t, "model", "cpu.", "")
+        raise ctx.err("cpu.vendor", f"must be one of {', '.join(VENDORS)}, not {show(vendor)}")
+    model = ctx.string(cpu_t, "model", "cpu.", "", one_line=True)
     family = cpu_t.get("family")
-    if family is not None and (isinstance(family, bool) or not isinstance(family, int) or family < 0):
-        raise ctx.err("cpu.family", f"must be a whole number, not {family!r}")
+    if family is not None:
+        ctx.whole(family, "cpu.family", 0, MAX_CPU_FAMILY, f" ({MAX_CPU_FAMILY:#x}: CPUID's base and extended family)")
     if vendor == "amd" and family is None:
         raise ctx.err("cpu.family", "required for AMD CPUs (family 0x17+ changes node_reclaim_distance)")
 
@@ -520,10 +581,10 @@ def from_dict(data: Mapping[str, Any], where: str = "<spec>", default_name: str 
     if gic is not None:
         if arch != "arm64":
             raise ctx.err("cpu.gic", "only arm64 machines have a GIC version")
-        if gic not in (2, 3):
-            raise ctx.err("cpu.gic", f"must be 2 or 3, not {gic!r}")
+        if isinstance(gic, bool) or gic not in (2, 3) or not isinstance(gic, int):
+            raise ctx.err("cpu.gic", f"must be 2 or 3, not {_val(gic)}")
     if vendor != "generic" and vendor not in archs.get(arch).vendors:
-        raise ctx.err("cpu.vendor", f"an {arch} machine cannot have vendor {vendor!r}")
+        raise ctx.err("cpu.vendor", f"an {arch} machine cannot have vendor {show(vendor)}")
 
     return Topology(
         name=name,
@@ -546,10 +607,9 @@ def from_dict(data: Mapping[str, Any], where: str = "<spec>", default_name: str 
 
 
 def _node_order(cpus: list[Cpu]) -> tuple[int, ...]:
-    seen: list[int] = []
+    seen: dict[int, None] = {}
     for c in sorted(cpus, key=lambda c: c.index):
-        if c.node not in seen:
-            seen.append(c.node)
+        seen.setdefault(c.node, None)
     return tuple(seen)
 
 
@@ -559,16 +619,16 @@ def _distances(ctx: _Ctx, raw: Any, n: int) -> tuple[tuple[int, ...], ...]:
             return ((10,),)
         raise ctx.err("numa.distances", f"missing: give the full {n} x {n} matrix")
     if not isinstance(raw, list) or len(raw) != n:
-        got = len(raw) if isinstance(raw, list) else type(raw).__name__
-        raise ctx.err("numa.distances", f"must be {n} x {n} (one row per node), got {got} rows")
+        got = f"{len(raw)} rows" if isinstance(raw, list) else _toml_type(raw)
+        raise ctx.err("numa.distances", f"must be {n} x {n} (one row per node), got {got}")
     rows = []
     for i, row in enumerate(raw):
         if not isinstance(row, list) or len(row) != n:
-            got = len(row) if isinstance(row, list) else type(row).__name__
-            raise ctx.err(f"numa.distances[{i}]", f"row must have {n} entries, got {got}")
+            got = f"{len(row)}" if isinstance(row, list) else _toml_type(row)
+            raise ctx.err(f"numa.distances[{i}]", f"row must have {n} entries, not {got}")
         for j, v in enumerate(row):
             if isinstance(v, bool) or not isinstance(v, int):
-                raise ctx.err(f"numa.distances[{i}][{j}]", f"must be a whole number, not {v!r}")
+                raise ctx.err(f"numa.distances[{i}][{j}]", f"must be a whole number, not {_val(v)}")
             if i == j and v != 10:
                 raise ctx.err(f"numa.distances[{i}][{j}]", f"the diagonal must be 10 (local), not {v}")
             if i != j and v <= 10:
@@ -585,10 +645,19 @@ def _memory(ctx: _Ctx, raw: Any, n: int) -> tuple[int, ...]:
     elif isinstance(raw, list) and len(raw) == n:
         vals = raw
     else:
-        raise ctx.err("numa.memory_mb", f"must be a number (MiB per node) or a list of {n}, not {raw!r}")
+        raise ctx.err(
+            "numa.memory_mb", f"must be a whole number (MiB per node) or a list of {n}, not {_val(raw)}"
+        )
     for i, v in enumerate(vals):
         if isinstance(v, bool) or not isinstance(v, int) or v < 64:
-            raise ctx.err("numa.memory_mb", f"node {i}: at least 64 MiB per node, not {v!r}")
+            raise ctx.err("numa.memory_mb", f"node {i}: at least 64 MiB per node, not {_val(v)}")
+        if v > MAX_MEMORY_MB:
+            raise ctx.err("numa.memory_mb", f"node {i}: {v} MiB is more than the {MAX_MEMORY_MB} MiB (1 TiB) a guest may have")
+    total = sum(vals)
+    if total > MAX_MEMORY_MB:
+        raise ctx.err(
+            "numa.memory_mb", f"{total} MiB in all nodes is more than the {MAX_MEMORY_MB} MiB (1 TiB) a guest may have"
+        )
     return tuple(vals)
 
 
@@ -611,9 +680,19 @@ def _from_shape(ctx: _Ctx, t: Mapping) -> tuple[list[Cpu], Shape, str, bool]:
     threads = ctx.pos_int(t, "threads_per_core", p, 1)
     has_clusters = "clusters_per_llc" in t and clusters > 1
     shape = Shape(sockets, nps, spn, llcs, clusters, cores, threads)
+    # Each count is at most MAX_CPUS, so the product is a small int: checked before any
+    # list of that length is made.
+    if shape.cpus > MAX_CPUS:
+        raise ctx.err(
+            "topology",
+            f"{shape.cpus} CPUs ({sockets} sockets x {shape.cores_per_socket} cores x {threads} threads), "
+            f"more than the {MAX_CPUS} lab supports",
+        )
+    if shape.nodes > MAX_NODES:
+        raise ctx.err(f"{p}nodes_per_socket", f"{shape.nodes} nodes, more than the {MAX_NODES} Linux supports")
     numbering = ctx.string(t, "numbering", p, "linear")
     if numbering not in NUMBERINGS:
-        raise ctx.err(f"{p}numbering", f"must be one of {', '.join(NUMBERINGS)}, not {numbering!r}")
+        raise ctx.err(f"{p}numbering", f"must be one of {', '.join(NUMBERINGS)}, not {_val(numbering)}")
     n = shape.cpus
     ids = _number(ctx, shape, numbering, t.get("cpus"))
     if numbering != "explicit" and "cpus" in t:
@@ -665,15 +744,16 @@ def _number(ctx: _Ctx, shape: Shape, numbering: str, explicit: Any) -> list[int]
     # explicit
     if explicit is None:
         raise ctx.err("topology.cpus", "numbering = 'explicit' needs cpus = [...] (ids in canonical order)")
-    if not isinstance(explicit, list) or not all(isinstance(x, int) and not isinstance(x, bool) for x in explicit):
-        raise ctx.err("topology.cpus", "must be a list of CPU ids")
+    if not isinstance(explicit, list):
+        raise ctx.err("topology.cpus", f"must be a list of CPU ids, not {_val(explicit)}")
     if len(explicit) != n:
         raise ctx.err("topology.cpus", f"must list {n} CPU ids (one per CPU of the shape), got {len(explicit)}")
-    if len(set(explicit)) != n:
-        dup = sorted({x for x in explicit if explicit.count(x) > 1})
-        raise ctx.err("topology.cpus", f"CPU {dup[0]} listed twice")
-    if min(explicit) < 0:
-        raise ctx.err("topology.cpus", "CPU ids must be >= 0")
+    seen: set[int] = set()
+    for i, x in enumerate(explicit):
+        ctx.whole(x, f"topology.cpus[{i}]", 0, MAX_CPUS - 1, f" (lab supports {MAX_CPUS} CPUs)")
+        if x in seen:
+            raise ctx.err("topology.cpus", f"CPU {x} listed twice")
+        seen.add(x)
     return list(explicit)
 
 
@@ -686,13 +766,20 @@ def _from_groups(ctx: _Ctx, t: Mapping) -> tuple[list[Cpu], Shape | None, str, b
     nodes_raw = t.get("nodes")
     if not isinstance(nodes_raw, Mapping) or not nodes_raw:
         raise ctx.err(f"{p}nodes", 'must be a table of node id -> cpulist, e.g. { 0 = "0-7" }')
+    if len(nodes_raw) > MAX_NODES:
+        raise ctx.err(f"{p}nodes", f"{len(nodes_raw)} nodes, more than the {MAX_NODES} Linux supports")
     nodes: dict[int, list[int]] = {}
+    total = 0
     for k, v in nodes_raw.items():
-        try:
-            nid = int(k)
-        except ValueError:
-            raise ctx.err(f"{p}nodes.{k}", "node ids must be whole numbers") from None
-        nodes[nid] = ctx.cpulist(v, f"{p}nodes.{k}")
+        # TOML keys are strings; int() would take ' 1', '-0', '1_0' and '٣' too.
+        if not (k.isascii() and k.isdigit() and (k == "0" or k[0] != "0")):
+            raise ctx.err(f"{p}nodes.{show(k, 30)}", "node ids are whole numbers like 0 or 12")
+        if len(k) > 4 or int(k) >= MAX_NODES:
+            raise ctx.err(f"{p}nodes.{show(k, 30)}", f"node ids go up to {MAX_NODES - 1}")
+        nodes[int(k)] = ctx.cpulist(v, f"{p}nodes.{k}")
+        total += len(nodes[int(k)])
+        if total > MAX_CPUS:
+            raise ctx.err(f"{p}nodes", f"more than the {MAX_CPUS} CPUs lab supports")
     all_cpus = _partition(ctx, f"{p}nodes", {f"node {k}": v for k, v in nodes.items()}, None)
 
     def group_list(key: str, required: bool) -> list[list[int]] | None:
@@ -703,7 +790,14 @@ def _from_groups(ctx: _Ctx, t: Mapping) -> tuple[list[Cpu], Shape | None, str, b
             return None
         if not isinstance(raw, list) or not raw:
             raise ctx.err(f"{p}{key}", "must be a non-empty list of cpulists")
-        return [ctx.cpulist(v, f"{p}{key}[{i}]") for i, v in enumerate(raw)]
+        out, n = [], 0
+        for i, v in enumerate(raw):
+            out.append(ctx.cpulist(v, f"{p}{key}[{i}]"))
+            # Bounded as it is read: a million copies of '0-4095' stop here, not in memory.
+            n += len(out[-1])
+            if n > MAX_CPUS:
+                raise ctx.err(f"{p}{key}", f"the groups list more than the {MAX_CPUS} CPUs lab supports")
+        return out
 
     sockets = group_list("sockets", True)
     llcs = group_list("llcs", True)
@@ -765,8 +859,8 @@ def _from_groups(ctx: _Ctx, t: Mapping) -> tuple[list[Cpu], Shape | None, str, b
     ]
     shape = _regular_shape(cpus, node_in_socket)
     numbering = t.get("numbering", "explicit")
-    if numbering not in NUMBERINGS:
-        raise ctx.err(f"{p}numbering", f"must be one of {', '.join(NUMBERINGS)}")
+    if not isinstance(numbering, str) or numbering not in NUMBERINGS:
+        raise ctx.err(f"{p}numbering", f"must be one of {', '.join(NUMBERINGS)}, not {_val(numbering)}")
     if shape is not None:
         # Name the style when the ids follow one (imports of a Zen3 read 'smt-last').
         ids = [c.id for c in cpus]

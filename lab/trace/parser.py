@@ -8,6 +8,12 @@ not grow with the trace.  Lines that are not events are accounted for in
 markers (the ring buffer overflowed; a run with any is not trustworthy), the
 header's entries-in-buffer/entries-written (overwritten events), and any
 line that could not be parsed.
+
+What the parser yields is typed and in range: a line whose context cannot be read
+(or is longer than limits.MAX_TRACE_LINE, or names a CPU past MAX_CPUS) is counted in
+``unparsed_lines``; a known event whose body does not decode into its fields is
+counted in ``mismatched`` and skipped, never yielded half-built.  Only events lab has
+no class for come out as ``GenericEvent``.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from ..limits import MAX_COMM, MAX_CPUS, MAX_NODES, MAX_PID, MAX_TRACE_LINE
 from .events import (
     Event,
     GenericEvent,
@@ -37,6 +44,19 @@ from .events import (
     fast_constructor,
 )
 
+# Every pattern below is linear in the line, whatever the line holds (issue 13).  A
+# comm may hold spaces, so its end is found by looking for the next key; that search is
+# bounded to MAX_COMM characters ('(.{0,64}?)'), so it cannot run to the end of the line
+# once per earlier candidate.  Unbounded ('(.*?) prev_pid=... next_comm=(.*?)'), a
+# 400 KB sched_switch took 17 s and a sched_process_fork 52 s; ' *(.*?)-' at the start
+# of the context took ~10 s on 40 KB of spaces (the spaces were given back one at a
+# time and the comm rescanned after each), hence the possessive ' *+'.  Numbers have
+# at most as many digits as their field can need, so int() never sees thousands of
+# them; their ranges are checked after the match (_cpu_ok, _pid_ok, ...).  re.ASCII: \d is 0-9.
+_C = rf"(.{{0,{MAX_COMM}}}?)"  # a comm
+_PID = r"(\d{1,7})"  # PID_MAX_LIMIT is 4194304
+_NUM = r"(-?\d{1,10})"  # prio, ngid, nid, cpu where the kernel prints %d
+
 # The context part of a line.  The comm is right-aligned in 16 columns and may
 # itself hold spaces and dashes ('kworker/0:1-events', 'perf-exec'); the lazy
 # match stops at the last '-<digits>' that is followed by the tgid or CPU
@@ -46,32 +66,59 @@ from .events import (
 # cannot swallow the timestamp.  Timestamps are 'secs.usecs' for the
 # nanosecond clocks and a bare integer for counter/tsc clocks.
 _LINE = re.compile(
-    r" *(.*?)-(\d+) +(?:\( *(\d+|-+)\) +)?\[(\d+)\] +(?:([^ :]+) +)?(\d+(?:\.\d+)?): (\w+):(?: |$)"
+    rf" *+{_C}-{_PID} +(?:\( *(\d{{1,7}}|-+)\) +)?\[(\d{{1,5}})\] +(?:([^ :]{{1,16}}) +)?"
+    r"(\d{1,20}(?:\.\d{1,12})?): (\w{1,128}):(?: |$)",
+    re.ASCII,
 )
-_LOST = re.compile(r"CPU:(\d+) \[LOST (?:(\d+) )?EVENTS\]")
-_ENTRIES = re.compile(r"# entries-in-buffer/entries-written: (\d+)/(\d+) +#P:(\d+)")
-_STARTED = re.compile(r"##### CPU (\d+) buffer started ####")
+_LOST = re.compile(r"CPU:(\d{1,5}) \[LOST (?:(\d{1,20}) )?EVENTS\]", re.ASCII)
+_ENTRIES = re.compile(r"# entries-in-buffer/entries-written: (\d{1,20})/(\d{1,20}) +#P:(\d{1,5})", re.ASCII)
+_STARTED = re.compile(r"##### CPU (\d{1,5}) buffer started ####", re.ASCII)
 
-# Body formats (include/trace/events/sched.h, 6.1).  Comms are matched greedily
-# lazily up to the next key, so a comm holding spaces still parses (lazy rather
-# than greedy: greedy runs to the end of the line and backtracks, twice as slow).
-_WAKEUP = re.compile(r"comm=(.*?) pid=(\d+) prio=(-?\d+)(?: success=\d+)? target_cpu=(\d+)")
-_SWITCH = re.compile(
-    r"prev_comm=(.*?) prev_pid=(\d+) prev_prio=(-?\d+) prev_state=(\S+) ==> "
-    r"next_comm=(.*?) next_pid=(\d+) next_prio=(-?\d+)"
+# Body formats (include/trace/events/sched.h, 6.1).  Comms are matched lazily up to
+# the next key, so a comm holding spaces still parses.  A final number ends at a space
+# or the line's end, (?!\S): 'target_cpu=12345678' is not CPU 1234, 'child_pid=5x' not 5.
+_WAKEUP = re.compile(
+    rf"comm={_C} pid={_PID} prio={_NUM}(?: success=\d{{1,10}})? target_cpu=(\d{{1,5}})(?!\S)", re.ASCII
 )
-_MIGRATE = re.compile(r"comm=(.*?) pid=(\d+) prio=(-?\d+) orig_cpu=(\d+) dest_cpu=(\d+)")
+_SWITCH = re.compile(
+    rf"prev_comm={_C} prev_pid={_PID} prev_prio={_NUM} prev_state=(\S{{1,32}}) ==> "
+    rf"next_comm={_C} next_pid={_PID} next_prio={_NUM}(?!\S)",
+    re.ASCII,
+)
+_MIGRATE = re.compile(
+    rf"comm={_C} pid={_PID} prio={_NUM} orig_cpu=(\d{{1,5}}) dest_cpu=(\d{{1,5}})(?!\S)", re.ASCII
+)
 _MOVE_NUMA = re.compile(
-    r"pid=(\d+) tgid=(\d+) ngid=(\d+) src_cpu=(-?\d+) src_nid=(-?\d+) dst_cpu=(-?\d+) dst_nid=(-?\d+)"
+    rf"pid={_PID} tgid={_PID} ngid={_PID} src_cpu={_NUM} src_nid={_NUM} dst_cpu={_NUM} dst_nid={_NUM}(?!\S)",
+    re.ASCII,
 )
 _NUMA_PAIR = re.compile(
-    r"src_pid=(\d+) src_tgid=(\d+) src_ngid=(\d+) src_cpu=(-?\d+) src_nid=(-?\d+) "
-    r"dst_pid=(\d+) dst_tgid=(\d+) dst_ngid=(\d+) dst_cpu=(-?\d+) dst_nid=(-?\d+)"
+    rf"src_pid={_PID} src_tgid={_PID} src_ngid={_PID} src_cpu={_NUM} src_nid={_NUM} "
+    rf"dst_pid={_PID} dst_tgid={_PID} dst_ngid={_PID} dst_cpu={_NUM} dst_nid={_NUM}(?!\S)",
+    re.ASCII,
 )
-_FORK = re.compile(r"comm=(.*?) pid=(\d+) child_comm=(.*?) child_pid=(\d+)")
-_EXIT = re.compile(r"comm=(.*?) pid=(\d+) prio=(-?\d+)")
+_FORK = re.compile(rf"comm={_C} pid={_PID} child_comm={_C} child_pid={_PID}(?!\S)", re.ASCII)
+_EXIT = re.compile(rf"comm={_C} pid={_PID} prio={_NUM}(?!\S)", re.ASCII)
 
 _UNPARSED_SAMPLES = 20  # keep a few bad lines for the error message, not all of them
+_SAMPLE_CHARS = 200  # and only their start
+
+
+def _cpu_ok(c: int) -> bool:
+    return 0 <= c < MAX_CPUS
+
+
+def _cpu_or_none_ok(c: int) -> bool:
+    """NUMA events print -1 for 'no CPU' / 'no node'."""
+    return -1 <= c < MAX_CPUS
+
+
+def _nid_ok(n: int) -> bool:
+    return -1 <= n < MAX_NODES
+
+
+def _pid_ok(p: int) -> bool:
+    return p <= MAX_PID
 
 
 @dataclass
@@ -147,7 +194,10 @@ def _wakeup_decoder(cls: type[SchedWakeup]) -> Callable[..., Event | None]:
         if m is None:
             return None
         c, p, pr, t = m.groups()
-        return make(cpu, ts, comm, pid, tgid, flags, c, int(p), int(pr), int(t))
+        target, task = int(t), int(p)
+        if not (_cpu_ok(target) and _pid_ok(task)):
+            return None
+        return make(cpu, ts, comm, pid, tgid, flags, c, task, int(pr), target)
 
     return decode
 
@@ -161,9 +211,10 @@ def _switch_decoder() -> Callable[..., Event | None]:
         if m is None:
             return None
         pc, pp, ppr, st, nc, np_, npr = m.groups()
-        return make(
-            cpu, ts, comm, pid, tgid, flags, pc, int(pp), int(ppr), st, nc, int(np_), int(npr)
-        )
+        prev, nxt = int(pp), int(np_)
+        if not (_pid_ok(prev) and _pid_ok(nxt)):
+            return None
+        return make(cpu, ts, comm, pid, tgid, flags, pc, prev, int(ppr), st, nc, nxt, int(npr))
 
     return decode
 
@@ -177,7 +228,10 @@ def _migrate_decoder() -> Callable[..., Event | None]:
         if m is None:
             return None
         c, p, pr, o, d = m.groups()
-        return make(cpu, ts, comm, pid, tgid, flags, c, int(p), int(pr), int(o), int(d))
+        task, orig, dest = int(p), int(o), int(d)
+        if not (_pid_ok(task) and _cpu_ok(orig) and _cpu_ok(dest)):
+            return None
+        return make(cpu, ts, comm, pid, tgid, flags, c, task, int(pr), orig, dest)
 
     return decode
 
@@ -190,9 +244,16 @@ def _move_numa_decoder() -> Callable[..., Event | None]:
         m = match(line, pos)
         if m is None:
             return None
-        return make(cpu, ts, comm, pid, tgid, flags, *map(int, m.groups()))
+        p, tg, ng, sc, sn, dc, dn = map(int, m.groups())
+        if not (_pid_ok(p) and _pid_ok(tg) and _pid_ok(ng) and _numa_ok(sc, sn, dc, dn)):
+            return None
+        return make(cpu, ts, comm, pid, tgid, flags, p, tg, ng, sc, sn, dc, dn)
 
     return decode
+
+
+def _numa_ok(src_cpu: int, src_nid: int, dst_cpu: int, dst_nid: int) -> bool:
+    return _cpu_or_none_ok(src_cpu) and _cpu_or_none_ok(dst_cpu) and _nid_ok(src_nid) and _nid_ok(dst_nid)
 
 
 def _pair_decoder(cls: type[SchedSwapNuma] | type[SchedStickNuma]) -> Callable[..., Event | None]:
@@ -203,11 +264,16 @@ def _pair_decoder(cls: type[SchedSwapNuma] | type[SchedStickNuma]) -> Callable[.
     def decode(cpu, ts, comm, pid, tgid, flags, line, pos):
         m = match(line, pos)
         if m is not None:
-            return make(cpu, ts, comm, pid, tgid, flags, *map(int, m.groups()))
+            sp, stg, sng, sc, sn, dp, dtg, dng, dc, dn = map(int, m.groups())
+            if not (all(_pid_ok(x) for x in (sp, stg, sng, dp, dtg, dng)) and _numa_ok(sc, sn, dc, dn)):
+                return None
+            return make(cpu, ts, comm, pid, tgid, flags, sp, stg, sng, sc, sn, dp, dtg, dng, dc, dn)
         m = old(line, pos)  # pre-pair-template sched_stick_numa
         if m is None:
             return None
         p, tg, ng, sc, sn, dc, dn = map(int, m.groups())
+        if not (_pid_ok(p) and _pid_ok(tg) and _pid_ok(ng) and _numa_ok(sc, sn, dc, dn)):
+            return None
         return make(cpu, ts, comm, pid, tgid, flags, p, tg, ng, sc, sn, 0, 0, 0, dc, dn)
 
     return decode
@@ -222,7 +288,10 @@ def _fork_decoder() -> Callable[..., Event | None]:
         if m is None:
             return None
         c, p, cc, cp = m.groups()
-        return make(cpu, ts, comm, pid, tgid, flags, c, int(p), cc, int(cp))
+        parent, child = int(p), int(cp)
+        if not (_pid_ok(parent) and _pid_ok(child)):
+            return None
+        return make(cpu, ts, comm, pid, tgid, flags, c, parent, cc, child)
 
     return decode
 
@@ -236,7 +305,10 @@ def _exit_decoder() -> Callable[..., Event | None]:
         if m is None:
             return None
         c, p, pr = m.groups()
-        return make(cpu, ts, comm, pid, tgid, flags, c, int(p), int(pr))
+        task = int(p)
+        if not _pid_ok(task):
+            return None
+        return make(cpu, ts, comm, pid, tgid, flags, c, task, int(pr))
 
     return decode
 
@@ -307,9 +379,21 @@ def parse_file(path: str | Path, only: Iterable[str] | None = None) -> TraceRead
 
     def lines() -> Iterator[str]:
         with open_trace(path) as f:
-            yield from f
+            yield from bounded_lines(f)
 
     return TraceReader(lines(), only)
+
+
+def bounded_lines(f: IO[str], limit: int = MAX_TRACE_LINE) -> Iterator[str]:
+    """The lines of *f*, each at most limit + 1 characters: a longer line is cut there
+    (the parser counts it as unparsed) and the rest of it is read in pieces and dropped,
+    so a trace of one 1 GB line costs no more memory than a short one."""
+    read = f.readline
+    while line := read(limit + 1):
+        if len(line) > limit and not line.endswith("\n"):
+            while (rest := read(limit)) and not rest.endswith("\n"):
+                pass
+        yield line
 
 
 def parse_line(line: str) -> Event | None:
@@ -331,6 +415,10 @@ def _events(
     try:
         for line in lines:
             n += 1
+            if len(line) > MAX_TRACE_LINE:
+                # Not a line ftrace wrote (see limits.MAX_TRACE_LINE): never scanned.
+                _unparsed(line, stats)
+                continue
             m = match(line)
             if m is None:
                 _other_line(line, stats)
@@ -347,6 +435,14 @@ def _events(
                 tgid = int(tgid) if tgid[0] != "-" else None
             cpu = int(cpu)
             pid = int(pid)
+            if cpu >= MAX_CPUS or pid > MAX_PID or (tgid is not None and tgid > MAX_PID):
+                # The digits are bounded by _LINE; the values are checked here, where they
+                # are converted anyway (lines *only* leaves out are counted, not built).
+                counts[name] -= 1
+                if not counts[name]:
+                    del counts[name]
+                _unparsed(line, stats)
+                continue
             if flags is None:
                 flags = ""
             dec = decoders.get(name)
@@ -355,8 +451,12 @@ def _events(
                 ev = dec(cpu, ts, comm, pid, tgid, flags, line, m.end())
                 if ev is not None:
                     yield ev
-                    continue
-                stats.mismatched[name] += 1
+                else:
+                    # A known event whose fields cannot be decoded (cut short, garbled,
+                    # out of range) is counted and skipped: as a GenericEvent named
+                    # sched_switch it reached check() as an AttributeError.
+                    stats.mismatched[name] += 1
+                continue
             yield generic(cpu, ts, comm, pid, tgid, flags, name, line[m.end() :].rstrip())
     finally:
         # Runs on exhaustion and on close(): the stats are right even if the
@@ -394,6 +494,11 @@ def _other_line(line: str, stats: TraceStats) -> None:
             stats.lost_events += k
             stats.lost_by_cpu[cpu] += k
         return
+    _unparsed(s, stats)
+
+
+def _unparsed(line: str, stats: TraceStats) -> None:
     stats.unparsed_lines += 1
     if len(stats.unparsed_samples) < _UNPARSED_SAMPLES:
-        stats.unparsed_samples.append(s)
+        s = line.strip()
+        stats.unparsed_samples.append(s if len(s) <= _SAMPLE_CHARS else s[:_SAMPLE_CHARS] + "...")
