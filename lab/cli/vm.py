@@ -101,7 +101,7 @@ def boot(topology, vm, dry_run: bool, timeout: float, cmd) -> None:
 def verify(topology, vm, as_json: bool, strict: bool, timeout: float) -> None:
     """Boot TOPOLOGY and check that the guest kernel sees it: nodes, distances,
     siblings, caches and every CPU's sched-domain tree.  Exit 1 on a mismatch."""
-    from .. import expect, session, sysfs
+    from .. import atomic, expect, session, sysfs
     from ..backends import qemu as backend
 
     t0 = time.monotonic()
@@ -129,7 +129,7 @@ def verify(topology, vm, as_json: bool, strict: bool, timeout: float) -> None:
         "run_dir": str(run_dir),
         "ok": ok,
     }
-    (run_dir / "verify.json").write_text(json.dumps(doc, indent=1))
+    atomic.write_text(run_dir / "verify.json", json.dumps(doc, indent=1), "the verify report")
     if as_json:
         click.echo(json.dumps(doc, indent=1))
     else:
