@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import shlex
 import sys
 import time
@@ -69,7 +70,6 @@ def boot(topology, vm, dry_run: bool, timeout: float, cmd) -> None:
     from ..backends import qemu as backend
 
     s = session.prepare(topology, vm, build=not dry_run)
-    err = sys.stderr
     for n in s.plan.notes:
         click.echo(f"lab: {n}", err=True)
     if dry_run:
@@ -81,15 +81,36 @@ def boot(topology, vm, dry_run: bool, timeout: float, cmd) -> None:
     if not cmd:
         rc = backend.interactive(s.plan, s.kernel, run_dir)
         sys.exit(rc)
-    script = "#!/bin/sh\n" + shlex.join(cmd) + "\n"
     # No topology snapshot: the user asked for their command, and every second counts here.
-    res = backend.boot(s.plan, s.kernel, run_dir, backend.GuestJob(script, {"LAB_SNAPSHOT": "0"}), timeout=timeout)
-    sys.stdout.write(res.stdout)
-    sys.stdout.flush()
-    if res.stderr:
-        err.write(res.stderr)
+    job = backend.GuestJob(guest_script(cmd), {"LAB_SNAPSHOT": "0"})
+    res = backend.boot(s.plan, s.kernel, run_dir, job, timeout=timeout)
+    # The command's output byte for byte: CRs and bytes that are not UTF-8 included.
+    for text, data in ((sys.stdout, res.stdout), (sys.stderr, res.stderr)):
+        text.flush()
+        text.buffer.write(data)
+        text.buffer.flush()
     click.echo(f"lab: ready in {res.ready_s:.1f}s, finished in {res.wall_s:.1f}s", err=True)
     sys.exit(res.rc if res.rc is not None else 3)
+
+
+def guest_script(cmd: tuple[str, ...] | list[str]) -> str:
+    """The shell script that runs *cmd* in the guest, each argument byte for byte.
+
+    An argument that is not UTF-8 (Python holds its bytes as surrogates) cannot be
+    written into the script as it is: it is rebuilt in the guest with printf's octal
+    escapes (the "x" keeps $(...) from eating trailing newlines)."""
+    lines, argv = ["#!/bin/sh"], []
+    for i, arg in enumerate(cmd):
+        raw = os.fsencode(arg)
+        try:
+            raw.decode()
+        except UnicodeDecodeError:
+            octal = "".join(f"\\{b:03o}" for b in raw)
+            lines.append(f"a{i}=$(printf '{octal}x'); a{i}=${{a{i}%x}}")
+            argv.append(f'"$a{i}"')
+        else:
+            argv.append(shlex.quote(arg))
+    return "\n".join([*lines, " ".join(argv)]) + "\n"
 
 
 @click.command()
