@@ -50,9 +50,24 @@ class LabGroup(click.Group):
             pass
         return super().main(args, *a, **kw)
 
+    def make_context(self, info_name, args, parent=None, **extra):
+        # `lab --nope`: lab's own options are parsed here, before invoke().
+        try:
+            return super().make_context(info_name, args, parent, **extra)
+        except click.exceptions.NoArgsIsHelpError:
+            raise
+        except click.UsageError as e:
+            _usage(e)
+            raise click.exceptions.Exit(2) from None
+
     def invoke(self, ctx: click.Context):
         try:
             return super().invoke(ctx)
+        except click.exceptions.NoArgsIsHelpError:  # `lab topo`: the help, as click shows it
+            raise
+        except click.UsageError as e:
+            _usage(e)
+            ctx.exit(2)
         except (LabError, OSError) as e:
             err = e if isinstance(e, LabError) else _storage_error(e)
             if err is None:  # any other OSError is lab's bug: its traceback is the report
@@ -67,6 +82,13 @@ class LabGroup(click.Group):
         except KeyboardInterrupt:
             click.echo("lab: interrupted", err=True)
             ctx.exit(130)
+
+
+def _usage(e: click.UsageError) -> None:
+    """click's usage error as lab's one line, with where to get help."""
+    msg = " ".join(e.format_message().split()).rstrip(".")
+    where = f" (see {e.ctx.command_path} --help)" if e.ctx is not None else ""
+    click.echo(f"lab: error: {msg}{where}", err=True)
 
 
 def _storage_error(e: OSError) -> LabError | None:

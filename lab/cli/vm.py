@@ -12,7 +12,7 @@ import time
 import click
 
 from ..render.qemu import HOTPLUG_BRINGUP_ABOVE
-from .common import TOPOLOGY, console
+from .common import CPU_MODEL, SECONDS, TOPOLOGY, console
 
 KERNEL_HELP = "debian (Debian's prebuilt, the default), a recipe, a store id, or a path to a bzImage/Image."
 
@@ -38,7 +38,7 @@ VM_OPTIONS = (
         "--accel", type=click.Choice(["auto", "kvm", "tcg"]), default="auto", show_default=True,
         help="auto picks KVM only where a guest can really run under it.",
     ),
-    click.option("--cpu-model", default="auto", show_default=True, help="auto, intel, amd, or a QEMU -cpu model."),
+    click.option("--cpu-model", type=CPU_MODEL, default="auto", show_default=True, help="auto, intel, amd, or a QEMU -cpu model."),
     click.option(
         "--tcg-threads", type=click.Choice(["auto", "single", "multi"]), default="auto", show_default=True,
         help="TCG threading; auto: one thread per vCPU while vCPUs <= 2 x host cores or with hotplug bring-up.",
@@ -59,7 +59,7 @@ VM_OPTIONS = (
 @click.argument("topology", type=TOPOLOGY)
 @vm_options
 @click.option("--dry-run", is_flag=True, help="Print the exact QEMU command and exit.")
-@click.option("--timeout", type=float, default=600, show_default=True, help="Seconds before the VM is killed.")
+@click.option("--timeout", type=SECONDS, default=600, show_default=True, help="Seconds before the VM is killed.")
 @click.argument("cmd", nargs=-1, type=click.UNPROCESSED)
 def boot(topology, vm, dry_run: bool, timeout: float, cmd) -> None:
     """Boot TOPOLOGY; run CMD in the guest (after --) or open a console.
@@ -118,7 +118,7 @@ def guest_script(cmd: tuple[str, ...] | list[str]) -> str:
 @vm_options
 @click.option("--json", "as_json", is_flag=True, help="Print the checks and the guest's view as JSON.")
 @click.option("--strict", is_flag=True, help="Known deviations (the vendor effect) fail too.")
-@click.option("--timeout", type=float, default=600, show_default=True)
+@click.option("--timeout", type=SECONDS, default=600, show_default=True, help="Seconds before the VM is killed.")
 def verify(topology, vm, as_json: bool, strict: bool, timeout: float) -> None:
     """Boot TOPOLOGY and check that the guest kernel sees it: nodes, distances,
     siblings, caches and every CPU's sched-domain tree.  Exit 1 on a mismatch."""
