@@ -30,11 +30,19 @@ class LabGroup(click.Group):
         def _interrupt(signum, frame):
             raise KeyboardInterrupt
 
-        for sig in (signal.SIGTERM, signal.SIGHUP):
-            try:
-                signal.signal(sig, _interrupt)
-            except ValueError:  # not the main thread (e.g. under a test runner's thread)
-                pass
+        try:
+            # An inherited SIG_IGN for SIGINT (a background job of a script, `nohup lab ...
+            # &`, some CI runners) would make lab deaf to Ctrl-C and `kill -INT`: Python
+            # installs its KeyboardInterrupt handler only where SIGINT was at its default.
+            if signal.getsignal(signal.SIGINT) in (signal.SIG_IGN, signal.SIG_DFL):
+                signal.signal(signal.SIGINT, signal.default_int_handler)
+            signal.signal(signal.SIGTERM, _interrupt)
+            # SIGHUP ignored on purpose (nohup) stays ignored: surviving the terminal
+            # going away is what the user asked for.
+            if signal.getsignal(signal.SIGHUP) is not signal.SIG_IGN:
+                signal.signal(signal.SIGHUP, _interrupt)
+        except ValueError:  # not the main thread (e.g. under a test runner's thread)
+            pass
         # A mask inherited from the caller (some CI runners and daemons block signals in
         # the thread that spawns) would leave lab deaf to the signals it unwinds on.
         try:
