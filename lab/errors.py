@@ -6,6 +6,9 @@ and an exit code.  Nothing below ``cli`` calls ``sys.exit``.
 
 from __future__ import annotations
 
+import errno
+import os
+
 
 class LabError(Exception):
     """Base class.  ``str(err)`` is the one-line message shown to the user.
@@ -57,6 +60,28 @@ class LostGuest(InfraError):
         super().__init__(message)
         self.detail = console_tail
         self.log = log
+
+
+class WriteError(InfraError):
+    """lab could not write a file: the disk is full, the quota spent, the file system
+    read-only or the folder not writable.  The message names the file and what it is."""
+
+
+# What the storage, not lab, refused.  Any other OSError is a bug and keeps its traceback.
+STORAGE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES})
+
+
+def storage_error(e: OSError, what: str = "", path: str | os.PathLike | None = None) -> WriteError | None:
+    """*e* as one line naming the file (*path*, else the one *e* names) and *what* was
+    being written, when the storage refused it (STORAGE_ERRNOS); None otherwise."""
+    if e.errno not in STORAGE_ERRNOS:
+        return None
+    where = os.fsdecode(path) if path is not None else (os.fsdecode(e.filename) if e.filename is not None else "")
+    reason = e.strerror or os.strerror(e.errno or 0)
+    # ENOSPC, EDQUOT and EROFS only come from writing; EACCES may be a read too.
+    verb = "cannot write" if what or e.errno != errno.EACCES else "cannot access"
+    target = " ".join(x for x in (what, where) if x) or "a file (lab does not know which)"
+    return WriteError(f"{verb} {target}: {reason}")
 
 
 def nearest(name: str, choices: list[str] | tuple[str, ...], n: int = 3) -> list[str]:

@@ -15,7 +15,7 @@ import re
 from pathlib import Path
 
 from . import arch as archs
-from . import proc
+from . import atomic, proc
 from .errors import BuildError, UserError
 
 
@@ -137,9 +137,7 @@ def save_verdict(tree: Path, arch: str, recipe_name: str | None, outcome, info: 
         "git_describe": info.get("git_describe"), "diff_sha256": info.get("diff_sha256"),
         "when": time.strftime("%Y-%m-%d %H:%M:%S"),
     }  # fmt: skip
-    tmp = f.with_suffix(".tmp")
-    tmp.write_text(json.dumps(doc, indent=1))
-    os.replace(tmp, f)
+    atomic.write_text(f, json.dumps(doc, indent=1), "the tree's last verdict")
 
 
 def last_verdict(tree: Path, arch: str, recipe_name: str | None) -> dict | None:

@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
+import contextlib
 import re
 import shlex
+import shutil
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import atomic
 from . import host as host_mod
-from .errors import UserError
+from .errors import UserError, storage_error
 from .kernel.artifact import KernelArtifact
 from .paths import runs_dir
-from .plan import VmOptions, VmPlan
+from .plan import PLAN_FILE, VmOptions, VmPlan
 from .render import qemu as render
 from .topology import Topology
 
@@ -76,7 +80,11 @@ def _slug(s: str) -> str:
 
 def new_run_dir(kind: str, topo: Topology, kernel_label: str, base: Path | None = None) -> Path:
     base = base or runs_dir()
-    base.mkdir(parents=True, exist_ok=True)
+    try:
+        base.mkdir(parents=True, exist_ok=True)
+    except OSError as e:  # disk trouble, or LAB_RUNS names a file or a path through one
+        why = f"runs folder {base} (LAB_RUNS, else ./runs): cannot be made: {e.strerror}"
+        raise storage_error(e, "the runs folder", base) or UserError(why) from None
     stamp = time.strftime("%Y%m%d-%H%M%S")
     name = f"{stamp}-{_slug(kind)}-{_slug(topo.name)}-{_slug(kernel_label)}"
     d, n = base / name, 1
@@ -87,17 +95,41 @@ def new_run_dir(kind: str, topo: Topology, kernel_label: str, base: Path | None 
         except FileExistsError:
             n += 1
             d = base / f"{name}-{n}"
+        except OSError as e:
+            err = storage_error(e, "a run directory", d)
+            if err is None:
+                raise
+            raise err from None
     # Every run directory starts with the lab command that reproduces it.
     args = ARGV if ARGV is not None else sys.argv[1:]
-    (d / "command").write_text(shlex.join(["lab", *args]) + "\n")
+    with _removed_on_failure(d):
+        atomic.write_text(d / "command", shlex.join(["lab", *args]) + "\n", "the run's command")
     return d
 
 
 def open_run(kind: str, s: Session) -> Path:
     """A new run directory for *s*, holding the command that reproduces it and the plan."""
     d = new_run_dir(kind, s.topo, s.kernel_label)
-    s.plan.write(d)
+    with _removed_on_failure(d):
+        try:
+            s.plan.write(d)
+        except OSError as e:
+            err = storage_error(e, "the run's plan", d / PLAN_FILE)
+            if err is None:
+                raise
+            raise err from None
     return d
+
+
+@contextlib.contextmanager
+def _removed_on_failure(run_dir: Path) -> Iterator[None]:
+    """A run directory that could not get its command and plan is removed: it holds
+    nothing yet, and a run directory without its plan is one nothing can read."""
+    try:
+        yield
+    except BaseException:
+        shutil.rmtree(run_dir, ignore_errors=True)
+        raise
 
 
 def dry_run_argv(s: Session) -> list[str]:

@@ -45,17 +45,21 @@ class BootResult:
     online_s: float | None = None  # hotplug bring-up: guest seconds the agent spent onlining CPUs
     events: list[tuple[float, str]] = field(default_factory=list)
 
-    def read(self, name: str) -> str:
+    def read_bytes(self, name: str) -> bytes:
         p = self.out_dir / name
-        return p.read_text(errors="replace") if p.exists() else ""
+        return p.read_bytes() if p.exists() else b""
+
+    def read(self, name: str) -> str:
+        return self.read_bytes(name).decode(errors="replace")
 
     @property
-    def stdout(self) -> str:
-        return self.read("stdout")
+    def stdout(self) -> bytes:
+        """The job's stdout as the guest wrote it (not decoded: `lab boot` passes it on)."""
+        return self.read_bytes("stdout")
 
     @property
-    def stderr(self) -> str:
-        return self.read("stderr")
+    def stderr(self) -> bytes:
+        return self.read_bytes("stderr")
 
 
 def boot_timeout(plan: VmPlan) -> float:

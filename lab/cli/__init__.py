@@ -5,6 +5,7 @@ This is the only place that turns LabError into a message and an exit code.
 
 from __future__ import annotations
 
+import io
 import logging
 import sys
 
@@ -29,11 +30,19 @@ class LabGroup(click.Group):
         def _interrupt(signum, frame):
             raise KeyboardInterrupt
 
-        for sig in (signal.SIGTERM, signal.SIGHUP):
-            try:
-                signal.signal(sig, _interrupt)
-            except ValueError:  # not the main thread (e.g. under a test runner's thread)
-                pass
+        try:
+            # An inherited SIG_IGN for SIGINT (a background job of a script, `nohup lab ...
+            # &`, some CI runners) would make lab deaf to Ctrl-C and `kill -INT`: Python
+            # installs its KeyboardInterrupt handler only where SIGINT was at its default.
+            if signal.getsignal(signal.SIGINT) in (signal.SIG_IGN, signal.SIG_DFL):
+                signal.signal(signal.SIGINT, signal.default_int_handler)
+            signal.signal(signal.SIGTERM, _interrupt)
+            # SIGHUP ignored on purpose (nohup) stays ignored: surviving the terminal
+            # going away is what the user asked for.
+            if signal.getsignal(signal.SIGHUP) is not signal.SIG_IGN:
+                signal.signal(signal.SIGHUP, _interrupt)
+        except ValueError:  # not the main thread (e.g. under a test runner's thread)
+            pass
         # A mask inherited from the caller (some CI runners and daemons block signals in
         # the thread that spawns) would leave lab deaf to the signals it unwinds on.
         try:
@@ -49,20 +58,72 @@ class LabGroup(click.Group):
             pass
         return super().main(args, *a, **kw)
 
+    def make_context(self, info_name, args, parent=None, **extra):
+        # `lab --nope`: lab's own options are parsed here, before invoke().
+        try:
+            return super().make_context(info_name, args, parent, **extra)
+        except click.exceptions.NoArgsIsHelpError:
+            raise
+        except click.UsageError as e:
+            _usage(e)
+            raise click.exceptions.Exit(2) from None
+
     def invoke(self, ctx: click.Context):
         try:
             return super().invoke(ctx)
-        except LabError as e:
+        except click.exceptions.NoArgsIsHelpError:  # `lab topo`: the help, as click shows it
+            raise
+        except click.UsageError as e:
+            _usage(e)
+            ctx.exit(2)
+        except (LabError, OSError) as e:
+            err = e if isinstance(e, LabError) else _storage_error(e)
+            if err is None:  # any other OSError is lab's bug: its traceback is the report
+                raise
             # One line, always: the message says what and where; details live in logs.
-            msg = " ".join(str(e).split("\n"))
+            msg = " ".join(str(err).split("\n"))
             click.echo(f"lab: error: {msg}", err=True)
-            if e.detail:
-                click.echo(f"--- {e.detail_title or 'detail'} ---", err=True)
-                click.echo(e.detail.rstrip(), err=True)
-            ctx.exit(e.exit_code)
+            if err.detail:
+                click.echo(f"--- {err.detail_title or 'detail'} ---", err=True)
+                click.echo(err.detail.rstrip(), err=True)
+            ctx.exit(err.exit_code)
         except KeyboardInterrupt:
             click.echo("lab: interrupted", err=True)
             ctx.exit(130)
+
+
+def _usage(e: click.UsageError) -> None:
+    """click's usage error as lab's one line, with where to get help."""
+    msg = " ".join(e.format_message().split()).rstrip(".")
+    where = f" (see {e.ctx.command_path} --help)" if e.ctx is not None else ""
+    click.echo(f"lab: error: {msg}{where}", err=True)
+
+
+def _storage_error(e: OSError) -> LabError | None:
+    """A write the storage refused (disk full, quota, read-only, permission) somewhere
+    lab did not expect it, as one line naming the file."""
+    from ..errors import storage_error
+
+    return storage_error(e, path=None if e.filename is not None else _file_written(e))
+
+
+def _file_written(e: BaseException) -> str | None:
+    """The file a failed write was writing to.  ENOSPC and EDQUOT come from write(2) and
+    close(2), so the OSError names no file; the file object is still a local variable
+    of a frame the error unwound (`f` in Path.write_text, `fdst` in shutil.copyfileobj)."""
+    frames = []
+    tb = e.__traceback__
+    while tb is not None:
+        frames.append(tb.tb_frame)
+        tb = tb.tb_next
+    for frame in reversed(frames):  # the innermost first
+        for v in frame.f_locals.values():
+            if not isinstance(v, io.IOBase):
+                continue
+            name, mode = getattr(v, "name", None), getattr(v, "mode", None)
+            if isinstance(name, str) and isinstance(mode, str) and set(mode) & set("wax+"):
+                return name
+    return None
 
 
 @click.group(cls=LabGroup, context_settings={"help_option_names": ["-h", "--help"]})

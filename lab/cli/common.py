@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import functools
+import math
+from pathlib import Path
 
 import click
 
@@ -28,6 +30,59 @@ class TopologyType(click.ParamType):
 
 
 TOPOLOGY = TopologyType()
+
+
+class Seconds(click.ParamType):
+    """A time limit: a finite number of seconds above zero (nan, inf or 0 would turn the
+    watchdog off or fire it at once)."""
+
+    name = "SECONDS"
+
+    def convert(self, value, param, ctx):
+        try:
+            s = float(value)
+        except (TypeError, ValueError):
+            self.fail(f"{value!r} is not a number of seconds", param, ctx)
+        if not (math.isfinite(s) and s > 0):
+            self.fail(f"{value!r}: give a number of seconds above 0", param, ctx)
+        return s
+
+
+SECONDS = Seconds()
+
+
+class OutputFile(click.ParamType):
+    """A file lab writes: not a directory, in a directory that exists."""
+
+    name = "FILE"
+
+    def convert(self, value, param, ctx):
+        p = Path(value)
+        if p.is_dir():
+            self.fail(f"{p} is a directory; name a file in it", param, ctx)
+        if not p.parent.is_dir():
+            what = "not a directory" if p.parent.exists() else "no such directory"
+            self.fail(f"{p}: {p.parent}: {what}", param, ctx)
+        return p
+
+
+OUTPUT = OutputFile()
+
+
+class CpuModel(click.ParamType):
+    """auto, intel, amd, or a QEMU -cpu model.  Which models exist is QEMU's to say (at
+    boot); what cannot be one (empty, with spaces) is refused here."""
+
+    name = "MODEL"
+
+    def convert(self, value, param, ctx):
+        if not value or any(c.isspace() for c in value):
+            self.fail(f"{value!r}: give auto, intel, amd, or a QEMU -cpu model (e.g. Skylake-Server)", param, ctx)
+        return value
+
+
+CPU_MODEL = CpuModel()
+
 
 def console(stderr: bool = False):
     """lab's rich console (stdout), or one on stderr for commands whose stdout is JSON."""

@@ -130,7 +130,7 @@ def config_cmd(recipe_name: str, patches: tuple[str, ...], show_all: bool) -> No
     type=click.Path(exists=True, dir_okay=False),
     help="Apply this patch on top of the recipe's series (repeatable).",
 )
-@click.option("-j", "--jobs", type=int, default=None, help="make -j (default: host cores).")
+@click.option("-j", "--jobs", type=click.IntRange(min=1), default=None, help="make -j (default: host cores).")
 @click.option("--force", is_flag=True, help="Rebuild even if the store has this kernel.")
 def build_cmd(recipe_name: str, patches: tuple[str, ...], jobs: int | None, force: bool) -> None:
     """Build RECIPE (unless the store already has it) and print its store id."""
@@ -171,7 +171,7 @@ def build_cmd(recipe_name: str, patches: tuple[str, ...], jobs: int | None, forc
 
 
 @kernel.command("fetch")
-@click.argument("what", type=click.Choice(["debian"]))
+@click.argument("what", metavar="WHAT", type=click.Choice(["debian"]))
 @click.option("--arch", type=ARCH, default="x86_64", show_default=True)
 @click.option(
     "--refresh", is_flag=True, help="Fail rather than keep an older kernel if apt is unreachable."

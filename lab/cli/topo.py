@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from .common import TOPOLOGY, console
+from .common import OUTPUT, TOPOLOGY, console
 from .vm import vm_options
 
 
@@ -125,7 +125,7 @@ def render(spec, fmt: str, vm) -> None:
 
 
 @topo.command()
-@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), required=True, help="FILE.tar.gz")
+@click.option("-o", "--output", type=OUTPUT, required=True, help="FILE.tar.gz")
 def capture(output: Path) -> None:
     """Capture this machine's topology (sysfs and /proc files) into a tarball."""
     from .. import sysfs
@@ -136,7 +136,7 @@ def capture(output: Path) -> None:
 
 @topo.command("import")
 @click.argument("capture", type=click.Path(path_type=Path))
-@click.option("-o", "--output", type=click.Path(dir_okay=False, path_type=Path), required=True, help="NAME.toml")
+@click.option("-o", "--output", type=OUTPUT, required=True, help="NAME.toml")
 @click.option("--mini", is_flag=True, help="Also write NAME-mini.toml, shrunk to <= 32 CPUs keeping the shape.")
 def import_(capture: Path, output: Path, mini: bool) -> None:
     """Turn a capture (directory or tarball) into a spec that keeps the real numbering."""

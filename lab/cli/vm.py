@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import shlex
 import sys
 import time
@@ -11,7 +12,7 @@ import time
 import click
 
 from ..render.qemu import HOTPLUG_BRINGUP_ABOVE
-from .common import TOPOLOGY, console
+from .common import CPU_MODEL, SECONDS, TOPOLOGY, console
 
 KERNEL_HELP = "debian (Debian's prebuilt, the default), a recipe, a store id, or a path to a bzImage/Image."
 
@@ -37,7 +38,7 @@ VM_OPTIONS = (
         "--accel", type=click.Choice(["auto", "kvm", "tcg"]), default="auto", show_default=True,
         help="auto picks KVM only where a guest can really run under it.",
     ),
-    click.option("--cpu-model", default="auto", show_default=True, help="auto, intel, amd, or a QEMU -cpu model."),
+    click.option("--cpu-model", type=CPU_MODEL, default="auto", show_default=True, help="auto, intel, amd, or a QEMU -cpu model."),
     click.option(
         "--tcg-threads", type=click.Choice(["auto", "single", "multi"]), default="auto", show_default=True,
         help="TCG threading; auto: one thread per vCPU while vCPUs <= 2 x host cores or with hotplug bring-up.",
@@ -58,7 +59,7 @@ VM_OPTIONS = (
 @click.argument("topology", type=TOPOLOGY)
 @vm_options
 @click.option("--dry-run", is_flag=True, help="Print the exact QEMU command and exit.")
-@click.option("--timeout", type=float, default=600, show_default=True, help="Seconds before the VM is killed.")
+@click.option("--timeout", type=SECONDS, default=600, show_default=True, help="Seconds before the VM is killed.")
 @click.argument("cmd", nargs=-1, type=click.UNPROCESSED)
 def boot(topology, vm, dry_run: bool, timeout: float, cmd) -> None:
     """Boot TOPOLOGY; run CMD in the guest (after --) or open a console.
@@ -69,7 +70,6 @@ def boot(topology, vm, dry_run: bool, timeout: float, cmd) -> None:
     from ..backends import qemu as backend
 
     s = session.prepare(topology, vm, build=not dry_run)
-    err = sys.stderr
     for n in s.plan.notes:
         click.echo(f"lab: {n}", err=True)
     if dry_run:
@@ -81,15 +81,36 @@ def boot(topology, vm, dry_run: bool, timeout: float, cmd) -> None:
     if not cmd:
         rc = backend.interactive(s.plan, s.kernel, run_dir)
         sys.exit(rc)
-    script = "#!/bin/sh\n" + shlex.join(cmd) + "\n"
     # No topology snapshot: the user asked for their command, and every second counts here.
-    res = backend.boot(s.plan, s.kernel, run_dir, backend.GuestJob(script, {"LAB_SNAPSHOT": "0"}), timeout=timeout)
-    sys.stdout.write(res.stdout)
-    sys.stdout.flush()
-    if res.stderr:
-        err.write(res.stderr)
+    job = backend.GuestJob(guest_script(cmd), {"LAB_SNAPSHOT": "0"})
+    res = backend.boot(s.plan, s.kernel, run_dir, job, timeout=timeout)
+    # The command's output byte for byte: CRs and bytes that are not UTF-8 included.
+    for text, data in ((sys.stdout, res.stdout), (sys.stderr, res.stderr)):
+        text.flush()
+        text.buffer.write(data)
+        text.buffer.flush()
     click.echo(f"lab: ready in {res.ready_s:.1f}s, finished in {res.wall_s:.1f}s", err=True)
     sys.exit(res.rc if res.rc is not None else 3)
+
+
+def guest_script(cmd: tuple[str, ...] | list[str]) -> str:
+    """The shell script that runs *cmd* in the guest, each argument byte for byte.
+
+    An argument that is not UTF-8 (Python holds its bytes as surrogates) cannot be
+    written into the script as it is: it is rebuilt in the guest with printf's octal
+    escapes (the "x" keeps $(...) from eating trailing newlines)."""
+    lines, argv = ["#!/bin/sh"], []
+    for i, arg in enumerate(cmd):
+        raw = os.fsencode(arg)
+        try:
+            raw.decode()
+        except UnicodeDecodeError:
+            octal = "".join(f"\\{b:03o}" for b in raw)
+            lines.append(f"a{i}=$(printf '{octal}x'); a{i}=${{a{i}%x}}")
+            argv.append(f'"$a{i}"')
+        else:
+            argv.append(shlex.quote(arg))
+    return "\n".join([*lines, " ".join(argv)]) + "\n"
 
 
 @click.command()
@@ -97,11 +118,11 @@ def boot(topology, vm, dry_run: bool, timeout: float, cmd) -> None:
 @vm_options
 @click.option("--json", "as_json", is_flag=True, help="Print the checks and the guest's view as JSON.")
 @click.option("--strict", is_flag=True, help="Known deviations (the vendor effect) fail too.")
-@click.option("--timeout", type=float, default=600, show_default=True)
+@click.option("--timeout", type=SECONDS, default=600, show_default=True, help="Seconds before the VM is killed.")
 def verify(topology, vm, as_json: bool, strict: bool, timeout: float) -> None:
     """Boot TOPOLOGY and check that the guest kernel sees it: nodes, distances,
     siblings, caches and every CPU's sched-domain tree.  Exit 1 on a mismatch."""
-    from .. import expect, session, sysfs
+    from .. import atomic, expect, session, sysfs
     from ..backends import qemu as backend
 
     t0 = time.monotonic()
@@ -129,7 +150,7 @@ def verify(topology, vm, as_json: bool, strict: bool, timeout: float) -> None:
         "run_dir": str(run_dir),
         "ok": ok,
     }
-    (run_dir / "verify.json").write_text(json.dumps(doc, indent=1))
+    atomic.write_text(run_dir / "verify.json", json.dumps(doc, indent=1), "the verify report")
     if as_json:
         click.echo(json.dumps(doc, indent=1))
     else:

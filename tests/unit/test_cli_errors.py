@@ -1,0 +1,252 @@
+"""Every bad input to the CLI ends in one line, `lab: error: ...`, and exit 2, never a
+traceback (issue 13, rule 2).  Exit 3 (the disk, not the input): test_disk_full.py.
+
+CASES lists bad arguments for every command; test_every_command_and_value_is_covered
+walks click's own command tree so that no command or option can be forgotten."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import click
+import pytest
+from click.testing import CliRunner
+from test_plan import _session  # tests/unit is on sys.path (pytest's "prepend" import mode)
+
+from lab import session
+from lab.cli import main
+
+ROOT = Path(__file__).resolve().parents[2]
+RUN = ROOT / "tests" / "fixtures" / "runs" / "llc-spread-pinned-zen3-2s-mini-lab-6.1"
+
+# Bad values, named once and used by every command that takes them.  Arguments may name
+# the files of the `bad` fixture, e.g. {missing}, {dir}, {garbage}: see its return value.
+TOPOLOGIES = ["nope", "{missing}.toml", "{dir}", "{empty}", "{garbage}", "{binary}", "{wrongtype}", "{unreadable}"]
+KERNELS = ["nope", "{missing}/bzImage", "{dir}/", "{garbage}", "{empty}", "lab-6.1-arm64"]
+SECONDS = ["nan", "inf", "-inf", "1e999", "-0", "0", "-5", "", "ten"]
+CHOICES = ["x", "", "AUTO"]
+
+
+def _vm(*before: str, unbuilt_ok: bool = False) -> dict[str, list[list[str]]]:
+    """Bad VM options (lab/cli/vm.py vm_options) after the arguments *before*.
+    *unbuilt_ok*: the command does not build (--dry-run), so an unbuilt recipe is refused too."""
+    kernels = KERNELS + ["lab-6.1"] if unbuilt_ok else KERNELS
+    choice = [[*before, opt, c] for opt in ("--accel", "--tcg-threads", "--bringup") for c in CHOICES]
+    return {
+        "kernel_spec": [[*before, "--kernel", k] for k in kernels] + [[*before, "--kernel"]],
+        "accel": [c for c in choice if c[-2] == "--accel"],
+        "tcg_threads": [c for c in choice if c[-2] == "--tcg-threads"],
+        "bringup": [c for c in choice if c[-2] == "--bringup"],
+        "cpu_model": [[*before, "--cpu-model", m] for m in ("", "Skylake Server")] + [[*before, "--cpu-model"]],
+        "append": [[*before, "--append"]],
+    }
+
+
+DRY = ("boot", "xeon-2s22c-mini", "--dry-run")
+
+# {command: {parameter: [bad arguments, ...]}}; "" is a command's arguments as a whole.
+CASES: dict[str, dict[str, list[list[str]]]] = {
+    "": {"": [["nope"], ["--nope"], ["-v", "nope"]]},
+    "boot": {
+        "topology": [["boot", t, "--dry-run"] for t in TOPOLOGIES] + [["boot", "--dry-run"]],
+        **_vm(*DRY, unbuilt_ok=True),
+        "timeout": [[*DRY, "--timeout", t] for t in SECONDS] + [[*DRY, "--timeout"]],
+        "cmd": [["boot", "xeon-2s22c-mini", "--kernel", "nope", "--", "true"]],
+    },
+    "verify": {
+        "topology": [["verify", t] for t in TOPOLOGIES] + [["verify"]],
+        **_vm("verify", "xeon-2s22c-mini"),
+        "timeout": [["verify", "xeon-2s22c-mini", "--timeout", t] for t in SECONDS],
+    },
+    "run": {
+        "scenario_name": [["run", s] for s in ("nope", "{missing}.py", "{garbage}.py", "{dir}", "")] + [["run"]],
+        "topo_name": [["run", "llc-spread-pinned", "-t", t] for t in TOPOLOGIES],
+        **_vm("run", "llc-spread-pinned"),
+        "repeat": [["run", "llc-spread-pinned", "--repeat", n] for n in ("0", "-1", "1001", "", "2.5")],
+        "kernel_tree": [["run", "llc-spread-pinned", "--kernel-tree", t] for t in ("{missing}", "{garbage}", "{dir}")]
+        + [["run", "llc-spread-pinned", "--kernel-tree", "{dir}", "--kernel", "nope"]],
+        "recipe": [["run", "llc-spread-pinned", "--recipe", "lab-6.1"]],
+        "watch": [["run", "llc-spread-pinned", "--watch"]],
+    },
+    "recheck": {
+        "run_dir": [["recheck", d] for d in ("{missing}", "{garbage}", "{dir}", "{run_badplan}", "{run_emptyresults}",
+                                              "{run_badresults}")] + [["recheck"]],  # fmt: skip
+        "scenario_file": [["recheck", "{run}", "--scenario", s] for s in ("nope", "{missing}.py", "{garbage}.py")],
+    },
+    "scenarios": {"": [["scenarios", "extra"]]},
+    "topo": {"": [["topo", "nope"]]},
+    "topo list": {"": [["topo", "list", "extra"]]},
+    "topo show": {"spec": [["topo", "show", t] for t in TOPOLOGIES] + [["topo", "show"]]},
+    "topo render": {
+        "spec": [["topo", "render", t] for t in TOPOLOGIES],
+        "fmt": [["topo", "render", "xeon-2s22c-mini", "--format", f] for f in ("xml", "")],
+        **_vm("topo", "render", "xeon-2s22c-mini", unbuilt_ok=True),
+    },
+    "topo capture": {
+        "output": [["topo", "capture", "-o", o] for o in ("{dir}", "{missing}/x.tar.gz", "{garbage}/x.tar.gz")]
+        + [["topo", "capture"]],
+    },
+    "topo import": {
+        "capture": [["topo", "import", c, "-o", "{out}.toml"] for c in ("{missing}", "{dir}", "{garbage}", "{tarjunk}",
+                                                                          "{emptypackage}")]  # fmt: skip
+        + [["topo", "import", "-o", "{out}.toml"]],
+        "output": [["topo", "import", "{capture}", "-o", o] for o in ("{out}.txt", "{wrongtype}", "{dir}",
+                                                                       "{missing}/x.toml", "{garbage}/x.toml")]  # fmt: skip
+        + [["topo", "import", "{capture}"]],
+    },
+    "kernel": {"": [["kernel", "nope"]]},
+    "kernel recipes": {"": [["kernel", "recipes", "extra"]]},
+    "kernel config": {
+        "recipe_name": [["kernel", "config", r] for r in ("nope", "", "../etc")] + [["kernel", "config"]],
+        "patches": [["kernel", "config", "lab-6.1", "--patch", p] for p in ("{missing}.patch", "{dir}")],
+    },
+    "kernel build": {
+        "recipe_name": [["kernel", "build", r] for r in ("nope", "", "../etc")] + [["kernel", "build"]],
+        "patches": [["kernel", "build", "lab-6.1", "--patch", p] for p in ("{missing}.patch", "{dir}")],
+        "jobs": [["kernel", "build", "lab-6.1", "-j", j] for j in ("0", "-2", "", "two", "1.5")],
+    },
+    "kernel fetch": {
+        "what": [["kernel", "fetch", "ubuntu"], ["kernel", "fetch"]],
+        "arch": [["kernel", "fetch", "debian", "--arch", a] for a in ("riscv64", "")],
+    },
+    "kernel list": {"": [["kernel", "list", "extra"]]},
+    "kernel show": {
+        "spec": [["kernel", "show", k] for k in ("nope", "{missing}/bzImage", "{dir}/", "{garbage}", "lab-6.1", "")],
+        "arch": [["kernel", "show", "debian", "--arch", "mips"]],
+    },
+    "kernel rm": {"specs": [["kernel", "rm", k] for k in ("nope", "0000", "")] + [["kernel", "rm"]]},
+}
+
+# Values any string is good for: nothing to refuse at the command line.
+ANY_STRING = {
+    ("boot", "cmd"): "the guest command is the user's",
+}
+
+# Paths that still leak, in files other engineers own (issue 13): strict xfails, so the
+# fix turns them into failures that ask for the mark to go.
+LEAKS = {
+    "recheck {run_emptyresults}": "lab/runner.py recheck: a 0-byte results.json raises JSONDecodeError",
+    "recheck {run_badresults}": "lab/runner.py recheck: results.json that is not an object raises AttributeError",
+    "topo import {emptypackage} -o {out}.toml": "lab/sysfs.py parse_files: an empty sysfs file says "
+    "\"invalid literal for int() with base 10: ''\"",
+}
+
+
+@pytest.fixture
+def bad(tmp_path, monkeypatch):
+    """Bad inputs on disk, a kernel store and run folder of the test's own, and no way
+    to start real work: a bad value that slipped through fails the case, quickly."""
+    monkeypatch.setenv("LAB_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("LAB_RUNS", str(tmp_path / "runs"))
+    from lab import sysfs
+    from lab.backends import qemu
+    from lab.kernel import build, debian
+
+    def work(*a, **kw):
+        raise AssertionError("a bad input got as far as real work (build, fetch, boot, capture)")
+
+    for mod, name in ((build, "build"), (build, "prepare"), (debian, "fetch_debian"), (qemu, "boot"),
+                      (qemu, "interactive"), (sysfs, "capture")):  # fmt: skip
+        monkeypatch.setattr(mod, name, work)
+    # The default kernel as if fetched, so that a case fails for its own bad value, not
+    # for a kernel missing from the empty store.
+    real = session.prepare
+    monkeypatch.setattr(session, "prepare", lambda topo, vm, **kw: _session(topo.name) if vm.kernel == "debian" else real(topo, vm, **kw))
+    d = tmp_path / "in"
+    d.mkdir()
+    (d / "adir").mkdir()
+    (d / "empty").write_text("")
+    (d / "garbage").write_text("this is = not [ toml\n")
+    (d / "garbage.py").write_text("def (:\n")
+    (d / "binary").write_bytes(b"\xff\xfe\x00\x01" * 64)
+    (d / "wrongtype.toml").write_text('name = 3\narch = ["x86_64"]\ncpus = "many"\n')
+    (d / "unreadable").write_text("name = 'x'\n")
+    os.chmod(d / "unreadable", 0)
+    (d / "tarjunk.tar.gz").write_bytes(b"\x1f\x8b\x08\x00" + b"\x00" * 40)
+    (d / "emptycapture").mkdir()
+    pkg = d / "emptypackage" / "sys" / "devices" / "system" / "cpu" / "cpu0" / "topology"
+    pkg.mkdir(parents=True)
+    (pkg / "physical_package_id").write_text("\n")
+    cap = sorted((ROOT / "tests" / "fixtures" / "captures").iterdir())[0]
+    runs = {}
+    for name, edit in (
+        ("badplan", lambda r: (r / "plan.json").write_text("{not json")),
+        ("emptyresults", lambda r: (r / "results.json").write_text("")),
+        ("badresults", lambda r: (r / "results.json").write_text("[1, 2]")),
+    ):
+        r = d / f"run_{name}"
+        shutil.copytree(RUN, r)
+        edit(r)
+        runs[f"run_{name}"] = str(r)
+    return {
+        "missing": str(d / "missing"),
+        "dir": str(d / "adir"),
+        "empty": str(d / "empty"),
+        "garbage": str(d / "garbage"),
+        "binary": str(d / "binary"),
+        "wrongtype": str(d / "wrongtype.toml"),
+        # Root reads a mode-0 file: then one the kernel refuses to read whatever the mode.
+        "unreadable": str(d / "unreadable") if os.geteuid() else "/proc/self/mem",
+        "tarjunk": str(d / "tarjunk.tar.gz"),
+        "emptycapture": str(d / "emptycapture"),
+        "emptypackage": str(d / "emptypackage"),
+        "capture": str(cap),
+        "out": str(tmp_path / "out"),
+        "run": str(RUN),
+        **runs,
+    }
+
+
+def _params():
+    for cmd, params in CASES.items():
+        for param, cases in params.items():
+            for args in cases:
+                reason = LEAKS.get(" ".join(args))
+                marks = [pytest.mark.xfail(strict=True, reason=reason)] if reason else []
+                yield pytest.param(args, id=f"{cmd or 'lab'}:{param or '-'}:{' '.join(args)}", marks=marks)
+
+
+@pytest.mark.parametrize("args", list(_params()))
+def test_bad_input_is_one_line_and_exit_2(args, bad):
+    argv = [a.format(**bad) for a in args]
+    r = CliRunner().invoke(main, argv)
+    out = r.stdout + r.stderr
+    assert r.exception is None or isinstance(r.exception, SystemExit), (
+        f"lab {' '.join(argv)} raised {type(r.exception).__name__}: {r.exception}"
+    )
+    assert "Traceback" not in out, out
+    assert r.exit_code == 2, out
+    # One line on stderr, nothing else: no usage block, no half-written output.
+    assert r.stderr.startswith("lab: error: ") and r.stderr.count("\n") == 1, r.stderr
+    assert r.stdout == "", r.stdout
+    for python in ("invalid literal", "Errno", "object has no attribute", "NoneType", "JSONDecodeError"):
+        assert python not in out, out
+
+
+@pytest.mark.parametrize("args", [DRY, ("topo", "render", "xeon-2s22c-mini"), ("topo", "show", "xeon-2s22c-mini")])
+def test_the_cases_start_from_good_arguments(args, bad):
+    r = CliRunner().invoke(main, list(args))
+    assert r.exit_code == 0, r.output
+
+
+def _leaves(group: click.Group, path: tuple[str, ...] = ()):
+    for name, cmd in group.commands.items():
+        if isinstance(cmd, click.Group):
+            yield " ".join((*path, name)), cmd
+            yield from _leaves(cmd, (*path, name))
+        else:
+            yield " ".join((*path, name)), cmd
+
+
+def test_every_command_and_value_is_covered():
+    missing = []
+    for path, cmd in _leaves(main):
+        if path not in CASES:
+            missing.append(f"lab {path}")
+        for p in cmd.params:
+            takes_value = isinstance(p, click.Argument) or not (p.is_flag or p.name == "help")
+            if takes_value and p.name not in CASES.get(path, {}) and (path, p.name) not in ANY_STRING:
+                missing.append(f"lab {path} {p.name}")
+    assert not missing, f"no bad-input case for: {', '.join(missing)}"
