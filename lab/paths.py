@@ -11,8 +11,6 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -52,34 +50,6 @@ def runs_dir() -> Path:
 def tmp_prefix(label: str) -> str:
     """The start of a temporary name for *label* made by this process."""
     return f"{TMP_PREFIX}{os.getpid()}-{label}-"
-
-
-@contextlib.contextmanager
-def atomic_file(dest: Path, mode: int = 0o644) -> Iterator[Path]:
-    """A new temporary file beside *dest* for the block to write; it replaces *dest*
-    when the block succeeds and is removed when it fails.  Concurrent writers each get
-    their own, and the last rename wins (write the same content, or hold a lock).
-    An OSError (a full disk) becomes a one-line InfraError naming *dest*."""
-    from .errors import InfraError
-
-    dest = Path(dest)
-    tmp: Path | None = None
-    try:
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        clean_stale(dest.parent)
-        fd, name = tempfile.mkstemp(prefix=tmp_prefix(dest.name), dir=dest.parent)
-        os.close(fd)
-        tmp = Path(name)
-        os.chmod(tmp, mode)
-        yield tmp
-        os.replace(tmp, dest)
-    except BaseException as e:
-        if tmp is not None:
-            with contextlib.suppress(OSError):
-                tmp.unlink()
-        if isinstance(e, OSError):
-            raise InfraError(f"could not write {dest}: {e}") from e
-        raise
 
 
 def pid_alive(pid: int) -> bool:

@@ -113,7 +113,7 @@ def boot_image(kernel: KernelArtifact, vcpus: int = 1) -> Path:
         return image
     if kernel.config_value("PVH") != "y":
         return image
-    from .. import paths
+    from .. import atomic, paths
     from ..lock import cache_lock
 
     out = paths.cache_dir() / "vmlinux" / f"{kernel.id}.elf"
@@ -133,7 +133,7 @@ def boot_image(kernel: KernelArtifact, vcpus: int = 1) -> Path:
                     raw = b""
                 if raw[:4] == b"\x7fELF":
                     try:
-                        with paths.atomic_file(out) as tmp:
+                        with atomic.atomic_file(out) as tmp:
                             tmp.write_bytes(raw)
                     except InfraError as e:  # a full disk: the bzImage boots anyway
                         log.warning("%s; booting %s instead", e, image)

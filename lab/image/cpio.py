@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
-from ..paths import atomic_file
+from ..atomic import atomic_file
 
 
 @dataclass(frozen=True)

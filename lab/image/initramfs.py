@@ -24,9 +24,10 @@ from pathlib import Path
 
 from .. import arch as archs
 from .. import proc
+from ..atomic import atomic_file
 from ..errors import InfraError, UserError
 from ..lock import cache_lock
-from ..paths import atomic_file, cache_dir, clean_stale, tmp_prefix
+from ..paths import cache_dir, clean_stale, tmp_prefix
 from . import cpio
 
 GUEST = Path(__file__).resolve().parent.parent / "guest"

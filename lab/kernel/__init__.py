@@ -95,7 +95,7 @@ def _release_key(release: str) -> tuple:
 def from_image(path: Path, arch: str) -> KernelArtifact:
     """An artifact for a bare image file; a gzipped arm64 image is decompressed into
     the cache, because QEMU's -kernel needs the raw arm64 Image."""
-    from .. import paths
+    from .. import atomic, paths
 
     path = path.resolve()
     data = path.read_bytes()
@@ -106,7 +106,7 @@ def from_image(path: Path, arch: str) -> KernelArtifact:
         out = paths.cache_dir() / "images" / f"{sha[:16]}-Image"
         if not out.is_file():
             # Named by content: a lab doing the same at once writes the same bytes.
-            with paths.atomic_file(out) as tmp:
+            with atomic.atomic_file(out) as tmp:
                 tmp.write_bytes(data)
         image = out
     kind = image_arch(data)

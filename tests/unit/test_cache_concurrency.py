@@ -242,18 +242,17 @@ def test_concurrent_tree_layers_write_whole_files(tmp_path):
 
 def test_failed_layer_write_leaves_nothing(tmp_path, monkeypatch):
     monkeypatch.setenv("LAB_CACHE", str(tmp_path / "cache"))
-    from lab.errors import InfraError
     from lab.image import cpio, initramfs
 
     out = initramfs.images_dir() / "x.cpio"
-    with pytest.raises(InfraError, match=r"could not write .*x\.cpio: .*No such file"):
+    with pytest.raises(FileNotFoundError):  # a layer naming a file that is not there: lab's bug
         cpio.write(out, [cpio.file("a", data=b"1"), cpio.file("b", source=tmp_path / "missing")])
     assert list(out.parent.iterdir()) == []
 
 
 def test_stale_temporary_files_are_cleaned(tmp_path, monkeypatch):
     monkeypatch.setenv("LAB_CACHE", str(tmp_path / "cache"))
-    from lab import paths
+    from lab import atomic, paths
 
     d = paths.cache_dir() / "images"
     d.mkdir()
@@ -261,7 +260,7 @@ def test_stale_temporary_files_are_cleaned(tmp_path, monkeypatch):
     dead.write_bytes(b"half")
     alive = d / f".tmp-{os.getpid()}-y.cpio-abc"  # being written by a live lab
     alive.write_bytes(b"half")
-    with paths.atomic_file(d / "z") as tmp:
+    with atomic.atomic_file(d / "z") as tmp:
         tmp.write_bytes(b"z")
     assert sorted(p.name for p in d.iterdir()) == sorted([alive.name, "z"])
 

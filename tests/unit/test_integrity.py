@@ -365,6 +365,8 @@ def test_missing_or_unreadable_results_json_is_an_error(tmp_path):
     assert_error(recheck(d), "the run did not finish: no results.json")
     (d / "results.json").write_text("")  # what a non-atomic write left when lab was killed
     assert_error(recheck(d), "the run did not finish: results.json is not JSON (0 bytes")
+    (d / "results.json").write_text("[1, 2]")
+    assert_error(recheck(d), "results.json is not a run's record (not a JSON object)")
 
 
 def test_a_run_an_older_lab_left_unfinished_is_not_judged(tmp_path):
