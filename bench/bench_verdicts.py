@@ -1,12 +1,14 @@
 """Seed verdicts run after run: each seed scenario's pass rate on each kernel where its
 verdict is known, with the failing expectation of every outlier.
 
-    .venv/bin/python bench/bench_verdicts.py [--runs 20] [--only llc-spread-pinned,cluster-wakeup]
+    .venv/bin/python bench/bench_verdicts.py [--runs 20] [--mode single|verdict] [--only llc-spread-pinned,...]
 
 A verdict a bisection or a CI matrix can rely on passes on the kernel that must pass
 and fails on the kernel that must fail nearly every time: the target is 19 of 20 each
-way.  Runs go through `lab run --repeat N --json` (every run boots its own guest);
-ERRORs are counted apart (a run that could not be judged is neither).  Writes
+way.  --mode single measures single runs (`lab run --repeat N --json`: every run boots
+its own guest, each run its own verdict); --mode verdict measures what `lab run` says,
+N times: the majority of up to the scenario's verdict_runs runs.  ERRORs are counted
+apart (a run that could not be judged is neither).  Writes
 bench/results/bench_verdicts-<time>.json.
 """
 
@@ -30,20 +32,35 @@ CASES = [
 TARGET = 0.95  # 19 of 20
 
 
-def run_case(scenario: str, topo: str, kernel: str, runs: int, runs_dir: Path) -> dict:
+def lab_run(args: list[str], runs_dir: Path) -> dict:
     lab = str(Path(sys.executable).parent / "lab")
-    env = dict(os.environ, LAB_RUNS=str(runs_dir))
-    t0 = time.monotonic()
-    p = subprocess.run(
-        [lab, "run", scenario, "--topology", topo, "--kernel", kernel, "--repeat", str(runs), "--json"],
-        env=env, capture_output=True, text=True,
-    )  # fmt: skip
-    wall = time.monotonic() - t0
+    p = subprocess.run([lab, "run", *args, "--json"], env=dict(os.environ, LAB_RUNS=str(runs_dir)), capture_output=True, text=True)
     try:
-        doc = json.loads(p.stdout)
+        return json.loads(p.stdout)
     except ValueError:
-        return {"error": f"exit {p.returncode}: {' '.join(p.stderr.split())[-400:]}", "wall_s": round(wall, 1)}
-    return {"runs": doc["runs"], "wall_s": round(wall, 1)}
+        return {"error": f"exit {p.returncode}: {' '.join(p.stderr.split())[-400:]}"}
+
+
+def run_case(scenario: str, topo: str, kernel: str, runs: int, runs_dir: Path, mode: str) -> dict:
+    """*runs* single runs, or *runs* verdicts of `lab run` (each a record of its own:
+    status, failed expectations of its runs, run dir of its last run)."""
+    t0 = time.monotonic()
+    base = [scenario, "--topology", topo, "--kernel", kernel]
+    if mode == "single":
+        doc = lab_run([*base, "--repeat", str(runs)], runs_dir)
+        out = doc if "error" in doc else {"runs": doc["runs"]}
+    else:
+        verdicts = []
+        for _ in range(runs):
+            doc = lab_run(base, runs_dir)
+            if "error" in doc:
+                return {**doc, "wall_s": round(time.monotonic() - t0, 1)}
+            v = doc.get("verdict") or {"status": doc["runs"][-1]["status"], "runs": 1}
+            failed = [f"run {i + 1}: {e['name']}" for i, r in enumerate(doc["runs"]) for e in r.get("expectations", []) if e["status"] == "FAIL"]
+            verdicts.append({"status": v["status"], "runs_used": v["runs"], "expectations": [{"name": f, "status": "FAIL"} for f in failed],
+                             "message": doc["runs"][-1].get("message", ""), "run_dir": doc["runs"][-1].get("run_dir")})  # fmt: skip
+        out = {"runs": verdicts}
+    return {**out, "wall_s": round(time.monotonic() - t0, 1)}
 
 
 def summarise(expected: str, runs: list[dict]) -> dict:
@@ -67,6 +84,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--runs", type=int, default=20)
     ap.add_argument("--only", default="", help="comma-separated scenarios")
+    ap.add_argument("--mode", choices=["single", "verdict"], default="single")
     args = ap.parse_args()
     only = set(filter(None, args.only.split(",")))
     out_dir = Path(__file__).resolve().parent / "results"
@@ -77,16 +95,18 @@ def main() -> int:
     for scenario, topo, kernel, expected in CASES:
         if only and scenario not in only:
             continue
-        res = run_case(scenario, topo, kernel, args.runs, runs_dir)
-        row = {"scenario": scenario, "topology": topo, "kernel": kernel, "expected": expected, "wall_s": res["wall_s"]}
+        res = run_case(scenario, topo, kernel, args.runs, runs_dir, args.mode)
+        row = {"scenario": scenario, "topology": topo, "kernel": kernel, "expected": expected, "mode": args.mode, "wall_s": res["wall_s"]}
         if "error" in res:
             row["error"] = res["error"]
             print(f"{scenario} on {topo}, {kernel}: could not run: {res['error']}", flush=True)
         else:
             row.update(summarise(expected, res["runs"]))
+            if args.mode == "verdict":
+                row["runs_booted"] = sum(v["runs_used"] for v in res["runs"])
             ok = "met" if row["rate"] >= TARGET and not row["errors"] else "NOT met"
             print(
-                f"{scenario} on {topo}, {kernel}: {row['as_expected']}/{row['runs']} {expected} "
+                f"{scenario} on {topo}, {kernel} ({args.mode}): {row['as_expected']}/{row['runs']} {expected} "
                 f"({row['errors']} errors), rate {row['rate']:.0%}, target {TARGET:.0%} {ok}; {row['wall_s']:.0f}s",
                 flush=True,
             )

@@ -303,6 +303,50 @@ def junit(outcomes: list[RunOutcome]) -> str:
     )
 
 
+@dataclass(frozen=True)
+class Verdict:
+    """One verdict from up to *of* runs: the majority of their PASS/FAIL, decided as soon
+    as one side has more than half of *of*; any ERROR run makes it an ERROR (nothing is
+    judged on partial data), a SKIP a SKIP."""
+
+    status: str
+    passed: int
+    failed: int
+    runs: int
+    of: int
+
+    @property
+    def decided(self) -> bool:
+        need = self.of // 2 + 1
+        unjudged = self.runs - self.passed - self.failed  # an ERROR or a SKIP ends it
+        return unjudged > 0 or self.passed >= need or self.failed >= need or self.runs >= self.of
+
+    def describe(self) -> str:
+        if self.of == 1:
+            return self.status
+        return f"{self.status}: {self.passed} PASS, {self.failed} FAIL in {self.runs} run(s), majority of up to {self.of}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"status": self.status, "passed": self.passed, "failed": self.failed, "runs": self.runs, "of": self.of}
+
+
+def majority(outcomes: list[RunOutcome], of: int) -> Verdict:
+    """The verdict *outcomes* give so far, as one of up to *of* runs (see Verdict)."""
+    statuses = [o.status for o in outcomes]
+    p, f = statuses.count("PASS"), statuses.count("FAIL")
+    if "ERROR" in statuses:
+        status = "ERROR"
+    elif "SKIP" in statuses:
+        status = "SKIP"
+    elif p > f:
+        status = "PASS"
+    elif f > p:
+        status = "FAIL"
+    else:  # no runs yet, or a tie: only while undecided, since *of* is odd
+        status = "ERROR"
+    return Verdict(status, p, f, len(outcomes), of)
+
+
 def aggregate(outcomes: list[RunOutcome]) -> dict[str, Any]:
     """--repeat: pass rate, and each numeric figure as min / max / avg / stddev."""
     ran = [o for o in outcomes if o.status in ("PASS", "FAIL")]

@@ -293,6 +293,11 @@ class Scenario:
     tools: ClassVar[list[str]] = []  # host tools to pack (perf, hackbench, stress-ng, numactl)
     workloads: ClassVar[bool] = True  # pack lab's static workloads (stream, pingpong, memprobe)
     buffer_kb: ClassVar[int] = 4096  # per CPU
+    # How many runs make one verdict of `lab run`: the majority of up to this many,
+    # decided as soon as one side has more than half.  More than 1 where single runs
+    # under TCG are not stable enough to bisect on (bench/bench_verdicts.py measures
+    # it); the scenario says why.  `--runs-per-verdict` overrides it.
+    verdict_runs: ClassVar[int] = 1
     timeout: ClassVar[float] = 900
 
     path: ClassVar[str] = ""
@@ -354,6 +359,8 @@ def load_file(path: Path) -> Scenario:
     for attr in ("name", "summary", "topologies"):
         if not getattr(cls, attr):
             raise ScenarioError(f"{path}: {cls.__name__}.{attr} is not set")
+    if not (isinstance(cls.verdict_runs, int) and cls.verdict_runs >= 1 and cls.verdict_runs % 2 == 1):
+        raise ScenarioError(f"{path}: {cls.__name__}.verdict_runs must be an odd number of runs (1, 3, 5, ...), not {cls.verdict_runs!r}")
     if cls.steps is Scenario.steps or cls.check is Scenario.check:
         raise ScenarioError(f"{path}: {cls.__name__} must define steps() and check()")
     cls.path = str(path)

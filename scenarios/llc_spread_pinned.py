@@ -6,12 +6,35 @@ find_idlest_group()" (merged for 5.19): with 8 stream threads pinned one per LLC
 the NUMA imbalance allowance (imb_numa_nr = LLCs per socket) ignored that only 4 CPUs
 of the socket were allowed.  Here: on a topology with L LLCs per socket, pin one CPU in
 every other LLC, start as many threads as pinned CPUs, and look at sched_wakeup_new.
+
+What is judged is the seed's claim, and nothing stricter: fork placement puts one thread
+on each allowed CPU, split between the sockets as the allowed CPUs are, so the balancer
+has nothing to correct.  "No worker migrates" is judged while every worker still runs,
+up to the first worker's exit: each thread runs a fixed time from its own start, and
+once one finishes its CPU idles and pulling a waiting task there (a kworker shared a
+worker's CPU) is the balancer doing its job, not a sign of a bad placement.  Later
+migrations are reported as a figure.
+
+One verdict is the majority of up to 3 runs (verdict_runs): measured with
+bench/bench_verdicts.py, single runs on lab-6.1 pass 18-19 of 20 and the outliers are
+fork placements that tie-break on a guest kernel thread counted busy at the instant of
+a fork (find_idlest_group() compares the sockets' idle CPUs), which a second run does
+not repeat; the reverted kernel fails 20 of 20.
 """
 
 from lab.analysis import count_by_group
 from lab.scenario import Expectation, Scenario, at_least
 
 COMM = "stream"
+
+
+def early_migrations(r, workers, migs):
+    """The workers' migrations before the first worker exits (the judged ones), and the
+    number after it."""
+    exits = [p.exit_ts for p in r.task_paths(pids=workers).values() if p.exit_ts is not None]
+    first_exit = min(exits, default=float("inf"))
+    early = [m for m in migs if m.ts < first_exit]
+    return early, len(migs) - len(early)
 
 
 def socket_split(r, w, allowed, migs, cause):
@@ -42,6 +65,7 @@ class LlcSpreadPinned(Scenario):
     requires = [at_least("sockets", 2), at_least("llcs_per_socket", 2)]
     events = ["sched:sched_wakeup_new", "sched:sched_migrate_task", "sched:sched_process_fork", "sched:sched_process_exit"]
     workloads = True
+    verdict_runs = 3  # see the module docstring: why, and the measured single-run rates
 
     def steps(self, topo):
         return """
@@ -60,6 +84,7 @@ lab_trace_off
         # The worker threads are the forked tasks; the main thread only forks and joins.
         workers = {x.pid for x in news}
         migs = [m for m in r.migrations(comms=COMM, keep=True).items if m.pid in workers]
+        early, late = early_migrations(r, workers, migs)
         cause = self.cause(r)
         return [
             Expectation(
@@ -83,11 +108,11 @@ lab_trace_off
             ),
             socket_split(r, w, allowed, migs, cause),
             Expectation(
-                "no balancing needed after the fork (no worker migrates)",
-                not migs,
-                evidence=[f"{m.ts:.6f}: sched_migrate_task: pid={m.pid} orig_cpu={m.src} dest_cpu={m.dst}" for m in migs],
-                figures={"migrations": len(migs)},
-                note=cause if migs else "",
+                "no balancing needed after the fork (no worker migrates before one finishes)",
+                not early,
+                evidence=[f"{m.ts:.6f}: sched_migrate_task: pid={m.pid} orig_cpu={m.src} dest_cpu={m.dst}" for m in early],
+                figures={"migrations": len(early), "after_first_exit": late},
+                note=cause if early else "",
             ),
         ]
 

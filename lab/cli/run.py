@@ -32,14 +32,18 @@ def scenarios_cmd() -> None:
 @click.argument("scenario_name", metavar="SCENARIO")
 @click.option("-t", "--topology", "topo_name", default=None, help="Topology (default: the scenario's first).")
 @vm_options
-@click.option("--repeat", type=click.IntRange(1, 1000), default=1, show_default=True, help="Run N times; report pass rate and spread.")
+@click.option("--repeat", type=click.IntRange(1, 1000), default=1, show_default=True,
+              help="Run N times, each run its own verdict; report the pass rate and spread.")
+@click.option("--runs-per-verdict", type=click.IntRange(1, 99), default=None, metavar="K",
+              help="Without --repeat: the verdict is the majority of up to K runs (odd; default: the scenario's verdict_runs).")
 @click.option("--json", "as_json", is_flag=True, help="Print results as JSON.")
 @click.option("--kernel-tree", type=click.Path(path_type=__import__("pathlib").Path), default=None,
               help="Build this kernel tree (out of tree, in lab's cache) and judge it.")
 @click.option("--recipe", default=None, help="Config, fragments and patches for --kernel-tree: a recipe name or a recipe.toml path (default lab-6.1 / lab-6.1-arm64).")
 @click.option("--watch", is_flag=True, help="With --kernel-tree: rebuild and rerun whenever the tree changes.")
 def run_cmd(
-    scenario_name: str, topo_name: str | None, vm, repeat: int, as_json: bool, kernel_tree, recipe: str | None, watch: bool,
+    scenario_name: str, topo_name: str | None, vm, repeat: int, runs_per_verdict: int | None, as_json: bool, kernel_tree,
+    recipe: str | None, watch: bool,
 ) -> None:
     """Boot, run SCENARIO's workload with tracing on, and give a verdict with evidence.
 
@@ -59,27 +63,37 @@ def run_cmd(
         sys.exit(0)
     if kernel_tree is None and (watch or recipe):
         raise UserError("--watch and --recipe go with --kernel-tree")
+    if runs_per_verdict is not None and (runs_per_verdict % 2 == 0 or repeat > 1):
+        raise UserError("--runs-per-verdict takes an odd number (a majority must exist) and does not go with --repeat")
+    per_verdict = 1 if repeat > 1 else (runs_per_verdict or s.verdict_runs)
     if kernel_tree is not None:
         if vm.kernel != VmOptions().kernel:
             raise UserError("give --kernel or --kernel-tree, not both")
-        sys.exit(_tree_loop(s, topo, vm, kernel_tree, recipe, watch=watch, repeat=repeat, as_json=as_json))
+        sys.exit(_tree_loop(s, topo, vm, kernel_tree, recipe, watch=watch, repeat=repeat, per_verdict=per_verdict, as_json=as_json))
     sess = session.prepare(topo, vm)
-    outcomes = _run_repeated(s, sess, repeat, as_json)
-    sys.exit(max((runner.EXIT[o.status] for o in outcomes), default=3))
+    outcomes = _run_repeated(s, sess, repeat, as_json, per_verdict=per_verdict)
+    if repeat > 1:
+        sys.exit(max((runner.EXIT[o.status] for o in outcomes), default=3))
+    sys.exit(runner.EXIT[runner.majority(outcomes, per_verdict).status])
 
 
-def _run_repeated(s, sess, repeat: int, as_json: bool, kernel_info=None, json_lines: bool = False):
+def _run_repeated(s, sess, repeat: int, as_json: bool, kernel_info=None, json_lines: bool = False, per_verdict: int = 1):
     """Run *s* *repeat* times on one prepared session; show each verdict (or the JSON)
-    and, for more than one run, the spread.  Returns the outcomes."""
+    and, for more than one run, the spread.  With *per_verdict* > 1 (and one repeat)
+    the verdict is the majority of up to that many runs, stopping once it is decided.
+    Returns the outcomes."""
     from rich.markup import escape
 
     from .. import runner
 
     c = console(stderr=as_json)
     topo = sess.topo
-    outcomes = []
-    for i in range(repeat):
-        label = f"[{i + 1}/{repeat}] " if repeat > 1 else ""
+    outcomes: list = []
+    total = repeat if repeat > 1 else per_verdict
+    for i in range(total):
+        if repeat == 1 and i and runner.majority(outcomes, per_verdict).decided:
+            break
+        label = f"[{i + 1}/{total}] " if total > 1 else ""
         status = c.status(f"{label}{s.name} on {topo.name} ({sess.kernel.name}, {sess.plan.accel}): booting")
 
         def on_event(t: float, line: str, status=status, label=label) -> None:
@@ -97,17 +111,25 @@ def _run_repeated(s, sess, repeat: int, as_json: bool, kernel_info=None, json_li
         if not as_json:
             _show(o)
     agg = runner.aggregate(outcomes) if repeat > 1 else None
+    verdict = runner.majority(outcomes, per_verdict) if repeat == 1 and per_verdict > 1 else None
     if as_json:
         doc: dict[str, Any] = {"runs": [o.to_dict() for o in outcomes]}
         if agg:
             doc["summary"] = agg
+        if verdict:
+            doc["verdict"] = verdict.to_dict()
         click.echo(json.dumps(doc, indent=None if json_lines else 1, default=str))
     elif agg:
         _show_agg(agg)
+    elif verdict:
+        colour = {"PASS": "green", "FAIL": "red"}.get(verdict.status, "red")
+        c.print(f"verdict [{colour}]{verdict.status}[/]: {verdict.passed} PASS, {verdict.failed} FAIL in {verdict.runs} run(s); "
+                f"{s.name} takes the majority of up to {per_verdict} runs (single runs under TCG are not stable enough: "
+                "see the scenario)", soft_wrap=True, highlight=False)
     return outcomes
 
 
-def _tree_loop(s, topo, vm, tree, recipe, *, watch: bool, repeat: int = 1, as_json: bool = False) -> int:
+def _tree_loop(s, topo, vm, tree, recipe, *, watch: bool, repeat: int = 1, per_verdict: int = 1, as_json: bool = False) -> int:
     """Build the developer's tree, run, show the verdict; with watch, again on every change.
 
     A build that fails shows the compiler's errors and the log, and says which verdict
@@ -136,13 +158,13 @@ def _tree_loop(s, topo, vm, tree, recipe, *, watch: bool, repeat: int = 1, as_js
                 art = iterate.tree_kernel(tree, topo.arch, recipe, progress=lambda stage, d, st=st: st.update(f"build: {stage} {d}"))
             build_s = time.monotonic() - t0
             sess = session.prepare(topo, dataclasses.replace(vm, kernel=art.id))
-            outs = _run_repeated(s, sess, repeat, as_json, kernel_info=info, json_lines=watch)
+            outs = _run_repeated(s, sess, repeat, as_json, kernel_info=info, json_lines=watch, per_verdict=per_verdict)
             edit_to_verdict = time.monotonic() - t0
             for o in outs:  # the loop's own figures go into each run's results.json too
                 o.timing.update(build_s=round(build_s, 2), edit_to_verdict_s=round(edit_to_verdict, 2))
                 if o.run_dir:
                     runner.write_results(o, o.run_dir)
-            o = max(outs, key=lambda x: runner.EXIT[x.status])  # the worst run stands for the tree
+            o = _standing(outs, repeat, per_verdict)
             c.print(f"judged {info['tree']} at {info['git_describe']} (uncommitted diff {info['diff_sha256']}); "
                     f"build {build_s:.1f}s, edit to verdict {edit_to_verdict:.1f}s", soft_wrap=True)
             for line in iterate.verdict_changes(last, o):
@@ -182,6 +204,17 @@ def _tree_loop(s, topo, vm, tree, recipe, *, watch: bool, repeat: int = 1, as_js
         more = f" and {len(changed) - 3} more" if len(changed) > 3 else ""
         what = ", ".join(changed[:3]) + more if changed else "the tree changed while lab was busy"
         c.print(f"rebuilding: {what}", markup=False, highlight=False, soft_wrap=True)
+
+
+def _standing(outs, repeat: int, per_verdict: int):
+    """The run that stands for the tree: the worst of --repeat runs, or of the majority
+    verdict's runs one that agrees with the majority (an ERROR stands when one ran)."""
+    from .. import runner
+
+    if repeat > 1 or per_verdict == 1:
+        return max(outs, key=lambda x: runner.EXIT[x.status])
+    v = runner.majority(outs, per_verdict)
+    return next((o for o in reversed(outs) if o.status == v.status), outs[-1])
 
 
 def _fig(v) -> str:

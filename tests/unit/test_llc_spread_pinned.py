@@ -1,7 +1,8 @@
-"""llc-spread-pinned's check() on two runs recorded from real guests (zen3-2s-mini):
+"""llc-spread-pinned's check() on runs recorded from real guests (zen3-2s-mini):
 lab-6.1 (node_reclaim_distance=32 passed: fork balancing crosses sockets) spreads;
 Debian's kernel (Intel CPU model, no SD_BALANCE_FORK on the NUMA domain) piles up,
-and the verdict names that cause."""
+and the verdict names that cause; a migration after the first worker finished is
+reported, not judged (issue 19)."""
 
 from pathlib import Path
 
@@ -32,3 +33,30 @@ def test_debian_kernel_piles_up_and_says_why():
     assert "SD_BALANCE_FORK" in pile.note and "node_reclaim_distance" in pile.note
     split = e["even split between sockets"]
     assert split.figures["socket1"] == 0
+
+
+def test_a_migration_after_the_first_worker_exits_is_reported_not_judged():
+    """Recorded on lab-6.1 (bench/bench_verdicts.py outlier): targets 8,4,0,12, then 2.2 s
+    in, after the first worker finished, the worker on CPU 12 moved to the idle CPU 8."""
+    o = runner.recheck(RUNS / "llc-spread-pinned-zen3-2s-mini-lab-6.1-late-migration")
+    assert o.status == "PASS", [e.to_dict() for e in o.expectations if not e.ok]
+    mig = by_name(o)["no balancing needed after the fork (no worker migrates before one finishes)"]
+    assert mig.figures == {"migrations": 0, "after_first_exit": 1}
+
+
+def test_a_verdict_is_the_majority_of_up_to_three_runs():
+    from lab import scenario as sc
+
+    assert sc.load("llc-spread-pinned").verdict_runs == 3
+
+    def runs(*statuses):
+        return [runner.RunOutcome("s", "t", "k", st, None) for st in statuses]
+
+    assert not runner.majority(runs("PASS"), 3).decided
+    assert runner.majority(runs("PASS", "PASS"), 3).status == "PASS" and runner.majority(runs("PASS", "PASS"), 3).decided
+    assert not runner.majority(runs("PASS", "FAIL"), 3).decided
+    v = runner.majority(runs("PASS", "FAIL", "FAIL"), 3)
+    assert (v.status, v.passed, v.failed, v.runs, v.decided) == ("FAIL", 1, 2, 3, True)
+    assert runner.majority(runs("PASS", "ERROR"), 3).status == "ERROR"  # nothing judged on partial data
+    assert runner.majority(runs("ERROR"), 3).decided
+    assert runner.majority(runs("FAIL"), 1).status == "FAIL" and runner.majority(runs("FAIL"), 1).decided
