@@ -24,7 +24,14 @@ from lab.scenario import Expectation, Scenario, clusters
 PHASE = "main"
 COMM = "pingpong"
 SECONDS = 5
-MOSTLY = 0.5  # the share of wakeups in the waker's cluster that passes
+# The share of wakeups in the waker's cluster that passes.  With idle CPUs left in every
+# cluster (a quarter of the node busy), the cluster-first scan finds one there every
+# time: bench/bench_verdicts.py measured 100% in each of 20 runs on
+# lab-6.1-arm64-cluster-scan, while lab-6.1-arm64's LLC-wide scan gave 0-75% (3 of 20
+# runs above a 50% threshold: the single-run verdict was right 85% of the time).  The
+# seed's mechanism is "the waker's cluster first", so 90% states it and separates the
+# two kernels with room on both sides.
+MOSTLY = 0.9
 PATCH = '8881e1639f1f ("sched/fair: Scan cluster before scanning LLC in wake-up path", v6.7)'
 
 
