@@ -128,7 +128,7 @@ def test_watch_on_a_failing_tree(tmp_path, monkeypatch, fake_kernels, as_json):
         _read_until(p, "error:", 60, out)
         _read_until(p, "watching", 10, out)
         p.send_signal(signal.SIGINT)
-        assert p.wait(timeout=30) == 3  # the last result: the build error
+        assert p.wait(timeout=60) == 3  # the last result: the build error (60 s: a loaded CI host)
     finally:
         if p.poll() is None:
             p.kill()
