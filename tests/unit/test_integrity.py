@@ -117,7 +117,7 @@ def install_guest(setattr, files: Files | None = None, *, stream: bytes | None =
 def lab_run(monkeypatch, tmp_path, **guest):
     monkeypatch.setenv("LAB_RUNS", str(tmp_path / "runs"))
     install_guest(monkeypatch.setattr, **guest)
-    r = CliRunner().invoke(main, ["run", "llc-spread-pinned"])
+    r = CliRunner().invoke(main, ["run", "llc-spread-pinned", "--runs-per-verdict", "1"])
     (run_dir,) = (tmp_path / "runs").glob("*-llc-spread-pinned-*")
     return r, run_dir
 
@@ -416,7 +416,7 @@ sys.path.insert(0, {here!r})
 from test_integrity import install_guest
 install_guest(setattr, during=lambda: time.sleep(120))
 from lab.cli import main
-main(["run", "llc-spread-pinned"])
+main(["run", "llc-spread-pinned", "--runs-per-verdict", "1"])
 """
 
 
