@@ -194,7 +194,11 @@ def parse_schedstat(text: str, cpu_map: Callable[[int], int] | None = None) -> S
         except (ValueError, IndexError) as e:
             if isinstance(e, ProcFormatError):
                 raise
-            raise ProcFormatError(f"schedstat line {n}: {line!r}: {e}") from None
+            shown = line if len(line) <= 80 else line[:77] + "..."
+            raise ProcFormatError(
+                f"schedstat line {n}: {shown!r}: not the layout of /proc/schedstat "
+                "(a field that must be a whole number is not one, or a field is missing)"
+            ) from None
     if version < 0:
         raise ProcFormatError("schedstat: no 'version' line")
     return Schedstat(version, timestamp, dict(sorted(cpus.items())))

@@ -106,10 +106,21 @@ def _debian(spec: str) -> Source:
         "tarball_mtime": st.st_mtime_ns,
     }
     (tmp / ".lab-source.json").write_text(json.dumps(info, indent=2))
-    if dest.exists():
-        shutil.rmtree(dest)
-    tmp.rename(dest)
+    _publish(tmp, dest)
     return Source(spec, dest / "tree", info["identity"], info["timestamp"])
+
+
+def _publish(tmp: Path, dest: Path) -> None:
+    """Put the unpacked tree *tmp* at *dest*: a build copying from the old tree never sees
+    it vanish (the two are exchanged in one step where the filesystem can), then the old
+    one is removed."""
+    from .store import swap_dirs
+
+    if dest.exists():
+        swap_dirs(tmp, dest)
+        shutil.rmtree(tmp, ignore_errors=True)
+    else:
+        tmp.rename(dest)
 
 
 def _dpkg_version(pkg: str) -> str:
@@ -191,8 +202,7 @@ def _git(spec: str) -> Source:
         proc.run(["git", "-C", repo, "archive", "-o", tarball, sha], timeout=1800)
         proc.run(["tar", "-xf", tarball, "-C", tmp / "tree"], timeout=1800)
         tarball.unlink()
-        shutil.rmtree(dest, ignore_errors=True)
-        tmp.rename(dest)
+        _publish(tmp, dest)
     when = proc.run(["git", "-C", repo, "show", "-s", "--format=%ct", sha]).stdout.decode()
     return Source(spec, dest / "tree", f"git:{sha}", _stamp(float(when.strip() or 0)))
 

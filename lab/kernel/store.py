@@ -132,7 +132,7 @@ def staging(entry_id: str, *, replace: bool = False) -> Iterator[Path]:
             if e.errno not in (errno.ENOTEMPTY, errno.EEXIST):
                 raise
             if replace:
-                _swap(tmp, final)
+                swap_dirs(tmp, final)
             # Either way what is at tmp now is the entry nobody will see again.
             shutil.rmtree(tmp, ignore_errors=True)
     except OSError as e:
@@ -147,7 +147,7 @@ _RENAME_EXCHANGE = 2
 _AT_FDCWD = -100
 
 
-def _swap(new: Path, final: Path) -> None:
+def swap_dirs(new: Path, final: Path) -> None:
     """Put directory *new* at *final* and the old *final* at *new*, atomically where the
     filesystem can exchange two names (renameat2 RENAME_EXCHANGE, Linux 3.15)."""
     libc = ctypes.CDLL(None, use_errno=True)

@@ -519,3 +519,20 @@ def test_replacing_an_entry(tmp_path, monkeypatch, exchange):
         assert len(tries) == 2
         assert store.get("e").image.read_bytes() == b"new"
         assert [p.name for p in store.root().iterdir()] == ["e"]
+
+
+def test_an_unpacked_source_tree_is_replaced_without_a_moment_missing(tmp_path):
+    """kernel/source.py publishes a re-unpacked tree by exchanging it with the old one, so a
+    build copying from the old tree never finds it gone; the old one is removed after."""
+    from lab.kernel import source
+
+    dest, tmp = tmp_path / "debian-linux-source", tmp_path / ".tmp-new"
+    (dest / "tree").mkdir(parents=True)
+    (dest / "tree" / "Makefile").write_text("old")
+    (tmp / "tree").mkdir(parents=True)
+    (tmp / "tree" / "Makefile").write_text("new")
+    source._publish(tmp, dest)
+    assert (dest / "tree" / "Makefile").read_text() == "new" and not tmp.exists()
+    (tmp_path / ".tmp-2" / "tree").mkdir(parents=True)
+    source._publish(tmp_path / ".tmp-2", tmp_path / "fresh")  # nothing there yet: a plain rename
+    assert (tmp_path / "fresh" / "tree").is_dir()
