@@ -31,6 +31,7 @@ import io
 import os
 import re
 import socket
+import stat
 import tarfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -38,6 +39,8 @@ from pathlib import Path
 from typing import Any
 
 from . import proc
+from .errors import UserError
+from .limits import read_head
 from .render.qemu import BootFiles
 from .trace import parse_file
 
@@ -64,6 +67,16 @@ def count(text: str | None) -> int | None:
     """A number the guest wrote ("0\\n"), or None for anything else (strict: ASCII digits)."""
     t = (text or "").strip()
     return int(t) if _COUNT.fullmatch(t) else None
+
+
+_SECONDS = re.compile(r"[0-9]{1,12}(?:\.[0-9]{1,9})?")
+
+
+def seconds(text: str | None) -> float | None:
+    """A time the guest wrote (/proc/uptime's "1234.56"), or None for anything else
+    (strict: float() would also take 'nan', 'inf', '1_0' and Unicode digits)."""
+    t = (text or "").strip()
+    return float(t) if _SECONDS.fullmatch(t) else None
 
 
 def quote(text: str, width: int = 80) -> str:
@@ -159,8 +172,8 @@ def trace_figures(out: Path, phase: str) -> dict[str, Any]:
     lost_file = count(_read_small(out / f"trace.{phase}.lost"))
     f: dict[str, Any] = {"lost_overrun": lost_file}
     p = out / f"trace.{phase}.txt"
-    if p.is_file():
-        r = parse_file(p)  # every event decoded: a body not in its format is counted only then
+    if _regular(p):
+        r = parse_file(p, follow_symlinks=False)  # every event decoded: a body not in its format is counted only then
         for _ in r:
             pass
         s = r.stats
@@ -259,8 +272,9 @@ def judge(run_dir: Path, need: Need = NEW, *, buffer_kb: int | None = None) -> V
     """Is what the guest sent back to *run_dir* complete?  Never raises on what is there."""
     v = Verdict(figures={"tolerated": {"unparsed_lines": TOLERATED_UNPARSED_LINES, "malformed_events": TOLERATED_MALFORMED_EVENTS}})
     out = run_dir / "out"
-    try:
-        present = {p.name for p in out.iterdir() if p.is_file()}
+    try:  # what lab unpacked: regular files (a link or a FIFO here is nothing the guest sent)
+        with os.scandir(out) as it:
+            present = {e.name for e in it if e.is_file(follow_symlinks=False)}
     except OSError:
         present = set()
     lines = agent_lines(run_dir)
@@ -343,11 +357,18 @@ def _text(out: Path, present: set[str], name: str, limit: int = 256) -> str:
 
 
 def _read_small(p: Path, limit: int = 256) -> str:
+    """The start of a regular file, "" for anything else (missing, a link, a FIFO)."""
     try:
-        with open(p, "rb") as f:
-            return f.read(limit).decode(errors="replace")
-    except OSError:
+        return read_head(p, limit, follow_symlinks=False).decode(errors="replace")
+    except UserError:
         return ""
+
+
+def _regular(p: Path) -> bool:
+    try:
+        return stat.S_ISREG(os.lstat(p).st_mode)
+    except OSError:
+        return False
 
 
 # ---- what results.json says about how the run ended ----------------------------------------

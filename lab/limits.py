@@ -47,6 +47,11 @@ MAX_FILE_BYTES = 1 << 20
 # MAX_CPUS CPUs with six levels), the guest's sysfs.txt (~2.5 KiB per CPU).
 MAX_TABLE_BYTES = 64 << 20
 
+# One file of a run's output that a scenario's check() reads whole (Result.text: a
+# workload's stdout or stderr, a value the job saved).  A phase's trace is streamed
+# line by line instead (MAX_TRACE_LINE).
+MAX_RESULT_BYTES = 64 << 20
+
 # A whole capture: the bytes of the files read from it together (of a tarball, every
 # member's, read or skipped: skipping one in a compressed tarball decompresses it), and
 # how many files it may hand over (of a tarball, every entry: tarfile keeps them all).
@@ -113,22 +118,52 @@ def read_file(
     """The bytes of a regular file of at most *limit* bytes, or a one-line UserError.
 
     *what* names the kind of file for the message ('a sysfs file'); *where* is how the
-    message names the file (default: the path).  FIFOs, devices, sockets and
-    directories are refused without reading (a FIFO is opened non-blocking, so nothing
-    waits for a writer); with ``follow_symlinks=False`` so are symbolic links, checked
-    both before opening and by the open itself (O_NOFOLLOW), so a link swapped in
-    between is refused too.  The file's reported size is not trusted (sysfs says 4096,
-    /proc says 0): at most limit + 1 bytes are read.
+    message names the file (default: the path).  What open_regular() refuses is refused;
+    the file's reported size is not trusted (sysfs says 4096, /proc says 0): at most
+    limit + 1 bytes are read.
     """
     where = str(path) if where is None else where
+    st = _stat(path, where, follow_symlinks)
+    if st.st_size > limit:
+        raise too_big(where, limit, what)
+    with _open(path, where, follow_symlinks) as f:
+        return read_stream(f, limit, what, where)
+
+
+def read_head(path: str | Path, n: int, where: str | None = None, follow_symlinks: bool = False) -> bytes:
+    """The first *n* bytes of a regular file (however long it is), refusing what
+    open_regular() refuses: the start of a log, a count that should be short."""
+    where = str(path) if where is None else where
+    with open_regular(path, where, follow_symlinks) as f:
+        try:
+            return f.read(n)
+        except OSError as e:
+            raise Unreadable(f"{where}: cannot read: {e.strerror or e}") from None
+
+
+def open_regular(path: str | Path, where: str | None = None, follow_symlinks: bool = True) -> IO[bytes]:
+    """A regular file opened for reading, or a one-line UserError.
+
+    FIFOs, devices, sockets and directories are refused without reading (a FIFO is
+    opened non-blocking, so nothing waits for a writer); with ``follow_symlinks=False``
+    so are symbolic links, checked both before opening and by the open itself
+    (O_NOFOLLOW), so a link swapped in between is refused too."""
+    where = str(path) if where is None else where
+    _stat(path, where, follow_symlinks)
+    return _open(path, where, follow_symlinks)
+
+
+def _stat(path: str | Path, where: str, follow_symlinks: bool) -> os.stat_result:
     try:
         st = os.stat(path, follow_symlinks=follow_symlinks)
     except OSError as e:
         raise Unreadable(f"{where}: cannot read: {e.strerror}") from None
     if not stat.S_ISREG(st.st_mode):
         raise UserError(f"{where}: {kind(st.st_mode)}, not a regular file")
-    if st.st_size > limit:
-        raise too_big(where, limit, what)
+    return st
+
+
+def _open(path: str | Path, where: str, follow_symlinks: bool) -> IO[bytes]:
     flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC
     if not follow_symlinks:
         flags |= os.O_NOFOLLOW
@@ -138,11 +173,12 @@ def read_file(
         if e.errno == errno.ELOOP:  # O_NOFOLLOW met a link that was not there at stat()
             raise UserError(f"{where}: a symbolic link, not a regular file") from None
         raise Unreadable(f"{where}: cannot read: {e.strerror}") from None
-    with os.fdopen(fd, "rb") as f:
-        st = os.fstat(f.fileno())
-        if not stat.S_ISREG(st.st_mode):
-            raise UserError(f"{where}: {kind(st.st_mode)}, not a regular file")
-        return read_stream(f, limit, what, where)
+    f = os.fdopen(fd, "rb")
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):
+        f.close()
+        raise UserError(f"{where}: {kind(st.st_mode)}, not a regular file")
+    return f
 
 
 def read_stream(f: IO[bytes], limit: int, what: str, where: str) -> bytes:

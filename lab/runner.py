@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 from xml.sax.saxutils import escape
 
-from . import integrity, session, sysfs
+from . import atomic, integrity, session, sysfs
 from . import scenario as sc
 from .errors import InfraError, LostGuest, UserError
 from .image import initramfs
@@ -261,15 +261,9 @@ def write_results(out: RunOutcome, run_dir: Path, *, final: bool = True) -> None
     if final:
         for k in ("pid", "pid_start", "host"):  # only a RUNNING record needs them (is lab still at it?)
             out.integrity.pop(k, None)
-    _write_atomic(run_dir / "results.json", json.dumps(out.to_dict(), indent=1, default=str))
+    atomic.write_text(run_dir / "results.json", json.dumps(out.to_dict(), indent=1, default=str), "the run's results")
     if final:
-        _write_atomic(run_dir / "junit.xml", junit([out]))
-
-
-def _write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
+        atomic.write_text(run_dir / "junit.xml", junit([out]), "the run's JUnit report")
 
 
 def junit(outcomes: list[RunOutcome]) -> str:

@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import sys
 import traceback
 from collections.abc import Callable, Iterator, Mapping
@@ -53,6 +54,7 @@ from typing import Any, ClassVar
 
 from . import analysis, cpulist, integrity
 from .errors import UserError, unknown
+from .limits import MAX_RESULT_BYTES, read_file
 from .paths import SCENARIOS
 from .topology import Topology
 from .trace import parse_file
@@ -184,10 +186,12 @@ class Result:
         """A mapping keyed by guest node (a workload's JSON, so string keys too) keyed by spec
         node instead; a key that names no guest node is kept as it is."""
         n2s = self.plan.guest_node_to_spec
-        return {
-            n2s[int(k)] if str(k).isdigit() and int(k) < len(n2s) else k: v
-            for k, v in per_node.items()
-        }
+
+        def spec(k: Any) -> Any:
+            i = integrity.count(str(k))  # strict: '²' is a digit to str.isdigit(), not to int()
+            return n2s[i] if i is not None and 0 <= i < len(n2s) else k
+
+        return {spec(k): v for k, v in per_node.items()}
 
     def allowed(self, name: str) -> list[int]:
         """The cpulist the guest wrote to file *name* (``echo "$CPUS" > allowed``), sorted,
@@ -196,8 +200,13 @@ class Result:
 
     # files
     def text(self, name: str) -> str:
+        """The file *name* the guest's job wrote, '' when there is none.  It must be a
+        regular file of at most limits.MAX_RESULT_BYTES (lab unpacks nothing else): a
+        link, a FIFO or a larger file is a one-line UserError naming it."""
         p = self.out / name
-        return p.read_text(errors="replace") if p.exists() else ""
+        if not os.path.lexists(p):
+            return ""
+        return read_file(p, MAX_RESULT_BYTES, "one file of a run's output", follow_symlinks=False).decode(errors="replace")
 
     def step(self, name: str) -> Step:
         return Step(name, integrity.count(self.text(f"{name}.rc")), self.text(f"{name}.out"), self.text(f"{name}.err"))
@@ -213,9 +222,9 @@ class Result:
         """Stream the phase's raw trace events, in the guest's CPU numbering: the analyses
         below translate them; use this for what they do not cover."""
         p = self.trace_path(phase)
-        if not p.exists():
+        if not os.path.lexists(p):
             return iter(())
-        return iter(parse_file(p, only=only))
+        return iter(parse_file(p, only=only, follow_symlinks=False))
 
     # Analyses of a phase's trace: lab.analysis's, given the events they need, the topology
     # and the guest->spec CPU map, so every CPU and node they report is in the spec's
@@ -262,10 +271,8 @@ class Result:
         return {k: after[k] - before.get(k, 0) for k in after}
 
     def phase_seconds(self, phase: str = "main") -> float | None:
-        try:
-            return float(self.text(f"phase.{phase}.end")) - float(self.text(f"phase.{phase}.start"))
-        except ValueError:
-            return None
+        start, end = integrity.seconds(self.text(f"phase.{phase}.start")), integrity.seconds(self.text(f"phase.{phase}.end"))
+        return None if start is None or end is None else end - start
 
     def domain_flags(self, guest_cpu: int, name: str, span_size: int | None = None) -> set[str] | None:
         """Flags of the guest's sched domain *name* on a CPU (from the snapshot)."""

@@ -11,7 +11,6 @@ unavailable or its watch limit is too low for the tree, it polls, more slowly.
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import errno
 import os
 import select
@@ -56,9 +55,10 @@ class Watcher:
         self.wds: dict[int, str] = {}
         self.mode = "poll"
         self.why = ""
-        libc_name = ctypes.util.find_library("c")
         try:
-            self._libc = ctypes.CDLL(libc_name, use_errno=True)
+            # The C library Python runs on: ctypes.util.find_library("c") would run
+            # `ldconfig -p` (or gcc) on every round of --watch to find it.
+            self._libc = ctypes.CDLL(None, use_errno=True)
             fd = self._libc.inotify_init1(IN_NONBLOCK | IN_CLOEXEC)
         except (OSError, AttributeError) as e:
             self.why = f"no inotify ({e})"

@@ -6,11 +6,13 @@ reports the difference (seed 001's numa_hint_faults, numa_pages_migrated, ...).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..cpulist import parse_mask
+from ..cpulist import CpulistError, parse_mask
+from ..limits import MAX_CPUS, show
 
 # The counters seed 001 reports (mm/vmstat.c names).
 NUMA_VMSTAT_KEYS = (
@@ -36,6 +38,17 @@ class ProcFormatError(ValueError):
     """A snapshot is not in the expected format; the message names the line."""
 
 
+# A counter as the kernel prints it (an unsigned long long is at most 20 digits).  int()
+# alone would also take '1_000', '+5' and Unicode digits, and words its refusal its own way.
+_NUMBER = re.compile(r"-?[0-9]{1,20}")
+
+
+def _number(text: str, where: str, what: str) -> int:
+    if _NUMBER.fullmatch(text) is None:
+        raise ProcFormatError(f"{where}: {what} is {show(text)}, not a whole number")
+    return int(text)
+
+
 def parse_vmstat(text: str) -> dict[str, int]:
     """'name value' lines -> {name: value}."""
     out: dict[str, int] = {}
@@ -44,11 +57,8 @@ def parse_vmstat(text: str) -> dict[str, int]:
         if not parts:
             continue
         if len(parts) != 2:
-            raise ProcFormatError(f"vmstat line {n}: expected 'name value', got {line!r}")
-        try:
-            out[parts[0]] = int(parts[1])
-        except ValueError:
-            raise ProcFormatError(f"vmstat line {n}: {parts[1]!r} is not a number") from None
+            raise ProcFormatError(f"vmstat line {n}: expected 'name value', got {show(line)}")
+        out[parts[0]] = _number(parts[1], f"vmstat line {n}", show(parts[0], 40))
     return out
 
 
@@ -170,38 +180,45 @@ def parse_schedstat(text: str, cpu_map: Callable[[int], int] | None = None) -> S
         parts = line.split()
         if not parts:
             continue
-        head = parts[0]
-        try:
+        head, where = parts[0], f"schedstat line {n}"
+        if head in ("version", "timestamp"):
+            if len(parts) != 2:
+                raise ProcFormatError(f"{where}: expected '{head} N', got {show(line)}")
             if head == "version":
-                version = int(parts[1])
-            elif head == "timestamp":
-                timestamp = int(parts[1])
-            elif head.startswith("cpu"):
-                nums = [int(x) for x in parts[1:]]
-                cpu = cmap(int(head[3:]))
-                cur = cpus[cpu] = CpuStat(
-                    cpu, dict(zip(_names(CPU_FIELDS, len(nums), version), nums, strict=True))
-                )
-            elif head.startswith("domain"):
-                if cur is None:
-                    raise ProcFormatError(f"schedstat line {n}: domain line before any cpu line")
-                nums = [int(x) for x in parts[2:]]
-                span = tuple(sorted(cmap(c) for c in parse_mask(parts[1])))
-                values = dict(zip(_names(DOMAIN_FIELDS, len(nums), version), nums, strict=True))
-                cur.domains.append(DomainStat(int(head[6:]), span, values))
+                version = _number(parts[1], where, "the version")
             else:
-                raise ProcFormatError(f"schedstat line {n}: unexpected {head!r}")
-        except (ValueError, IndexError) as e:
-            if isinstance(e, ProcFormatError):
-                raise
-            shown = line if len(line) <= 80 else line[:77] + "..."
-            raise ProcFormatError(
-                f"schedstat line {n}: {shown!r}: not the layout of /proc/schedstat "
-                "(a field that must be a whole number is not one, or a field is missing)"
-            ) from None
+                timestamp = _number(parts[1], where, "the timestamp")
+        elif head.startswith("cpu"):
+            cpu = cmap(_id(head, "cpu", where, MAX_CPUS))
+            nums = [_number(x, where, f"{head}'s field {i}") for i, x in enumerate(parts[1:], 1)]
+            cur = cpus[cpu] = CpuStat(cpu, dict(zip(_names(CPU_FIELDS, len(nums), version), nums, strict=True)))
+        elif head.startswith("domain"):
+            if cur is None:
+                raise ProcFormatError(f"{where}: domain line before any cpu line")
+            if len(parts) < 2:
+                raise ProcFormatError(f"{where}: {show(head)} without its cpumask")
+            index = _id(head, "domain", where)
+            try:
+                span = tuple(sorted(cmap(c) for c in parse_mask(parts[1])))
+            except CpulistError as e:
+                raise ProcFormatError(f"{where}: {e}") from None
+            nums = [_number(x, where, f"{head}'s field {i}") for i, x in enumerate(parts[2:], 1)]
+            values = dict(zip(_names(DOMAIN_FIELDS, len(nums), version), nums, strict=True))
+            cur.domains.append(DomainStat(index, span, values))
+        else:
+            raise ProcFormatError(f"{where}: unexpected {show(head)}")
     if version < 0:
         raise ProcFormatError("schedstat: no 'version' line")
     return Schedstat(version, timestamp, dict(sorted(cpus.items())))
+
+
+def _id(head: str, prefix: str, where: str, limit: int | None = None) -> int:
+    """N of 'cpuN' / 'domainN' (below *limit*, if given)."""
+    digits = head[len(prefix) :]
+    if not (digits.isascii() and digits.isdigit() and len(digits) <= 9) or (limit is not None and int(digits) >= limit):
+        expected = f"{prefix}0 to {prefix}{limit - 1}" if limit is not None else f"{prefix}0, {prefix}1, ..."
+        raise ProcFormatError(f"{where}: {show(head)} names no {prefix} ({expected})")
+    return int(digits)
 
 
 def schedstat_delta(before: Schedstat | str, after: Schedstat | str) -> Schedstat:

@@ -22,7 +22,10 @@ import os
 import re
 import shutil
 import stat
+import tempfile
+from collections.abc import Iterator
 from collections.abc import Set as AbstractSet
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -87,27 +90,41 @@ def _debian(spec: str) -> Source:
         info = json.loads(marker.read_text())
         if info.get("tarball_size") == st.st_size and info.get("tarball_mtime") == st.st_mtime_ns:
             return Source(spec, dest / "tree", info["identity"], info["timestamp"])
-    top.mkdir(parents=True, exist_ok=True)
-    tmp = top / f".tmp-{dest.name}-{os.getpid()}"
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir()
-    # Unpack once; everything else only reads this tree.
-    proc.run(["tar", "-xf", tarball, "-C", tmp], timeout=1800)
-    inner = [d for d in tmp.iterdir() if d.is_dir()]
-    if len(inner) != 1:
-        raise InfraError(f"{tarball}: expected one top directory, found {len(inner)}")
-    inner[0].rename(tmp / "tree")
-    sha = _sha256_file(tarball)
-    info = {
-        "identity": f"debian:linux-source-{ver}={pkgver} sha256:{sha}",
-        "timestamp": _stamp((tmp / "tree" / "Makefile").stat().st_mtime),
-        "tarball": str(tarball),
-        "tarball_size": st.st_size,
-        "tarball_mtime": st.st_mtime_ns,
-    }
-    (tmp / ".lab-source.json").write_text(json.dumps(info, indent=2))
-    _publish(tmp, dest)
+    with _unpacking(dest) as tmp:
+        # Unpack once; everything else only reads this tree.
+        proc.run(["tar", "-xf", tarball, "-C", tmp], timeout=1800)
+        inner = [d for d in tmp.iterdir() if d.is_dir()]
+        if len(inner) != 1:
+            raise InfraError(f"{tarball}: expected one top directory, found {len(inner)}")
+        inner[0].rename(tmp / "tree")
+        sha = _sha256_file(tarball)
+        info = {
+            "identity": f"debian:linux-source-{ver}={pkgver} sha256:{sha}",
+            "timestamp": _stamp((tmp / "tree" / "Makefile").stat().st_mtime),
+            "tarball": str(tarball),
+            "tarball_size": st.st_size,
+            "tarball_mtime": st.st_mtime_ns,
+        }
+        (tmp / ".lab-source.json").write_text(json.dumps(info, indent=2))
     return Source(spec, dest / "tree", info["identity"], info["timestamp"])
+
+
+@contextmanager
+def _unpacking(dest: Path) -> Iterator[Path]:
+    """A new directory beside *dest* for the block to unpack into; it becomes *dest*
+    (_publish) when the block succeeds and is removed when it fails.  One unpacked tree
+    is a GB: one left by a lab that was killed (its pid in the name) is removed by the
+    next unpack."""
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    paths.clean_stale(dest.parent)
+    tmp = Path(tempfile.mkdtemp(prefix=paths.tmp_prefix(dest.name), dir=dest.parent))
+    try:
+        yield tmp
+        os.chmod(tmp, 0o755)  # mkdtemp makes it 0700
+        _publish(tmp, dest)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
 
 
 def _publish(tmp: Path, dest: Path) -> None:
@@ -195,14 +212,12 @@ def _git(spec: str) -> Source:
     sha = proc.run(["git", "-C", repo, "rev-parse", "FETCH_HEAD"]).stdout.decode().strip()
     dest = top / f"git-{sha}"
     if not (dest / "tree" / "Makefile").is_file():
-        tmp = top / f".tmp-git-{sha}-{os.getpid()}"
-        shutil.rmtree(tmp, ignore_errors=True)
-        (tmp / "tree").mkdir(parents=True)
-        tarball = tmp / "src.tar"
-        proc.run(["git", "-C", repo, "archive", "-o", tarball, sha], timeout=1800)
-        proc.run(["tar", "-xf", tarball, "-C", tmp / "tree"], timeout=1800)
-        tarball.unlink()
-        _publish(tmp, dest)
+        with _unpacking(dest) as tmp:
+            (tmp / "tree").mkdir()
+            tarball = tmp / "src.tar"
+            proc.run(["git", "-C", repo, "archive", "-o", tarball, sha], timeout=1800)
+            proc.run(["tar", "-xf", tarball, "-C", tmp / "tree"], timeout=1800)
+            tarball.unlink()
     when = proc.run(["git", "-C", repo, "show", "-s", "--format=%ct", sha]).stdout.decode()
     return Source(spec, dest / "tree", f"git:{sha}", _stamp(float(when.strip() or 0)))
 

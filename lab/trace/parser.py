@@ -19,6 +19,7 @@ no class for come out as ``GenericEvent``.
 from __future__ import annotations
 
 import gzip
+import io
 import lzma
 import re
 from collections import Counter
@@ -27,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from ..limits import MAX_COMM, MAX_CPUS, MAX_NODES, MAX_PID, MAX_TRACE_LINE
+from ..limits import MAX_COMM, MAX_CPUS, MAX_NODES, MAX_PID, MAX_TRACE_LINE, open_regular
 from .events import (
     Event,
     GenericEvent,
@@ -374,11 +375,18 @@ def open_trace(path: str | Path) -> IO[str]:
     return open(p, encoding="utf-8", errors="replace")
 
 
-def parse_file(path: str | Path, only: Iterable[str] | None = None) -> TraceReader:
-    """Parse a trace file; the file is closed when iteration ends."""
+def parse_file(path: str | Path, only: Iterable[str] | None = None, *, follow_symlinks: bool = True) -> TraceReader:
+    """Parse a trace file; the file is closed when iteration ends.  With
+    ``follow_symlinks=False`` (a run's own trace, which lab unpacked as a plain file) it
+    must be an uncompressed regular file: anything else is a UserError when iteration
+    begins (limits.open_regular), never a read that waits on a FIFO."""
 
     def lines() -> Iterator[str]:
-        with open_trace(path) as f:
+        if follow_symlinks:
+            f = open_trace(path)
+        else:
+            f = io.TextIOWrapper(open_regular(path, follow_symlinks=False), encoding="utf-8", errors="replace")
+        with f:
             yield from bounded_lines(f)
 
     return TraceReader(lines(), only)

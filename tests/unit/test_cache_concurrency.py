@@ -536,3 +536,50 @@ def test_an_unpacked_source_tree_is_replaced_without_a_moment_missing(tmp_path):
     (tmp_path / ".tmp-2" / "tree").mkdir(parents=True)
     source._publish(tmp_path / ".tmp-2", tmp_path / "fresh")  # nothing there yet: a plain rename
     assert (tmp_path / "fresh" / "tree").is_dir()
+
+
+def test_unpacking_a_source_again_never_leaves_it_missing(tmp_path, monkeypatch):
+    """End to end through resolve(): a changed linux-source tarball is unpacked again
+    while other recipes' builds may be copying from the tree: after every deletion the
+    tree is there, old or new.  A failed unpack leaves the tree as it was and nothing
+    behind (a GB each: before, they piled up in sources/)."""
+    import shutil
+
+    from lab.errors import InfraError, UserError
+    from lab.kernel import source
+
+    monkeypatch.setenv("LAB_CACHE", str(tmp_path / "cache"))
+    tarball = tmp_path / "linux-source-6.1.tar.xz"
+
+    def pack(version: str) -> None:
+        top = tmp_path / "pack" / "linux-source-6.1"
+        shutil.rmtree(tmp_path / "pack", ignore_errors=True)
+        top.mkdir(parents=True)
+        (top / "Makefile").write_text(f"# {version}\n")
+        (top / "Kconfig").write_text("")
+        subprocess.run(["tar", "-cJf", tarball, "-C", tmp_path / "pack", "linux-source-6.1"], check=True)
+
+    monkeypatch.setattr(source, "DEBIAN_TARBALLS", {"6.1": tarball})
+    monkeypatch.setattr(source, "_dpkg_version", lambda pkg: "6.1.999-1")
+    pack("old")
+    tree = source.resolve("debian:6.1").tree
+    assert (tree / "Makefile").read_text() == "# old\n"
+
+    real_rmtree, seen = shutil.rmtree, []
+
+    def rmtree(path, *a, **kw):  # what a build copying from the tree would find right after each deletion
+        real_rmtree(path, *a, **kw)
+        seen.append((tree / "Makefile").read_text() if (tree / "Makefile").is_file() else None)
+
+    monkeypatch.setattr(shutil, "rmtree", rmtree)
+    pack("new, a longer one")
+    again = source.resolve("debian:6.1")
+    assert again.tree == tree and (tree / "Makefile").read_text() == "# new, a longer one\n"
+    assert seen and None not in seen, seen
+    assert sorted(p.name for p in tree.parent.parent.iterdir()) == [tree.parent.name]
+
+    tarball.write_bytes(b"not xz, and a different size")
+    with pytest.raises((InfraError, UserError)):
+        source.resolve("debian:6.1")
+    assert (tree / "Makefile").read_text() == "# new, a longer one\n"
+    assert sorted(p.name for p in tree.parent.parent.iterdir()) == [tree.parent.name]

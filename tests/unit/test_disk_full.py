@@ -166,3 +166,19 @@ def test_disk_full_at_the_initramfs_is_one_line(tmp_path, monkeypatch):
 def test_disk_full_at_the_initramfs_leaves_no_temporary(tmp_path, monkeypatch):
     r, left = _boot_on(tmp_path, monkeypatch, "size=64k")
     assert not [p for p in left if p.endswith(".tmp") or "/.tmp-" in p], left
+
+
+def test_results_json_refused_is_one_line_and_keeps_the_last_record(tmp_path, monkeypatch):
+    """results.json is rewritten at every stage of a run: a full disk then is one line
+    naming it (it was an OSError with a traceback), and the record written before stays."""
+    from lab import runner
+
+    o = runner.RunOutcome("s", "t", "k", "RUNNING", tmp_path)
+    runner.write_results(o, tmp_path, final=False)
+    o.status = "PASS"
+    monkeypatch.setattr(os, "fsync", _no_room)
+    with pytest.raises(WriteError) as e:
+        runner.write_results(o, tmp_path)
+    assert str(e.value) == f"cannot write the run's results {tmp_path / 'results.json'}: No space left on device"
+    assert json.loads((tmp_path / "results.json").read_text())["status"] == "RUNNING"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["results.json"]

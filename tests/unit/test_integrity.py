@@ -355,6 +355,37 @@ def test_guest_names_are_never_paths(tmp_path):
     assert v.figures.get("missing") == ["ok.rc"] and "secret" not in v.message
 
 
+def test_links_and_fifos_in_a_run_directory_are_not_results(tmp_path):
+    """lab unpacks only regular files into out/ (_extract); a link or a FIFO there was put
+    by someone else: it is not judged as the guest's, nothing waits on the FIFO and
+    nothing is read through the link."""
+    import threading
+
+    def recheck_within(d: Path, seconds: float = 30):
+        box: dict = {}
+        t = threading.Thread(target=lambda: box.update(r=recheck(d)), daemon=True)
+        t.start()
+        t.join(seconds)
+        assert not t.is_alive(), "recheck is waiting on a FIFO"
+        return box["r"]
+
+    fifo = tmp_path / "fifo"
+    shutil.copytree(FIXTURE, fifo)
+    (fifo / "out" / "trace.main.lost").unlink()
+    os.mkfifo(fifo / "out" / "trace.main.lost")
+    assert_error(recheck_within(fifo), "result files missing from the guest's output: 'trace.main.lost'")
+
+    linked = tmp_path / "linked"
+    shutil.copytree(FIXTURE, linked)
+    secret = tmp_path / "secret.txt"
+    secret.write_text("secret\n")
+    (linked / "out" / "trace.main.txt").unlink()
+    (linked / "out" / "trace.main.txt").symlink_to(secret)
+    r = recheck_within(linked)  # an older lab's run lists no phases: check() asks for the trace
+    assert r.exit_code == 2 and "Traceback" not in r.output and "secret\n" not in r.output
+    assert f"{linked / 'out' / 'trace.main.txt'}: a symbolic link, not a regular file" in " ".join(r.output.split())
+
+
 # ---- runs that did not finish ---------------------------------------------------------------
 
 

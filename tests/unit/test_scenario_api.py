@@ -143,3 +143,67 @@ def test_the_docstring_example_runs(tmp_path):
     piled = runner.recheck(runs / "llc-spread-pinned-zen3-2s-mini-debian", str(p))
     distinct = piled.expectations[1]
     assert not distinct.ok and distinct.evidence and distinct.figures["socket1"] == 0
+
+
+def _within(seconds: float, fn):
+    """fn()'s result, or a failure if it blocks (a FIFO opened for reading waits for a writer)."""
+    import threading
+
+    box: dict = {}
+
+    def run():
+        try:
+            box["value"] = fn()
+        except BaseException as e:  # noqa: BLE001 - handed to the test
+            box["error"] = e
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    t.join(seconds)
+    assert not t.is_alive(), f"still reading after {seconds}s"
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
+
+
+def test_result_reads_only_regular_files_within_the_limit(tmp_path, monkeypatch):
+    """What a check() reads from a run directory (`lab recheck` takes any directory) goes
+    through limits.read_file: no links, no FIFOs, nothing larger than MAX_RESULT_BYTES,
+    each refused in one line naming the file; numbers the guest wrote are parsed strictly."""
+    import os
+    from types import SimpleNamespace
+
+    topo = topology.load("zen3-2s-mini")
+    plan = SimpleNamespace(guest_to_spec=tuple(c.id for c in topo.cpus), guest_node_to_spec=(1, 0))
+    secret = tmp_path / "secret"
+    secret.write_text("not the guest's\n")
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "link").symlink_to(secret)
+    os.mkfifo(out / "fifo")
+    (out / "big").write_bytes(b"x" * 100)
+    (out / "s.rc").write_text("\u00b2\n")  # a digit to str.isdigit(), not to int()
+    (out / "trace.main.lost").write_text("\u00b2\n")
+    (out / "phase.main.start").write_text("\u0661\n")  # float() reads ARABIC-INDIC ONE as 1.0
+    (out / "phase.main.end").write_text("12.5\n")
+    (out / "trace.linked.txt").symlink_to(secret)
+    os.mkfifo(out / "trace.piped.lost")
+    (out / "trace.piped.txt").write_text("")
+    monkeypatch.setattr(sc, "MAX_RESULT_BYTES", 64)
+    r = sc.Result(None, topo, plan, None, out)
+
+    assert r.text("missing") == "" and r.allowed("missing") == []
+    for name, why in (("link", "a symbolic link, not a regular file"), ("fifo", "a FIFO, not a regular file"),
+                      ("big", "larger than 64 bytes, the most lab reads from one file of a run's output")):  # fmt: skip
+        with pytest.raises(UserError) as e:
+            _within(5, lambda name=name: r.text(name))
+        assert str(e.value) == f"{out / name}: {why}" and "secret" not in str(e.value)
+    assert r.step("s").rc is None
+    assert r.lost() == 0  # integrity.judge() names the count that is not one; check() never runs on it
+    assert _within(5, lambda: r.lost("piped")) == 0
+    assert r.phase_seconds() is None
+    (out / "phase.main.start").write_text("11.0\n")
+    assert r.phase_seconds() == pytest.approx(1.5)
+    with pytest.raises(UserError, match="trace.linked.txt: a symbolic link"):
+        list(r.events("linked"))
+    assert r.by_node({"\u00b2": 1, "\u0661": 2, "-1": 3, "1": 4, 0: 5}) == {"\u00b2": 1, "\u0661": 2, "-1": 3, 0: 4, 1: 5}
