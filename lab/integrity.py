@@ -41,6 +41,7 @@ from typing import Any
 from . import proc
 from .errors import UserError
 from .limits import read_head
+from .paths import pid_alive
 from .render.qemu import BootFiles
 from .trace import parse_file
 
@@ -268,8 +269,9 @@ class Verdict:
         return "; ".join(self.problems[:_SHOW]) + (f"; and {more} more (results.json)" if more > 0 else "")
 
 
-def judge(run_dir: Path, need: Need = NEW, *, buffer_kb: int | None = None) -> Verdict:
-    """Is what the guest sent back to *run_dir* complete?  Never raises on what is there."""
+def judge(run_dir: Path, need: Need = NEW, *, buffer_kb: int | None = None, stream: Stream | None = None) -> Verdict:
+    """Is what the guest sent back to *run_dir* complete?  Never raises on what is there.
+    *stream*: the results stream as the boot already checked it (else it is checked here)."""
     v = Verdict(figures={"tolerated": {"unparsed_lines": TOLERATED_UNPARSED_LINES, "malformed_events": TOLERATED_MALFORMED_EVENTS}})
     out = run_dir / "out"
     try:  # what lab unpacked: regular files (a link or a FIFO here is nothing the guest sent)
@@ -281,8 +283,8 @@ def judge(run_dir: Path, need: Need = NEW, *, buffer_kb: int | None = None) -> V
     if (need.finish or lines is not None) and said(lines or [], "done") is None:
         v.problems.append(f"the run did not finish: the guest agent never said done ({AGENT_LOG})")
     tar = run_dir / RESULTS_TAR
-    if need.finish or tar.exists():
-        st = check_stream(tar, lines or [], need_count=need.count)
+    if stream is not None or need.finish or tar.exists():
+        st = stream or check_stream(tar, lines or [], need_count=need.count)
         v.figures["stream"] = st.figures
         if st.problem:
             v.problems.append(st.problem)
@@ -423,18 +425,13 @@ def process_start(pid: int) -> int | None:
     """When process *pid* started (clock ticks after boot, /proc/PID/stat field 22): with
     the pid, names one process even after the pid is reused."""
     try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        return int(stat[stat.rindex(")") + 2 :].split()[19])
+        return int(proc.pid_stat(pid)[19])
     except (OSError, ValueError, IndexError):
         return None
 
 
 def _alive(pid: int, started: Any) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+    if not pid_alive(pid):
         return False
-    except OSError:  # someone else's process: it exists
-        pass
     now = process_start(pid)
     return now is None or started is None or now == started

@@ -168,7 +168,7 @@ def run_once(
                 shutil.copytree(res.out_dir / "guest", run_dir / "guest", dirs_exist_ok=True)
             out.integrity["finished"] = True
             stage("check")
-            judge(out, s, sess.plan, run_dir, integrity.NEW)
+            judge(out, s, sess.plan, run_dir, integrity.NEW, stream=res.stream)
     except KeyboardInterrupt as e:
         sig = signal.Signals(caught[-1]).name if caught else "KeyboardInterrupt"
         out.integrity["interrupted"] = sig
@@ -194,10 +194,13 @@ def run_once(
     return out
 
 
-def judge(out: RunOutcome, s: sc.Scenario, plan: VmPlan, run_dir: Path, need: integrity.Need) -> None:
+def judge(
+    out: RunOutcome, s: sc.Scenario, plan: VmPlan, run_dir: Path, need: integrity.Need, *, stream: integrity.Stream | None = None
+) -> None:
     """The verdict on a run's data, live or rechecked alike: ERROR naming the cause unless
-    the data is complete (lab.integrity), else the scenario's checks, PASS or FAIL."""
-    v = integrity.judge(run_dir, need, buffer_kb=s.buffer_kb)
+    the data is complete (lab.integrity), else the scenario's checks, PASS or FAIL.  A live
+    run passes the results stream the boot already checked (*stream*)."""
+    v = integrity.judge(run_dir, need, buffer_kb=s.buffer_kb, stream=stream)
     out.integrity.update(v.figures, problems=v.problems)
     if not v.ok:
         _error(out, v.message)
@@ -259,11 +262,15 @@ def write_results(out: RunOutcome, run_dir: Path, *, final: bool = True) -> None
     """results.json (and, when *final*, junit.xml), each replaced whole: a crash or a kill
     never leaves a half-written file."""
     if final:
-        for k in ("pid", "pid_start", "host"):  # only a RUNNING record needs them (is lab still at it?)
-            out.integrity.pop(k, None)
+        out.integrity = _finished_record(out.integrity)
     atomic.write_text(run_dir / "results.json", json.dumps(out.to_dict(), indent=1, default=str), "the run's results")
     if final:
         atomic.write_text(run_dir / "junit.xml", junit([out]), "the run's JUnit report")
+
+
+def _finished_record(integ: dict[str, Any]) -> dict[str, Any]:
+    """The integrity record without what only a RUNNING one needs (is lab still at it?)."""
+    return {k: v for k, v in integ.items() if k not in ("pid", "pid_start", "host")}
 
 
 def junit(outcomes: list[RunOutcome]) -> str:
@@ -314,11 +321,6 @@ class Verdict:
         need = self.of // 2 + 1
         unjudged = self.runs - self.passed - self.failed  # an ERROR or a SKIP ends it
         return unjudged > 0 or self.passed >= need or self.failed >= need or self.runs >= self.of
-
-    def describe(self) -> str:
-        if self.of == 1:
-            return self.status
-        return f"{self.status}: {self.passed} PASS, {self.failed} FAIL in {self.runs} run(s), majority of up to {self.of}"
 
     def to_dict(self) -> dict[str, Any]:
         return {"status": self.status, "passed": self.passed, "failed": self.failed, "runs": self.runs, "of": self.of}
@@ -389,7 +391,7 @@ def recheck(run_dir: Path, scenario_file: str | None = None) -> RunOutcome:
     why = integrity.unfinished(record)
     if why:
         rec = record.get("integrity")
-        o.integrity = {k: v for k, v in rec.items() if k not in ("pid", "pid_start", "host")} if isinstance(rec, dict) else {}
+        o.integrity = _finished_record(rec) if isinstance(rec, dict) else {}
         o.message = why
         return o
     s = sc.load(name)

@@ -44,6 +44,7 @@ class BootResult:
     rc: int | None  # the job's exit status
     online_s: float | None = None  # hotplug bring-up: guest seconds the agent spent onlining CPUs
     events: list[tuple[float, str]] = field(default_factory=list)
+    stream: integrity.Stream | None = None  # the results stream, checked whole (integrity.check_stream)
 
     def read_bytes(self, name: str) -> bytes:
         p = self.out_dir / name
@@ -238,7 +239,7 @@ def boot(
     rc = integrity.count((out_dir / "rc").read_text(errors="replace")) if (out_dir / "rc").is_file() else None
     result = BootResult(
         run_dir=run_dir, out_dir=out_dir, argv=argv, accel=plan.accel, wall_s=wall, ready_s=said.ready_s,
-        guest_ready_uptime=said.ready_uptime, rc=rc, online_s=said.online_s, events=said.events,
+        guest_ready_uptime=said.ready_uptime, rc=rc, online_s=said.online_s, events=said.events, stream=stream,
     )  # fmt: skip
     doc = {
         "accel": plan.accel, "accel_reason": plan.accel_reason, "wall_s": round(wall, 3),
@@ -262,17 +263,22 @@ class AgentLog:
         self.ready_s: float | None = None
         self.ready_uptime: float | None = None
         self.online_s: float | None = None
-        self._seen = 0
+        self._offset = 0  # bytes of the log taken so far
+        self._partial = b""  # a line QEMU has not finished writing
 
     def read(self, t: float) -> None:
-        """Take the complete lines written since the last read, seen at *t* s."""
+        """Take the complete lines written since the last read, seen at *t* s (only the
+        new bytes are read: this runs every 50 ms for the whole boot)."""
         try:
-            text = self.path.read_text(errors="replace")
+            with open(self.path, "rb") as f:
+                f.seek(self._offset)
+                data = f.read()
         except OSError:
             return
-        lines = text.splitlines()
-        complete = lines if text.endswith("\n") else lines[:-1]
-        for line in complete[self._seen :]:
+        self._offset += len(data)
+        *complete, self._partial = (self._partial + data).split(b"\n")
+        for raw in complete:
+            line = raw.decode(errors="replace")
             self.events.append((t, line))
             if self.on_event:
                 self.on_event(t, line)
@@ -280,11 +286,10 @@ class AgentLog:
                 self.online_s = _online(line, self.plan, self.console)
             if line.startswith("lab: ready") and self.ready_s is None:
                 self.ready_s, self.ready_uptime = t, _field(line, "uptime")
-        self._seen = len(complete)
 
     @property
     def done(self) -> bool:
-        return any(line.startswith("lab: done") for _, line in self.events)
+        return integrity.said([line for _, line in self.events], "done") is not None
 
     def last_word(self) -> str:
         """Where a lost guest stopped, in the agent's words (e.g. the CPU it was onlining)."""
