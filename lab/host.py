@@ -135,10 +135,11 @@ def kvm_usable(arch: str | None = None, cpuinfo: str | None = None, dev: str = "
 def probe() -> Host:
     arch = arch_mod.host_name()
     qemu = {a.name: _qemu_version(a.qemu) for a in arch_mod.ARCHES.values()}
-    ok, why = kvm_usable(arch)
+    cpuinfo = _cpuinfo()
+    ok, why = kvm_usable(arch, cpuinfo)
     return Host(
         arch=arch, cpus=os.cpu_count() or 1, qemu=qemu, kvm=ok, kvm_reason=why,
-        dtc=shutil.which("dtc") is not None, cpu_vendor=_cpu_vendor(_cpuinfo()),
+        dtc=shutil.which("dtc") is not None, cpu_vendor=_cpu_vendor(cpuinfo),
     )  # fmt: skip
 
 
@@ -155,10 +156,9 @@ def _host_ticks(stat: str) -> tuple[int, int]:
 
 
 def _proc_ticks(pid: int) -> int:
-    """utime + stime of a process (all its threads), in clock ticks."""
-    stat = Path(f"/proc/{pid}/stat").read_text()
-    fields = stat.rsplit(")", 1)[1].split()  # the comm may hold spaces and parentheses
-    return int(fields[11]) + int(fields[12])
+    """utime + stime of a process (all its threads), in clock ticks (proc(5) fields 14, 15)."""
+    f = proc.pid_stat(pid)
+    return int(f[11]) + int(f[12])
 
 
 class HostClock:

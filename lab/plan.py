@@ -9,7 +9,6 @@ itself back, so a rechecked run sees the same types as a live one.
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -171,11 +170,9 @@ class VmPlan:
             raise UserError(f"{where}: not a plan lab can read ({what})") from None
 
     def write(self, run_dir: Path) -> Path:
-        path = run_dir / PLAN_FILE
-        tmp = path.with_name(PLAN_FILE + ".tmp")
-        tmp.write_text(json.dumps(self.to_dict(), indent=1) + "\n")
-        os.replace(tmp, path)
-        return path
+        from .atomic import write_text
+
+        return write_text(run_dir / PLAN_FILE, json.dumps(self.to_dict(), indent=1) + "\n", "the run's plan")
 
     @classmethod
     def read(cls, run_dir: Path) -> VmPlan:

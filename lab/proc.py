@@ -189,6 +189,13 @@ def stop_group(p: subprocess.Popen, grace: float = 5.0) -> None:
             log.warning("pid %d survived SIGKILL for 30 s; state %s", p.pid, _proc_state(p.pid))
 
 
+def pid_stat(pid: int) -> list[str]:
+    """The fields of /proc/PID/stat after the command name (state first: field 3 of
+    proc(5) is [0]); the name may hold spaces and parentheses.  OSError if it is gone."""
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    return stat[stat.rindex(")") + 2 :].split()
+
+
 def _proc_state(pid: int) -> str:
     try:
         status = Path(f"/proc/{pid}/status").read_text()

@@ -17,7 +17,7 @@ from . import host as host_mod
 from .errors import UserError, storage_error
 from .kernel.artifact import KernelArtifact
 from .paths import runs_dir
-from .plan import PLAN_FILE, VmOptions, VmPlan
+from .plan import VmOptions, VmPlan
 from .render import qemu as render
 from .topology import Topology
 
@@ -111,13 +111,7 @@ def open_run(kind: str, s: Session) -> Path:
     """A new run directory for *s*, holding the command that reproduces it and the plan."""
     d = new_run_dir(kind, s.topo, s.kernel_label)
     with _removed_on_failure(d):
-        try:
-            s.plan.write(d)
-        except OSError as e:
-            err = storage_error(e, "the run's plan", d / PLAN_FILE)
-            if err is None:
-                raise
-            raise err from None
+        s.plan.write(d)
     return d
 
 

@@ -45,14 +45,14 @@ def test_atomic_write_keeps_other_errors(tmp_path):
 def test_run_directory_that_cannot_get_its_plan_is_removed(tmp_path, monkeypatch):
     monkeypatch.setenv("LAB_RUNS", str(tmp_path))
     s = _session()
-    real = Path.write_text
+    real = Path.write_bytes
 
-    def full_for_plans(self, text, *a, **kw):
-        if self.name.startswith("plan.json"):
+    def full_for_plans(self, data, *a, **kw):  # the plan's temporary file, as lab.atomic names it
+        if "plan.json" in self.name:
             raise OSError(errno.EDQUOT, os.strerror(errno.EDQUOT))
-        return real(self, text, *a, **kw)
+        return real(self, data, *a, **kw)
 
-    monkeypatch.setattr(Path, "write_text", full_for_plans)
+    monkeypatch.setattr(Path, "write_bytes", full_for_plans)
     with pytest.raises(WriteError, match=r"cannot write the run's plan .*/plan.json: Disk quota exceeded"):
         session.open_run("boot", s)
     assert list(tmp_path.iterdir()) == []
