@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import fcntl
 import os
-import re
 import shutil
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -17,6 +16,7 @@ from pathlib import Path
 
 from . import arch as arch_mod
 from . import proc
+from .emulators import Emulator
 from .errors import UserError
 
 KVM_CREATE_VM = 0xAE01  # _IO(KVMIO, 0x01)
@@ -31,6 +31,13 @@ class Host:
     kvm_reason: str = ""
     dtc: bool = True  # device-tree-compiler on PATH (arm64 guests get cache nodes through it)
     cpu_vendor: str = "intel"  # the host CPU's vendor: what -cpu host gives a KVM guest
+    built: tuple[Emulator, ...] = ()  # the QEMUs lab built (lab qemu build), newest first
+
+    def emulators(self, arch: str) -> list[Emulator]:
+        """The QEMUs for *arch*: the system's first, then lab's."""
+        v = self.qemu.get(arch)
+        system = [Emulator(arch, arch_mod.get(arch).qemu, v, "system")] if v else []
+        return system + [e for e in self.built if e.arch == arch]
 
     def qemu_version(self, arch: str) -> tuple[int, int, int]:
         v = self.qemu.get(arch)
@@ -67,6 +74,7 @@ class Host:
             "kvm_reason": self.kvm_reason,
             "dtc": self.dtc,
             "cpu_vendor": self.cpu_vendor,
+            "built_qemu": [e.describe() for e in self.built],
         }
 
 
@@ -79,17 +87,6 @@ def _cpuinfo() -> str:
 
 def _cpu_vendor(cpuinfo: str) -> str:
     return "amd" if "AuthenticAMD" in cpuinfo[:4096] else "intel"
-
-
-def _qemu_version(binary: str) -> tuple[int, int, int] | None:
-    path = shutil.which(binary)
-    if not path:
-        return None
-    cp = proc.run([path, "--version"], check=False, timeout=20)
-    m = re.search(r"version (\d+)\.(\d+)(?:\.(\d+))?", cp.stdout.decode(errors="replace"))
-    if not m:
-        return None
-    return (int(m.group(1)), int(m.group(2)), int(m.group(3) or 0))
 
 
 def kvm_usable(arch: str | None = None, cpuinfo: str | None = None, dev: str = "/dev/kvm") -> tuple[bool, str]:
@@ -134,12 +131,14 @@ def kvm_usable(arch: str | None = None, cpuinfo: str | None = None, dev: str = "
 @lru_cache(maxsize=1)
 def probe() -> Host:
     arch = arch_mod.host_name()
-    qemu = {a.name: _qemu_version(a.qemu) for a in arch_mod.ARCHES.values()}
+    from . import emulators
+
+    qemu = {a.name: emulators.binary_version(a.qemu) for a in arch_mod.ARCHES.values()}
     cpuinfo = _cpuinfo()
     ok, why = kvm_usable(arch, cpuinfo)
     return Host(
         arch=arch, cpus=os.cpu_count() or 1, qemu=qemu, kvm=ok, kvm_reason=why,
-        dtc=shutil.which("dtc") is not None, cpu_vendor=_cpu_vendor(cpuinfo),
+        dtc=shutil.which("dtc") is not None, cpu_vendor=_cpu_vendor(cpuinfo), built=tuple(emulators.built()),
     )  # fmt: skip
 
 

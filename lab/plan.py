@@ -32,6 +32,7 @@ class VmOptions:
     tcg_threads: str = "auto"  # auto | single | multi
     bringup: str = "auto"  # auto | boot | hotplug
     append: str = ""  # more kernel command line, after lab's
+    qemu: str = "auto"  # auto | system | lab | a QEMU binary (lab.emulators.choose)
 
     def to_dict(self) -> dict[str, str]:
         return asdict(self)

@@ -84,6 +84,27 @@ class CpuModel(click.ParamType):
 CPU_MODEL = CpuModel()
 
 
+class QemuChoice(click.ParamType):
+    """auto, system, lab, or a QEMU binary (an executable file)."""
+
+    name = "QEMU"
+
+    def convert(self, value, param, ctx):
+        if value in ("auto", "system", "lab"):
+            return value
+        p = Path(value).expanduser()
+        if not value or not p.is_file():
+            self.fail(f"{value!r}: give auto, system, lab, or the path of a QEMU binary", param, ctx)
+        import os
+
+        if not os.access(p, os.X_OK):
+            self.fail(f"{value}: not executable", param, ctx)
+        return str(p.resolve())
+
+
+QEMU_CHOICE = QemuChoice()
+
+
 def console(stderr: bool = False):
     """lab's rich console (stdout), or one on stderr for commands whose stdout is JSON."""
     return _console(bool(stderr))  # one per stream, however the flag is passed

@@ -12,7 +12,7 @@ import time
 import click
 
 from ..render.qemu import HOTPLUG_BRINGUP_ABOVE
-from .common import CPU_MODEL, SECONDS, TOPOLOGY, console
+from .common import CPU_MODEL, QEMU_CHOICE, SECONDS, TOPOLOGY, console
 
 KERNEL_HELP = "debian (Debian's prebuilt, the default), a recipe, a store id, or a path to a bzImage/Image."
 
@@ -21,10 +21,11 @@ def vm_options(f):
     """The VM options every VM command takes, passed to the command as one ``vm: VmOptions``."""
 
     @functools.wraps(f)
-    def command(*args, kernel_spec, accel, cpu_model, tcg_threads, bringup, append, **kw):
+    def command(*args, kernel_spec, accel, cpu_model, tcg_threads, bringup, append, qemu, **kw):
         from ..plan import VmOptions
 
-        vm = VmOptions(kernel=kernel_spec, accel=accel, cpu_model=cpu_model, tcg_threads=tcg_threads, bringup=bringup, append=append)
+        vm = VmOptions(kernel=kernel_spec, accel=accel, cpu_model=cpu_model, tcg_threads=tcg_threads, bringup=bringup, append=append,
+                       qemu=qemu)  # fmt: skip
         return f(*args, vm=vm, **kw)
 
     for opt in reversed(VM_OPTIONS):
@@ -51,6 +52,11 @@ VM_OPTIONS = (
     click.option(
         "--append", default="", metavar="ARGS",
         help="More kernel command line, after lab's (so it overrides lab's choices, e.g. 'mitigations=auto').",
+    ),
+    click.option(
+        "--qemu", type=QEMU_CHOICE, default="auto", show_default=True,
+        help="auto: the system's QEMU where it can express the machine, else one lab built (lab qemu build); "
+        "system, lab, or a QEMU binary.",
     ),
 )  # fmt: skip
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from .. import arch as arch_mod
+from .. import emulators
 from ..errors import UserError
 from ..host import Host
 from ..plan import KernelRef, VmOptions, VmPlan
@@ -57,8 +57,10 @@ def plan(
     ``options.append`` goes last on the kernel command line (so it overrides lab's choices)."""
     options = options or VmOptions()
     arch = topo.arch
-    version = host.qemu_version(arch)
     acc, why = host.accel(options.accel, arch)
+    need, need_why = emulators.required(topo, acc)
+    emu = emulators.choose(host.emulators(arch), arch, options.qemu, need, need_why)
+    version = emu.version
     if topo.shape is None:
         raise UserError(
             f"{topo.path or topo.name}: groups: the machine is irregular (group sizes differ); "
@@ -71,6 +73,9 @@ def plan(
     else:
         machine, model, vendor, smp, numa_cpu = _arm64(topo, version, acc, options.cpu_model)
     guest, extra, notes = _reclaim_distance(topo, vendor, model, kernel_features)
+    if emu.origin != "system":
+        because = f": {need_why} needs {_v(need)}+" if need and options.qemu == "auto" else ""
+        notes.append(f"QEMU {emu.version_str}, lab-built ({emu.path}){because}" if emu.origin == "lab" else f"QEMU {emu.version_str} ({emu.path})")
     guest_to_spec = tuple(c.id for c in topo.cpus)
     dt_caches = arch == "arm64" and host.dtc
     if arch == "arm64" and not dt_caches:
@@ -83,7 +88,7 @@ def plan(
     up, first = _bringup(topo, acc, options.bringup, "cpu_hotplug" in kernel_features, guest_to_spec, notes)
     threads = tcg_threading(topo.n_cpus, host.cpus, up) if options.tcg_threads == "auto" else options.tcg_threads
     return VmPlan(
-        topo=topo, arch=arch, qemu=arch_mod.get(arch).qemu, qemu_version=version, accel=acc, accel_reason=why,
+        topo=topo, arch=arch, qemu=emu.path, qemu_version=version, accel=acc, accel_reason=why,
         machine=machine, cpu_model=model, cpu_vendor=vendor, smp=smp, memory_mb=sum(topo.memory_mb),
         numa_cpu_args=tuple(numa_cpu), guest_to_spec=guest_to_spec, guest_node_to_spec=topo.node_ids,
         guest_reclaim_distance=guest, cmdline_extra=(*extra, *options.append.split()),

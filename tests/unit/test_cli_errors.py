@@ -41,6 +41,7 @@ def _vm(*before: str, unbuilt_ok: bool = False) -> dict[str, list[list[str]]]:
         "bringup": [c for c in choice if c[-2] == "--bringup"],
         "cpu_model": [[*before, "--cpu-model", m] for m in ("", "Skylake Server")] + [[*before, "--cpu-model"]],
         "append": [[*before, "--append"]],
+        "qemu": [[*before, "--qemu", q] for q in ("", "{missing}", "{dir}", "{garbage}", "{empty}")] + [[*before, "--qemu"]],
     }
 
 
@@ -118,6 +119,12 @@ CASES: dict[str, dict[str, list[list[str]]]] = {
     "kernel show": {
         "spec": [["kernel", "show", k] for k in ("nope", "{missing}/bzImage", "{dir}/", "{garbage}", "lab-6.1", "")],
         "arch": [["kernel", "show", "debian", "--arch", "mips"]],
+    },
+    "qemu": {"": [["qemu", "nope"]]},
+    "qemu list": {"": [["qemu", "list", "extra"]]},
+    "qemu build": {
+        "jobs": [["qemu", "build", "-j", j] for j in ("0", "-2", "", "two")],
+        "archs": [["qemu", "build", "--arch", a] for a in ("riscv64", "", "aarch64")],
     },
     "kernel rm": {"specs": [["kernel", "rm", k] for k in ("nope", "0000", "")] + [["kernel", "rm"]]},
 }

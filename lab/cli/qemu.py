@@ -1,0 +1,60 @@
+"""`lab qemu`: the QEMUs lab can boot with, and building Debian trixie's QEMU 10."""
+
+from __future__ import annotations
+
+import json
+
+import click
+
+from .common import console
+
+ARCHES = click.Choice(["x86_64", "arm64"])
+
+
+@click.group("qemu")
+def qemu() -> None:
+    """The QEMUs lab boots with: the system's, and the ones lab built."""
+
+
+@qemu.command("build")
+@click.option("-j", "--jobs", type=click.IntRange(min=1), default=None, help="ninja -j (default: host cores).")
+@click.option("--arch", "archs", type=ARCHES, multiple=True, help="Build only this emulator (repeatable; default both).")
+def build_cmd(jobs: int | None, archs: tuple[str, ...]) -> None:
+    """Build Debian trixie's QEMU (x86_64 and aarch64 system emulators) into lab's cache.
+
+    The source comes through apt with a private sources list (the system's apt
+    configuration is not changed); a build with the same source and options is reused."""
+    import time
+
+    from .. import emulators, progress
+
+    t0 = time.monotonic()
+    p = progress.for_cli()
+    ems = emulators.build(jobs=jobs, progress=p, archs=tuple(dict.fromkeys(archs)) or ("x86_64", "arm64"))
+    c = console(stderr=True)
+    for e in ems:
+        c.print(f"{e.arch}: QEMU {e.version_str} {e.path} ({time.monotonic() - t0:.0f}s)", markup=False, highlight=False)
+    for e in ems:
+        click.echo(e.path)
+
+
+@qemu.command("list")
+@click.option("--json", "as_json", is_flag=True, help="Print the list as JSON.")
+def list_cmd(as_json: bool) -> None:
+    """The system's QEMU and lab's built ones, with their versions."""
+    from .. import emulators
+
+    rows = [e for a in ("x86_64", "arm64") for e in emulators.available(a)]
+    if as_json:
+        click.echo(json.dumps([e.describe() for e in rows], indent=1))
+        return
+    from rich.table import Table
+
+    t = Table(box=None)
+    for col in ("arch", "version", "origin", "binary"):
+        t.add_column(col)
+    for e in rows:
+        t.add_row(e.arch, e.version_str, e.origin + (f" {e.entry}" if e.entry else ""), e.path)
+    console().print(t)
+    if not any(e.origin == "lab" for e in rows):
+        console().print("no lab-built QEMU: `lab qemu build` builds Debian trixie's QEMU 10", highlight=False)
