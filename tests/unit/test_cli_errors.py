@@ -126,7 +126,10 @@ CASES: dict[str, dict[str, list[list[str]]]] = {
         "spec": [["kernel", "show", k] for k in ("nope", "{missing}/bzImage", "{dir}/", "{garbage}", "lab-6.1", "")],
         "arch": [["kernel", "show", "debian", "--arch", "mips"]],
     },
-    "kernel rm": {"specs": [["kernel", "rm", k] for k in ("nope", "0000", "")] + [["kernel", "rm"]]},
+    "kernel rm": {
+        "specs": [["kernel", "rm", k] for k in ("nope", "0000", "")] + [["kernel", "rm"]],
+        "arch": [["kernel", "rm", "nope", "--arch", a] for a in ("mips", "")],
+    },
 }
 
 # Values any string is good for: nothing to refuse at the command line.
