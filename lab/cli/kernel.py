@@ -164,7 +164,7 @@ def build_cmd(recipe_name: str, patches: tuple[str, ...], jobs: int | None, forc
     took = time.monotonic() - t0
     m = a.metadata
     console.print(
-        f"{a.name}: {a.release} {a.arch} {m.get('image_size', 0) / 1e6:.1f} MB "
+        f"{a.label}: {a.release} {a.arch} {m.get('image_size', 0) / 1e6:.1f} MB "
         f"({took:.0f}s; log {a.image.parent / 'build.log'})"
     )
     click.echo(a.id)
