@@ -13,7 +13,7 @@ from setuptools import setup
 from setuptools.command.build_py import build_py
 
 HERE = Path(__file__).resolve().parent
-# The same names as lab.paths.DATA_FOLDERS (not imported: the build must not import lab).
+# The folders lab.paths looks up with _shipped() (not imported: the build must not import lab).
 DATA_FOLDERS = ("topologies", "scenarios", "kernels", "images")
 SKIP = shutil.ignore_patterns("__pycache__", "*.pyc", ".*")
 

@@ -20,7 +20,6 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parent
 ROOT = PACKAGE.parent
-DATA_FOLDERS = ("topologies", "scenarios", "kernels", "images")
 
 
 def _shipped(name: str) -> Path:
