@@ -14,7 +14,8 @@ from .vm import vm_options
 
 @click.command("scenarios")
 def scenarios_cmd() -> None:
-    """The scenarios in scenarios/ and what they reproduce."""
+    """The scenarios (lab's scenarios/ and your own folders: $LAB_SCENARIOS, or
+    `scenarios` in ~/.config/lab/config.toml) and what they reproduce."""
     from rich.table import Table
 
     from .. import scenario as sc
