@@ -54,8 +54,8 @@ def matches(spec: str, arch: str | None = None) -> list[KernelArtifact]:
 def get(id_or_prefix: str, arch: str | None = None) -> KernelArtifact | None:
     """The entry whose id or label is, or uniquely starts with, *id_or_prefix* (None if
     none does); several is an error that names them."""
-    if not id_or_prefix or id_or_prefix.startswith("."):
-        return None
+    if not id_or_prefix or id_or_prefix.startswith(".") or "/" in id_or_prefix:
+        return None  # never a name outside the store (kernel rm ../../x)
     d = root() / id_or_prefix
     if (d / "metadata.json").is_file():
         try:

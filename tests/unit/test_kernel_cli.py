@@ -127,3 +127,11 @@ def test_kernel_option_takes_a_label_and_keeps_debian(store_of_lookalikes):
     assert resolve("debian", "arm64", build=False).id == "debian-6.1.0-56-arm64"
     assert resolve("debian-6.1.0-56", "arm64", build=False).id == "debian-6.1.0-56-arm64"
     assert resolve("lab-6.1@1a2b9", "x86_64", build=False).id.startswith("1a2b9999")
+
+
+def test_rm_takes_only_names_inside_the_store(store_of_lookalikes, tmp_path):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "metadata.json").write_text(json.dumps({"id": "x", "name": "x", "arch": "x86_64", "image": "i", "release": "r"}))
+    r = run("rm", "../../outside")
+    assert r.exit_code == 2 and outside.is_dir(), r.output
