@@ -69,7 +69,9 @@ def resolve(spec: str, arch: str, *, build: bool = True, progress=None) -> Kerne
         if found is not None:
             return found
         if not build:
-            raise UserError(f"kernel recipe {spec} is not built; run: lab kernel build {spec}")
+            older = [a.label for a in store.entries() if a.name == spec and a.arch == r.arch]
+            was = f" (its files changed since {', '.join(older[:3])}, still usable by that name)" if older else ""
+            raise UserError(f"kernel recipe {spec} is not built{was}; run: lab kernel build {spec}")
         return kbuild.build(r, progress=progress or kbuild._noop)
 
     if len(spec) >= 4 or spec.startswith("debian-"):

@@ -127,6 +127,9 @@ def test_kernel_option_takes_a_label_and_keeps_debian(store_of_lookalikes):
     assert resolve("debian", "arm64", build=False).id == "debian-6.1.0-56-arm64"
     assert resolve("debian-6.1.0-56", "arm64", build=False).id == "debian-6.1.0-56-arm64"
     assert resolve("lab-6.1@1a2b9", "x86_64", build=False).id.startswith("1a2b9999")
+    # The recipe's current files were never built: its older builds are named.
+    r = run("show", "lab-6.1")
+    assert r.exit_code == 2 and "kernel recipe lab-6.1 is not built (its files changed since lab-6.1@1a2b9999, lab-6.1@1a2b3c4d" in r.stderr, r.stderr
 
 
 def test_rm_takes_only_names_inside_the_store(store_of_lookalikes, tmp_path):
