@@ -1,4 +1,9 @@
-"""Where lab keeps things: the source tree's data folders and the user's cache.
+"""Where lab keeps things: its data folders (topologies, scenarios, kernel recipes,
+workloads), the user's own folders beside them, the run directories and the cache.
+
+In a checkout the data folders are the top-level ``topologies/``, ``scenarios/``,
+``kernels/`` and ``images/``; an installed lab (a wheel, ``pipx install``) has the same
+folders as package data under ``lab/_data/`` (setup.py copies them there).
 
 Everything lab puts in its cache appears whole or not at all: it is written under a
 temporary name in the same directory (``.tmp-<pid>-<name>-<random>``, unique to its
@@ -13,12 +18,22 @@ import os
 import shutil
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-TOPOLOGIES = ROOT / "topologies"
+PACKAGE = Path(__file__).resolve().parent
+ROOT = PACKAGE.parent
+
+
+def _shipped(name: str) -> Path:
+    """Data folder *name*: the checkout's top-level one, else the installed copy."""
+    if (ROOT / "pyproject.toml").is_file() and (ROOT / name).is_dir():
+        return ROOT / name
+    return PACKAGE / "_data" / name
+
+
+TOPOLOGIES = _shipped("topologies")
 # $LAB_KERNELS: another folder of recipes, fragments and patches (tests use a fake one).
-KERNELS = Path(os.environ["LAB_KERNELS"]) if os.environ.get("LAB_KERNELS") else ROOT / "kernels"
-IMAGES = ROOT / "images"
-SCENARIOS = ROOT / "scenarios"
+KERNELS = Path(os.environ["LAB_KERNELS"]) if os.environ.get("LAB_KERNELS") else _shipped("kernels")
+IMAGES = _shipped("images")
+SCENARIOS = _shipped("scenarios")
 
 TMP_PREFIX = ".tmp-"
 
@@ -42,9 +57,59 @@ def cache_dir() -> Path:
     return p
 
 
-def runs_dir() -> Path:
-    """$LAB_RUNS, else ./runs (relative to the current directory)."""
-    return Path(os.environ.get("LAB_RUNS") or "runs")
+def _user_dirs(env: str, configured: tuple[Path, ...]) -> list[Path]:
+    """The user's own folders: $<env> (folders separated by ':'), else the settings file's."""
+    value = os.environ.get(env)
+    if value is not None:
+        return [Path(p).expanduser() for p in value.split(os.pathsep) if p]
+    return list(configured)
+
+
+def topology_dirs() -> list[Path]:
+    """Where topology names are looked up, in order: $LAB_TOPOLOGIES (else the settings
+    file's ``topologies``), then lab's catalog."""
+    from . import config
+
+    return [*_user_dirs("LAB_TOPOLOGIES", config.load().topologies), TOPOLOGIES]
+
+
+def scenario_dirs() -> list[Path]:
+    """Where scenario names are looked up: $LAB_SCENARIOS (else the settings file's
+    ``scenarios``), then lab's own."""
+    from . import config
+
+    return [*_user_dirs("LAB_SCENARIOS", config.load().scenarios), SCENARIOS]
+
+
+def runs_dir(choice: Path | None = None) -> Path:
+    """Where run directories go: *choice* (``--runs``), else $LAB_RUNS, else the settings
+    file's ``runs``, else $XDG_DATA_HOME/lab/runs (~/.local/share/lab/runs): never the
+    current directory, which may be a source tree."""
+    if choice is not None:
+        return choice.expanduser()
+    env = os.environ.get("LAB_RUNS")
+    if env:
+        return Path(env).expanduser()
+    from . import config
+
+    configured = config.load().runs
+    if configured is not None:
+        return configured
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "lab" / "runs"
+
+
+def check_runs_outside(runs: Path, tree: Path) -> None:
+    """Refuse a runs folder inside the kernel tree lab was given: lab never writes there
+    (a run directory in it would change its ``git describe`` and wake ``--watch``)."""
+    r, t = runs.expanduser().resolve(), tree.expanduser().resolve()
+    if r == t or t in r.parents:
+        from .errors import UserError
+
+        raise UserError(
+            f"run directories would go to {runs}, inside the kernel tree {tree} (--kernel-tree), "
+            "and lab never writes into your tree; choose another folder with --runs DIR or LAB_RUNS"
+        )
 
 
 def tmp_prefix(label: str) -> str:

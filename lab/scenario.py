@@ -52,10 +52,9 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, ClassVar
 
-from . import analysis, cpulist, integrity
+from . import analysis, cpulist, integrity, paths
 from .errors import UserError, unknown
 from .limits import MAX_RESULT_BYTES, read_file
-from .paths import SCENARIOS
 from .topology import Topology
 from .trace import parse_file
 
@@ -327,17 +326,19 @@ class ScenarioError(UserError):
     pass
 
 
-def _files(directory: Path) -> dict[str, Path]:
-    out = {}
-    for p in sorted(directory.glob("*.py")):
-        if p.name.startswith("_"):
-            continue
-        out[p.stem.replace("_", "-")] = p
+def _files(directory: Path | None) -> dict[str, Path]:
+    """Scenario name -> file, from *directory*, else from the user's folders
+    ($LAB_SCENARIOS or the settings file) and then lab's own (the first one wins)."""
+    out: dict[str, Path] = {}
+    for d in [directory] if directory is not None else paths.scenario_dirs():
+        for p in sorted(d.glob("*.py")):
+            if not p.name.startswith("_"):
+                out.setdefault(p.stem.replace("_", "-"), p)
     return out
 
 
-def names(directory: Path = SCENARIOS) -> list[str]:
-    return list(_files(directory))
+def names(directory: Path | None = None) -> list[str]:
+    return sorted(_files(directory))
 
 
 def load_file(path: Path) -> Scenario:
@@ -374,7 +375,7 @@ def load_file(path: Path) -> Scenario:
     return cls()
 
 
-def load(name_or_path: str, directory: Path = SCENARIOS) -> Scenario:
+def load(name_or_path: str, directory: Path | None = None) -> Scenario:
     p = Path(name_or_path)
     if p.suffix == ".py":
         if not p.exists():

@@ -30,6 +30,7 @@ class Session:
 
     plan: VmPlan
     kernel: KernelArtifact
+    runs: Path | None = None  # where its run directories go (--runs); None: paths.runs_dir()
 
     @property
     def topo(self) -> Topology:
@@ -52,9 +53,10 @@ class Session:
         return val == "y"
 
 
-def prepare(topo: Topology, options: VmOptions, *, build: bool = True, progress=None) -> Session:
+def prepare(topo: Topology, options: VmOptions, *, build: bool = True, progress=None, runs: Path | None = None) -> Session:
     """Resolve the kernel *options* name (building or fetching it if *build*) and decide
-    the VM for *topo* on this host."""
+    the VM for *topo* on this host; its run directories go to *runs* (else the default,
+    paths.runs_dir())."""
     from .kernel import resolve
 
     h = host_mod.probe()
@@ -62,7 +64,7 @@ def prepare(topo: Topology, options: VmOptions, *, build: bool = True, progress=
     if kernel.arch != topo.arch:
         raise UserError(f"kernel {kernel.name} is {kernel.arch}, topology {topo.name} is {topo.arch}")
     plan = render.plan(topo, h, options, kernel_features=features(kernel), kernel=kernel.ref())
-    return Session(plan, kernel)
+    return Session(plan, kernel, runs)
 
 
 def features(kernel: KernelArtifact) -> frozenset[str]:
@@ -79,11 +81,11 @@ def _slug(s: str) -> str:
 
 
 def new_run_dir(kind: str, topo: Topology, kernel_label: str, base: Path | None = None) -> Path:
-    base = base or runs_dir()
+    base = runs_dir(base)
     try:
         base.mkdir(parents=True, exist_ok=True)
     except OSError as e:  # disk trouble, or LAB_RUNS names a file or a path through one
-        why = f"runs folder {base} (LAB_RUNS, else ./runs): cannot be made: {e.strerror}"
+        why = f"runs folder {base} (--runs, LAB_RUNS or the settings file's runs): cannot be made: {e.strerror}"
         raise storage_error(e, "the runs folder", base) or UserError(why) from None
     stamp = time.strftime("%Y%m%d-%H%M%S")
     name = f"{stamp}-{_slug(kind)}-{_slug(topo.name)}-{_slug(kernel_label)}"
@@ -109,7 +111,7 @@ def new_run_dir(kind: str, topo: Topology, kernel_label: str, base: Path | None 
 
 def open_run(kind: str, s: Session) -> Path:
     """A new run directory for *s*, holding the command that reproduces it and the plan."""
-    d = new_run_dir(kind, s.topo, s.kernel_label)
+    d = new_run_dir(kind, s.topo, s.kernel_label, s.runs)
     with _removed_on_failure(d):
         s.plan.write(d)
     return d

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from . import arch as archs
-from . import cpulist
+from . import cpulist, paths
 from .errors import UserError, unknown
 from .limits import (
     MAX_CPU_FAMILY,
@@ -38,7 +38,6 @@ from .limits import (
     read_file,
     show,
 )
-from .paths import TOPOLOGIES
 
 NUMBERINGS = ("linear", "smt-last", "socket-interleaved", "explicit")
 VENDORS = (*(v for a in archs.ARCHES.values() for v in a.vendors), "generic")
@@ -476,26 +475,34 @@ class _Ctx:
         return cpus
 
 
-def catalog_names(directory: Path = TOPOLOGIES) -> list[str]:
-    return sorted(p.stem for p in directory.glob("*.toml"))
+def _dirs(directory: Path | None) -> list[Path]:
+    return [directory] if directory is not None else paths.topology_dirs()
 
 
-def resolve(name_or_path: str | Path, directory: Path = TOPOLOGIES) -> Path:
-    """A catalog name or a file path -> the spec file.  Unknown names suggest the nearest."""
+def catalog_names(directory: Path | None = None) -> list[str]:
+    """The topology names in *directory*, else in the user's folders and lab's catalog."""
+    return sorted({p.stem for d in _dirs(directory) for p in d.glob("*.toml")})
+
+
+def resolve(name_or_path: str | Path, directory: Path | None = None) -> Path:
+    """A catalog name or a file path -> the spec file.  Names are looked up in *directory*,
+    else in the user's folders ($LAB_TOPOLOGIES or the settings file) and then lab's
+    catalog.  Unknown names suggest the nearest."""
     p = Path(name_or_path)
     if p.suffix == ".toml" or "/" in str(name_or_path):
         if not p.exists():
             raise UserError(f"{p}: no such topology file")
         return p
-    cand = directory / f"{name_or_path}.toml"
-    if cand.exists():
-        return cand
+    for d in _dirs(directory):
+        cand = d / f"{name_or_path}.toml"
+        if cand.exists():
+            return cand
     if p.exists() and p.is_file():
         return p
     raise unknown("topology", str(name_or_path), catalog_names(directory))
 
 
-def load(name_or_path: str | Path, directory: Path = TOPOLOGIES) -> Topology:
+def load(name_or_path: str | Path, directory: Path | None = None) -> Topology:
     """Load and validate a spec by catalog name or path."""
     path = resolve(name_or_path, directory)
     where = _display(path)

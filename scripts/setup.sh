@@ -1,12 +1,46 @@
 #!/bin/sh
-# Set up a fresh Debian/Ubuntu machine for lab, then run something:
+# Set up this machine for lab, then run something:
 #   scripts/setup.sh            set up only
 #   scripts/setup.sh --main     set up, then the main job: lab's seed scenario on the default kernel
 #   scripts/setup.sh --test     set up, then lint, type-check and the whole test suite (unit + VM + kernel build)
-# Idempotent; safe to re-run.  Installs: system packages (apt), the virtualenv
-# (.venv, pip), and the default kernel (Debian's prebuilt, via apt-get download).
+#   scripts/setup.sh --system   only the system part (apt packages, dpkg's arm64 architecture): the Containerfile's step
+#   --yes (before any of these) answers the question below; CI=true does too.
+#
+# Supported: Debian 12 "bookworm" on amd64 (and what derives from it, VERSION_CODENAME=bookworm).
+# lab needs Debian 12's own packages: linux-source-6.1 (the source lab's kernels are built
+# from) and linux-image-6.1.0-NN-{amd64,arm64} (the prebuilt default kernel), plus amd64's
+# aarch64 cross compiler.  Anywhere else, use the Containerfile (debian:bookworm).
+#
+# It changes the system only after saying what it will change (the apt packages to
+# install, `dpkg --add-architecture arm64`): on a terminal it asks; without one it goes on
+# only with --yes or CI=true.  The rest stays in this checkout (.venv, pip) and in lab's
+# cache (~/.cache/lab: Debian's kernels, via apt-get download).  Idempotent; safe to re-run.
 set -eu
 cd "$(dirname "$0")/.."
+
+die() { echo "setup: $*" >&2; exit 2; }
+
+YES=""
+[ "${CI:-}" = "true" ] && YES=1
+ACTION=""
+for a in "$@"; do
+    case "$a" in
+        --yes|-y) YES=1 ;;
+        --main|--test|--system) [ -z "$ACTION" ] || die "give one of --main, --test, --system"; ACTION="$a" ;;
+        *) die "unknown option $a (use --yes, --main, --test or --system)" ;;
+    esac
+done
+
+# Which system this is: one line saying why not, when it is not one lab supports.
+OS_RELEASE=${LAB_OS_RELEASE:-/etc/os-release}   # (tests name another)
+[ -r "$OS_RELEASE" ] || die "cannot tell which system this is (no $OS_RELEASE); lab supports Debian 12 (bookworm) on amd64: use the Containerfile"
+# shellcheck disable=SC1090
+. "$OS_RELEASE"
+if [ "${VERSION_CODENAME:-}" != "bookworm" ] && ! { [ "${ID:-}" = "debian" ] && [ "${VERSION_ID:-}" = "12" ]; }; then
+    die "${PRETTY_NAME:-this system} is not supported: lab needs Debian 12 (bookworm) for its packages linux-source-6.1 and linux-image-6.1.0-NN; use the Containerfile (podman build -f Containerfile .)"
+fi
+HOSTARCH=$(dpkg --print-architecture)
+[ "$HOSTARCH" = "amd64" ] || die "Debian 12 on $HOSTARCH is not supported: lab needs amd64 (its aarch64 cross compiler and x86 guests); use an amd64 machine"
 
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"
@@ -14,17 +48,41 @@ SUDO=""
 PKGS="qemu-system-x86 qemu-system-arm qemu-utils busybox-static cpio file kmod
       python3 python3-venv python3-pip ccache gcc libc6-dev make flex bison bc
       libelf-dev libssl-dev dwarves gcc-aarch64-linux-gnu libc6-dev-arm64-cross
-      device-tree-compiler linux-source-6.1 linux-perf rt-tests stress-ng numactl xz-utils zstd"
+      device-tree-compiler linux-source-6.1 linux-perf rt-tests stress-ng numactl xz-utils zstd
+      git patch"
 
 missing=""
 for p in $PKGS; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing="$missing $p"
 done
-if [ -n "$missing" ]; then
-    echo "setup: installing$missing"
+# arm64 guests: Debian's arm64 kernel and static busybox are arm64 packages, which apt
+# lists only once dpkg knows the architecture.
+add_arm64=""
+dpkg --print-foreign-architectures | grep -qx arm64 || add_arm64=1
+
+if [ -n "$missing" ] || [ -n "$add_arm64" ]; then
+    echo "setup: to set up lab, this changes the system (${SUDO:-as root}):"
+    [ -z "$add_arm64" ] || echo "  $SUDO dpkg --add-architecture arm64   (arm64 guests: Debian's arm64 kernel and busybox)"
+    echo "  $SUDO apt-get update"
+    [ -z "$missing" ] || echo "  $SUDO apt-get install --no-install-recommends$missing"
+    if [ -z "$YES" ]; then
+        if [ -t 0 ]; then
+            printf "setup: go ahead? [y/N] "
+            read -r answer || answer=""
+            case "$answer" in y|Y|yes|YES) ;; *) echo "setup: nothing changed" >&2; exit 1 ;; esac
+        else
+            echo "setup: nothing changed: no terminal to ask on; run again with --yes (or CI=true) to go ahead" >&2
+            exit 1
+        fi
+    fi
+    [ -z "$add_arm64" ] || $SUDO dpkg --add-architecture arm64
     $SUDO apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends $missing >/dev/null
+    if [ -n "$missing" ]; then
+        # shellcheck disable=SC2086
+        DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends $missing >/dev/null
+    fi
 fi
+[ "$ACTION" != "--system" ] || exit 0
 
 PY=python3
 if [ ! -x .venv/bin/python ]; then
@@ -35,9 +93,9 @@ fi
 
 # The zero-build default kernel (Debian's prebuilt linux-image), cached under ~/.cache/lab.
 .venv/bin/lab kernel fetch debian
-.venv/bin/lab kernel fetch debian --arch arm64   # arm64 guests (adds the dpkg architecture)
+.venv/bin/lab kernel fetch debian --arch arm64   # arm64 guests
 
-case "${1:-}" in
+case "$ACTION" in
     --main)
         exec .venv/bin/lab run llc-spread-pinned --topology zen3-2s-mini
         ;;
@@ -45,10 +103,5 @@ case "${1:-}" in
         .venv/bin/ruff check lab tests bench scenarios
         .venv/bin/mypy   # files and settings: [tool.mypy] in pyproject.toml
         exec .venv/bin/pytest
-        ;;
-    "") ;;
-    *)
-        echo "setup: unknown option $1 (use --main or --test)" >&2
-        exit 2
         ;;
 esac

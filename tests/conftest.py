@@ -10,8 +10,12 @@ FIXTURES = ROOT / "tests" / "fixtures"
 
 @pytest.fixture(autouse=True)
 def _isolated_runs(tmp_path, monkeypatch):
-    """Runs go to a temp dir; the cache stays shared (kernels are big) unless a test overrides it."""
+    """Runs go to a temp dir; the cache stays shared (kernels are big) unless a test overrides it.
+    The user's settings file (~/.config/lab/config.toml) and own folders are not read."""
     monkeypatch.setenv("LAB_RUNS", str(tmp_path / "runs"))
+    monkeypatch.setenv("LAB_CONFIG", str(tmp_path / "no-settings.toml"))
+    for var in ("LAB_TOPOLOGIES", "LAB_SCENARIOS"):
+        monkeypatch.delenv(var, raising=False)
 
 
 def have_qemu(arch: str = "x86_64") -> bool:

@@ -103,6 +103,26 @@ class QemuChoice(click.ParamType):
 
 
 QEMU_CHOICE = QemuChoice()
+class Folder(click.ParamType):
+    """A folder lab makes if needed: named (not empty), and not an existing non-folder."""
+
+    name = "DIR"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, Path):
+            return value
+        if not value:
+            self.fail("give a folder, not an empty name", param, ctx)
+        p = Path(value).expanduser()
+        if p.exists() and not p.is_dir():
+            self.fail(f"{p} exists and is not a folder", param, ctx)
+        return p
+
+
+RUNS = click.option(
+    "--runs", type=Folder(), default=None, metavar="DIR",
+    help="Put the run directory in DIR (default: $LAB_RUNS, the settings file's runs, else ~/.local/share/lab/runs).",
+)  # fmt: skip
 
 
 def console(stderr: bool = False):

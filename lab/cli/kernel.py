@@ -32,7 +32,7 @@ class KernelSpec(click.ParamType):
 
         from ..kernel import recipe, store
 
-        cands = ["debian", *recipe.names(), *(a.id[:12] for a in store.entries())]
+        cands = ["debian", *recipe.names(), *(a.label for a in store.entries())]
         return [CompletionItem(c) for c in cands if c.startswith(incomplete)]
 
 
@@ -164,7 +164,7 @@ def build_cmd(recipe_name: str, patches: tuple[str, ...], jobs: int | None, forc
     took = time.monotonic() - t0
     m = a.metadata
     console.print(
-        f"{a.name}: {a.release} {a.arch} {m.get('image_size', 0) / 1e6:.1f} MB "
+        f"{a.label}: {a.release} {a.arch} {m.get('image_size', 0) / 1e6:.1f} MB "
         f"({took:.0f}s; log {a.image.parent / 'build.log'})"
     )
     click.echo(a.id)
@@ -205,19 +205,21 @@ def list_cmd(as_json: bool) -> None:
     from rich.table import Table
 
     t = Table(box=None)
-    for col in ("id", "name", "arch", "release", "size"):
+    for col in ("kernel", "arch", "release", "size"):
         t.add_column(col, no_wrap=True)
     t.add_column("features")
     t.add_column("built", no_wrap=True)
+    t.add_column("picked by", no_wrap=True)
+    picked = _picked_by(items)
     for a in items:
         t.add_row(
-            a.id[:12] if not a.id.startswith("debian-") else a.id,
-            a.name,
+            a.label,
             a.arch,
             a.release,
             f"{a.metadata.get('image_size', 0) / 1e6:.1f} MB",
             ", ".join(sorted(a.features)) or "-",
             a.metadata.get("built_at", "")[:16].replace("T", " "),
+            picked.get(a.id, "-"),
         )
     import sys
 
@@ -228,20 +230,46 @@ def list_cmd(as_json: bool) -> None:
     )
 
 
+def _picked_by(items) -> dict[str, str]:
+    """Store id -> the ``--kernel`` name that picks that entry now: ``debian`` (the newest
+    of its arch) or the recipe whose current files it was built from.  The other rows
+    are older builds, named only by their label."""
+    from ..errors import LabError
+    from ..kernel import build, recipe, resolve
+
+    out: dict[str, str] = {}
+    for arch in {a.arch for a in items if a.name == "debian"}:
+        out[resolve("debian", arch, build=False).id] = f"--kernel debian{'' if arch == 'x86_64' else ' (' + arch + ')'}"
+    for name in {a.name for a in items} & set(recipe.names()):
+        try:
+            found = build.lookup_built(recipe.load(name))
+        except LabError:
+            continue  # a recipe that does not load now picks nothing
+        if found is not None:
+            out[found.id] = f"--kernel {name}"
+    return out
+
+
 @kernel.command("show")
 @click.argument("spec", type=KERNEL)
 @click.option("--arch", type=ARCH, default=None, help="Arch (default: the entry's, else x86_64).")
 def show_cmd(spec: str, arch: str | None) -> None:
-    """Show a kernel's metadata (store id, recipe, 'debian' or image path)."""
+    """Show a kernel's metadata: 'debian' or a recipe (what --kernel picks), a store id or
+    label (or a unique prefix of one), or an image path."""
     import json
 
-    from ..kernel import resolve, store
+    from ..kernel import recipe, resolve, store
 
-    a = store.get(spec) if len(spec) >= 4 and "/" not in spec else None
+    # 'debian' and recipe names pick what --kernel would; anything else is a store
+    # id or label (or a unique prefix of one), then a path.
+    a = None
+    if spec != "debian" and spec not in recipe.names() and "/" not in spec:
+        a = store.get(spec, arch)
     if a is None:
         a = resolve(spec, arch or "x86_64", build=False)
     info = {
         "id": a.id,
+        "label": a.label,
         "name": a.name,
         "arch": a.arch,
         "release": a.release,
@@ -256,10 +284,11 @@ def show_cmd(spec: str, arch: str | None) -> None:
 
 @kernel.command("rm")
 @click.argument("specs", nargs=-1, required=True, type=KERNEL)
-def rm_cmd(specs: tuple[str, ...]) -> None:
-    """Remove kernels from the store (by id or unique prefix)."""
+@click.option("--arch", type=ARCH, default=None, help="Only this arch's entries match.")
+def rm_cmd(specs: tuple[str, ...], arch: str | None) -> None:
+    """Remove kernels from the store (by id or label, or a unique prefix of one)."""
     from ..kernel import store
 
     for s in specs:
-        a = store.remove(s)
-        click.echo(f"removed {a.id} ({a.name} {a.release})")
+        a = store.remove(s, arch)
+        click.echo(f"removed {a.label} ({a.arch}, {a.release})")

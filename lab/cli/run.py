@@ -8,13 +8,14 @@ from typing import Any
 
 import click
 
-from .common import console
+from .common import RUNS, console
 from .vm import vm_options
 
 
 @click.command("scenarios")
 def scenarios_cmd() -> None:
-    """The scenarios in scenarios/ and what they reproduce."""
+    """The scenarios (lab's scenarios/ and your own folders: $LAB_SCENARIOS, or
+    `scenarios` in ~/.config/lab/config.toml) and what they reproduce."""
     from rich.table import Table
 
     from .. import scenario as sc
@@ -41,18 +42,20 @@ def scenarios_cmd() -> None:
               help="Build this kernel tree (out of tree, in lab's cache) and judge it.")
 @click.option("--recipe", default=None, help="Config, fragments and patches for --kernel-tree: a recipe name or a recipe.toml path (default lab-6.1 / lab-6.1-arm64).")
 @click.option("--watch", is_flag=True, help="With --kernel-tree: rebuild and rerun whenever the tree changes.")
+@RUNS
 def run_cmd(
     scenario_name: str, topo_name: str | None, vm, repeat: int, runs_per_verdict: int | None, as_json: bool, kernel_tree,
-    recipe: str | None, watch: bool,
+    recipe: str | None, watch: bool, runs,
 ) -> None:
     """Boot, run SCENARIO's workload with tracing on, and give a verdict with evidence.
 
     Exit 0 pass, 1 fail, 3 error (guest lost, workload failed, incomplete data: lost
     events, a results stream cut short, missing files, trace lines lab cannot read)."""
-    from .. import runner, session, topology
+    from click.core import ParameterSource
+
+    from .. import paths, runner, session, topology
     from .. import scenario as sc
     from ..errors import UserError
-    from ..plan import VmOptions
 
     s = sc.load(scenario_name)
     topo = topology.load(topo_name or s.topologies[0])
@@ -67,10 +70,12 @@ def run_cmd(
         raise UserError("--runs-per-verdict takes an odd number (a majority must exist) and does not go with --repeat")
     per_verdict = 1 if repeat > 1 else (runs_per_verdict or s.verdict_runs)
     if kernel_tree is not None:
-        if vm.kernel != VmOptions().kernel:
+        if click.get_current_context().get_parameter_source("kernel_spec") is ParameterSource.COMMANDLINE:
             raise UserError("give --kernel or --kernel-tree, not both")
-        sys.exit(_tree_loop(s, topo, vm, kernel_tree, recipe, watch=watch, repeat=repeat, per_verdict=per_verdict, as_json=as_json))
-    sess = session.prepare(topo, vm)
+        # Checked before anything is built: a run directory never lands in the tree.
+        paths.check_runs_outside(paths.runs_dir(runs), kernel_tree)
+        sys.exit(_tree_loop(s, topo, vm, kernel_tree, recipe, watch=watch, repeat=repeat, per_verdict=per_verdict, as_json=as_json, runs=runs))
+    sess = session.prepare(topo, vm, runs=runs)
     outcomes = _run_repeated(s, sess, repeat, as_json, per_verdict=per_verdict)
     if repeat > 1:
         sys.exit(max((runner.EXIT[o.status] for o in outcomes), default=3))
@@ -129,7 +134,7 @@ def _run_repeated(s, sess, repeat: int, as_json: bool, kernel_info=None, json_li
     return outcomes
 
 
-def _tree_loop(s, topo, vm, tree, recipe, *, watch: bool, repeat: int = 1, per_verdict: int = 1, as_json: bool = False) -> int:
+def _tree_loop(s, topo, vm, tree, recipe, *, watch: bool, repeat: int = 1, per_verdict: int = 1, as_json: bool = False, runs=None) -> int:
     """Build the developer's tree, run, show the verdict; with watch, again on every change.
 
     A build that fails shows the compiler's errors and the log, and says which verdict
@@ -157,7 +162,7 @@ def _tree_loop(s, topo, vm, tree, recipe, *, watch: bool, repeat: int = 1, per_v
             with c.status(f"building {tree} ({info.get('git_describe')}, diff {info.get('diff_sha256')})") as st:
                 art = iterate.tree_kernel(tree, topo.arch, recipe, progress=lambda stage, d, st=st: st.update(f"build: {stage} {d}"))
             build_s = time.monotonic() - t0
-            sess = session.prepare(topo, dataclasses.replace(vm, kernel=art.id))
+            sess = session.prepare(topo, dataclasses.replace(vm, kernel=art.id), runs=runs)
             outs = _run_repeated(s, sess, repeat, as_json, kernel_info=info, json_lines=watch, per_verdict=per_verdict)
             edit_to_verdict = time.monotonic() - t0
             for o in outs:  # the loop's own figures go into each run's results.json too

@@ -19,7 +19,8 @@ def topo() -> None:
 
 @topo.command("list")
 def list_() -> None:
-    """The catalog (topologies/*.toml)."""
+    """The catalog: lab's topologies/*.toml and your own folders ($LAB_TOPOLOGIES, or
+    `topologies` in ~/.config/lab/config.toml)."""
     from rich.table import Table
 
     from .. import topology

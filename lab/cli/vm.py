@@ -12,7 +12,7 @@ import time
 import click
 
 from ..render.qemu import HOTPLUG_BRINGUP_ABOVE
-from .common import CPU_MODEL, QEMU_CHOICE, SECONDS, TOPOLOGY, console
+from .common import CPU_MODEL, QEMU_CHOICE, RUNS, SECONDS, TOPOLOGY, console
 
 KERNEL_HELP = "debian (Debian's prebuilt, the default), a recipe, a store id, or a path to a bzImage/Image."
 
@@ -22,8 +22,14 @@ def vm_options(f):
 
     @functools.wraps(f)
     def command(*args, kernel_spec, accel, cpu_model, tcg_threads, bringup, append, qemu, **kw):
+        from .. import config
         from ..plan import VmOptions
 
+        # Not given: the settings file's (~/.config/lab/config.toml), else lab's default.
+        if kernel_spec is None or accel is None:
+            cfg = config.load()
+            kernel_spec = kernel_spec or cfg.kernel or VmOptions.kernel
+            accel = accel or cfg.accel or VmOptions.accel
         vm = VmOptions(kernel=kernel_spec, accel=accel, cpu_model=cpu_model, tcg_threads=tcg_threads, bringup=bringup, append=append,
                        qemu=qemu)  # fmt: skip
         return f(*args, vm=vm, **kw)
@@ -34,9 +40,9 @@ def vm_options(f):
 
 
 VM_OPTIONS = (
-    click.option("--kernel", "kernel_spec", default="debian", show_default=True, help=KERNEL_HELP),
+    click.option("--kernel", "kernel_spec", default=None, show_default="the settings file's kernel, else debian", help=KERNEL_HELP),
     click.option(
-        "--accel", type=click.Choice(["auto", "kvm", "tcg"]), default="auto", show_default=True,
+        "--accel", type=click.Choice(["auto", "kvm", "tcg"]), default=None, show_default="the settings file's accel, else auto",
         help="auto picks KVM only where a guest can really run under it.",
     ),
     click.option("--cpu-model", type=CPU_MODEL, default="auto", show_default=True, help="auto, intel, amd, or a QEMU -cpu model."),
@@ -66,8 +72,9 @@ VM_OPTIONS = (
 @vm_options
 @click.option("--dry-run", is_flag=True, help="Print the exact QEMU command and exit.")
 @click.option("--timeout", type=SECONDS, default=600, show_default=True, help="Seconds before the VM is killed.")
+@RUNS
 @click.argument("cmd", nargs=-1, type=click.UNPROCESSED)
-def boot(topology, vm, dry_run: bool, timeout: float, cmd) -> None:
+def boot(topology, vm, dry_run: bool, timeout: float, runs, cmd) -> None:
     """Boot TOPOLOGY; run CMD in the guest (after --) or open a console.
 
     With CMD, prints its output and exits with its status.
@@ -75,7 +82,7 @@ def boot(topology, vm, dry_run: bool, timeout: float, cmd) -> None:
     from .. import session
     from ..backends import qemu as backend
 
-    s = session.prepare(topology, vm, build=not dry_run)
+    s = session.prepare(topology, vm, build=not dry_run, runs=runs)
     for n in s.plan.notes:
         click.echo(f"lab: {n}", err=True)
     if dry_run:
@@ -86,6 +93,7 @@ def boot(topology, vm, dry_run: bool, timeout: float, cmd) -> None:
     click.echo(f"lab: {topology.name} on {s.kernel.name} ({s.kernel.release}), accel {s.plan.accel} ({s.plan.accel_reason}); run dir {run_dir}", err=True)
     if not cmd:
         rc = backend.interactive(s.plan, s.kernel, run_dir)
+        click.echo(f"lab: run dir {run_dir}", err=True)
         sys.exit(rc)
     # No topology snapshot: the user asked for their command, and every second counts here.
     job = backend.GuestJob(guest_script(cmd), {"LAB_SNAPSHOT": "0"})
@@ -95,7 +103,7 @@ def boot(topology, vm, dry_run: bool, timeout: float, cmd) -> None:
         text.flush()
         text.buffer.write(data)
         text.buffer.flush()
-    click.echo(f"lab: ready in {res.ready_s:.1f}s, finished in {res.wall_s:.1f}s", err=True)
+    click.echo(f"lab: ready in {res.ready_s:.1f}s, finished in {res.wall_s:.1f}s; run dir {run_dir}", err=True)
     sys.exit(res.rc if res.rc is not None else 3)
 
 
@@ -125,14 +133,15 @@ def guest_script(cmd: tuple[str, ...] | list[str]) -> str:
 @click.option("--json", "as_json", is_flag=True, help="Print the checks and the guest's view as JSON.")
 @click.option("--strict", is_flag=True, help="Known deviations (the vendor effect) fail too.")
 @click.option("--timeout", type=SECONDS, default=600, show_default=True, help="Seconds before the VM is killed.")
-def verify(topology, vm, as_json: bool, strict: bool, timeout: float) -> None:
+@RUNS
+def verify(topology, vm, as_json: bool, strict: bool, timeout: float, runs) -> None:
     """Boot TOPOLOGY and check that the guest kernel sees it: nodes, distances,
     siblings, caches and every CPU's sched-domain tree.  Exit 1 on a mismatch."""
     from .. import atomic, expect, session, sysfs
     from ..backends import qemu as backend
 
     t0 = time.monotonic()
-    s = session.prepare(topology, vm)
+    s = session.prepare(topology, vm, runs=runs)
     run_dir = session.open_run("verify", s)
     res = backend.boot(s.plan, s.kernel, run_dir, timeout=timeout)
     view = sysfs.read_snapshot(res.out_dir / "guest")

@@ -34,7 +34,8 @@ def resolve(spec: str, arch: str, *, build: bool = True, progress=None) -> Kerne
 
     - ``debian``: Debian's prebuilt 6.1 kernel (fetched if missing and *build*);
     - a path to a bzImage / arm64 Image (or a gzipped arm64 vmlinuz);
-    - a store id or a unique prefix of one (``lab kernel list``);
+    - a store id or label (``debian-6.1.0-56-amd64``, ``lab-6.1@1a2b3c4d``: ``lab kernel
+      list``) or a unique prefix of one;
     - a recipe name (``kernels/<name>/recipe.toml``), built on demand if *build*.
     """
     from . import recipe as krecipe
@@ -68,18 +69,22 @@ def resolve(spec: str, arch: str, *, build: bool = True, progress=None) -> Kerne
         if found is not None:
             return found
         if not build:
-            raise UserError(f"kernel recipe {spec} is not built; run: lab kernel build {spec}")
+            older = [a.label for a in store.entries() if a.name == spec and a.arch == r.arch]
+            was = f" (its files changed since {', '.join(older[:3])}, still usable by that name)" if older else ""
+            raise UserError(f"kernel recipe {spec} is not built{was}; run: lab kernel build {spec}")
         return kbuild.build(r, progress=progress or kbuild._noop)
 
     if len(spec) >= 4 or spec.startswith("debian-"):
-        a = store.get(spec)
+        a = store.get(spec, arch)  # debian-6.1.0-56 names the arch's own
         if a is not None:
-            _check_arch(a.arch, arch, f"kernel {a.id}")
             return a
+        other = store.matches(spec)
+        if other:
+            _check_arch(other[0].arch, arch, f"kernel {other[0].label}")
 
     from ..errors import unknown
 
-    choices = krecipe.names() + ["debian"] + [a.id[:12] for a in store.entries()]
+    choices = krecipe.names() + ["debian"] + [a.label for a in store.entries()]
     raise unknown("kernel (recipe, store id, 'debian' or a path)", spec, choices)
 
 

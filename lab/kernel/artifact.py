@@ -43,6 +43,15 @@ class KernelArtifact:
             metadata=meta,
         )
 
+    @property
+    def label(self) -> str:
+        """The name that tells this kernel from every other in the store: Debian's by its
+        release and arch (``debian-6.1.0-56-amd64``, its id), a build by its recipe and
+        short id (``lab-6.1@1a2b3c4d``), an image file by its id."""
+        if self.id.startswith(("debian-", "file-")) or not self.name:
+            return self.id
+        return f"{self.name}@{self.id[:8]}"
+
     def ref(self) -> KernelRef:
         """What a run records of this kernel (plan.json)."""
         from ..plan import KernelRef

@@ -58,10 +58,16 @@ def newest_package(arch: str) -> tuple[str, str]:
     found = _search(deb)
     if not found:
         if deb != _native_deb_arch():
-            # Foreign architecture packages are only listed once dpkg knows the arch.
+            # Foreign architecture packages are only listed once dpkg knows the arch.  That
+            # is a change to the machine's package manager: the user's to make (setup.sh
+            # says it will and does), never lab's behind their back.
             foreign = proc.run(["dpkg", "--print-foreign-architectures"]).stdout.decode().split()
             if deb not in foreign:
-                proc.run(["dpkg", "--add-architecture", deb])
+                raise UserError(
+                    f"Debian's {arch} kernel is a package of dpkg architecture {deb}, which this "
+                    f"machine's dpkg does not know; run: dpkg --add-architecture {deb} && apt-get update "
+                    "(scripts/setup.sh does, after saying so)"
+                )
         # A fresh machine (or container) may have no package lists yet.
         proc.run(["apt-get", "update", "-q"], timeout=1200)
         found = _search(deb)

@@ -43,21 +43,36 @@ def entries() -> list[KernelArtifact]:
     return out
 
 
-def get(id_or_prefix: str) -> KernelArtifact | None:
-    """The entry whose id is, or uniquely starts with, *id_or_prefix*."""
+def matches(spec: str, arch: str | None = None) -> list[KernelArtifact]:
+    """The entries *spec* names: its id or label (``lab kernel list``) in full, else
+    every entry whose id or label starts with it; of *arch* only, if given."""
+    found = [a for a in entries() if arch is None or a.arch == arch]
+    exact = [a for a in found if spec in (a.id, a.label)]
+    return exact or [a for a in found if a.id.startswith(spec) or a.label.startswith(spec)]
+
+
+def get(id_or_prefix: str, arch: str | None = None) -> KernelArtifact | None:
+    """The entry whose id or label is, or uniquely starts with, *id_or_prefix* (None if
+    none does); several is an error that names them."""
+    if not id_or_prefix or id_or_prefix.startswith(".") or "/" in id_or_prefix:
+        return None  # never a name outside the store (kernel rm ../../x)
     d = root() / id_or_prefix
-    if (d / "metadata.json").is_file() and not id_or_prefix.startswith("."):
+    if (d / "metadata.json").is_file():
         try:
-            return KernelArtifact.from_entry(d)
+            a = KernelArtifact.from_entry(d)
+            if arch is None or a.arch == arch:
+                return a
         except (ValueError, KeyError, OSError):
             pass  # removed meanwhile, or not an entry: look the way entries() does
-    matches = [a for a in entries() if a.id.startswith(id_or_prefix)]
-    if len(matches) > 1:
-        ids = ", ".join(a.id[:12] for a in matches[:5])
+    found = matches(id_or_prefix, arch)
+    if len(found) > 1:
+        names = ", ".join(f"{a.label} ({a.arch})" for a in found[:6])
+        more = f" and {len(found) - 6} more" if len(found) > 6 else ""
+        hint = "" if arch else " or --arch"
         raise UserError(
-            f"kernel '{id_or_prefix}' is ambiguous: matches {ids}; give more characters"
+            f"kernel '{id_or_prefix}' is ambiguous: matches {names}{more}; give more characters{hint}"
         )
-    return matches[0] if matches else None
+    return found[0] if found else None
 
 
 def find(**match) -> KernelArtifact | None:
@@ -68,14 +83,14 @@ def find(**match) -> KernelArtifact | None:
     return None
 
 
-def remove(id_or_prefix: str) -> KernelArtifact:
-    """Take entry *id_or_prefix* out of the store: it disappears at once (renamed to a
-    temporary name), then its files are deleted."""
-    a = get(id_or_prefix)
+def remove(id_or_prefix: str, arch: str | None = None) -> KernelArtifact:
+    """Take entry *id_or_prefix* (of *arch*, if given) out of the store: it disappears at
+    once (renamed to a temporary name), then its files are deleted."""
+    a = get(id_or_prefix, arch)
     if a is None:
         from ..errors import unknown
 
-        raise unknown("kernel", id_or_prefix, [e.id[:12] for e in entries()])
+        raise unknown("kernel", id_or_prefix, [e.label for e in entries() if arch is None or e.arch == arch])
     entry = a.image.parent
     aside = Path(tempfile.mkdtemp(prefix=paths.tmp_prefix(f"rm-{entry.name}"), dir=root()))
     try:

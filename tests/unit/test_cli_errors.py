@@ -6,6 +6,7 @@ walks click's own command tree so that no command or option can be forgotten."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 from pathlib import Path
@@ -27,6 +28,7 @@ TOPOLOGIES = ["nope", "{missing}.toml", "{dir}", "{empty}", "{garbage}", "{binar
 KERNELS = ["nope", "{missing}/bzImage", "{dir}/", "{garbage}", "{empty}", "lab-6.1-arm64"]
 SECONDS = ["nan", "inf", "-inf", "1e999", "-0", "0", "-5", "", "ten"]
 CHOICES = ["x", "", "AUTO"]
+RUNS_DIRS = ["{garbage}", "{garbage}/runs", ""]
 
 
 def _vm(*before: str, unbuilt_ok: bool = False) -> dict[str, list[list[str]]]:
@@ -55,11 +57,13 @@ CASES: dict[str, dict[str, list[list[str]]]] = {
         **_vm(*DRY, unbuilt_ok=True),
         "timeout": [[*DRY, "--timeout", t] for t in SECONDS] + [[*DRY, "--timeout"]],
         "cmd": [["boot", "xeon-2s22c-mini", "--kernel", "nope", "--", "true"]],
+        "runs": [["boot", "xeon-2s22c-mini", "--runs", r, "--", "true"] for r in RUNS_DIRS] + [[*DRY, "--runs"]],
     },
     "verify": {
         "topology": [["verify", t] for t in TOPOLOGIES] + [["verify"]],
         **_vm("verify", "xeon-2s22c-mini"),
         "timeout": [["verify", "xeon-2s22c-mini", "--timeout", t] for t in SECONDS],
+        "runs": [["verify", "xeon-2s22c-mini", "--runs", r] for r in RUNS_DIRS],
     },
     "run": {
         "scenario_name": [["run", s] for s in ("nope", "{missing}.py", "{garbage}.py", "{dir}", "")] + [["run"]],
@@ -72,6 +76,9 @@ CASES: dict[str, dict[str, list[list[str]]]] = {
         + [["run", "llc-spread-pinned", "--kernel-tree", "{dir}", "--kernel", "nope"]],
         "recipe": [["run", "llc-spread-pinned", "--recipe", "lab-6.1"]],
         "watch": [["run", "llc-spread-pinned", "--watch"]],
+        # A run directory is never made inside the tree given to --kernel-tree.
+        "runs": [["run", "llc-spread-pinned", "--runs", r] for r in RUNS_DIRS]
+        + [["run", "llc-spread-pinned", "--kernel-tree", "{dir}", "--runs", r] for r in ("{dir}", "{dir}/runs", "{dir}/../adir/x")],
     },
     "recheck": {
         # A run directory whose results.json is empty or not a record is not bad input but a
@@ -126,7 +133,10 @@ CASES: dict[str, dict[str, list[list[str]]]] = {
         "jobs": [["qemu", "build", "-j", j] for j in ("0", "-2", "", "two")],
         "archs": [["qemu", "build", "--arch", a] for a in ("riscv64", "", "aarch64")],
     },
-    "kernel rm": {"specs": [["kernel", "rm", k] for k in ("nope", "0000", "")] + [["kernel", "rm"]]},
+    "kernel rm": {
+        "specs": [["kernel", "rm", k] for k in ("nope", "0000", "")] + [["kernel", "rm"]],
+        "arch": [["kernel", "rm", "nope", "--arch", a] for a in ("mips", "")],
+    },
 }
 
 # Values any string is good for: nothing to refuse at the command line.
@@ -158,7 +168,8 @@ def bad(tmp_path, monkeypatch):
     # The default kernel as if fetched, so that a case fails for its own bad value, not
     # for a kernel missing from the empty store.
     real = session.prepare
-    monkeypatch.setattr(session, "prepare", lambda topo, vm, **kw: _session(topo.name) if vm.kernel == "debian" else real(topo, vm, **kw))
+    monkeypatch.setattr(session, "prepare", lambda topo, vm, **kw: dataclasses.replace(_session(topo.name), runs=kw.get("runs"))
+                        if vm.kernel == "debian" else real(topo, vm, **kw))  # fmt: skip
     d = tmp_path / "in"
     d.mkdir()
     (d / "adir").mkdir()

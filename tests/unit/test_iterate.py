@@ -88,7 +88,7 @@ def test_verdict_changes():
 
 
 def test_tree_for_another_arch_is_refused(tmp_path):
-    t = fake_tree(tmp_path, arches=("arm64",))
+    t = fake_tree(tmp_path / "linux", arches=("arm64",))  # beside the test's runs folder, not around it
     with pytest.raises(UserError, match=r"no arch/x86/Kconfig, so it cannot build x86_64 kernels .*the tree builds arm64"):
         iterate.check_tree(t, "x86_64")
     assert iterate.check_tree(t, "arm64") == t.resolve()
@@ -97,7 +97,7 @@ def test_tree_for_another_arch_is_refused(tmp_path):
 
 
 def test_bad_recipe_is_refused_before_any_build(tmp_path):
-    t = fake_tree(tmp_path)
+    t = fake_tree(tmp_path / "linux")
     r = CliRunner().invoke(main, ["run", "llc-spread-pinned", "--topology", "zen3-2s-mini", "--kernel-tree", str(t), "--recipe", "lab-61"])
     assert r.exit_code == 2 and "unknown kernel recipe 'lab-61'" in r.output and "did you mean lab-6.1" in r.output
     r = CliRunner().invoke(main, ["run", "llc-spread-pinned", "--kernel-tree", str(t), "--recipe", str(tmp_path / "nope.toml")])

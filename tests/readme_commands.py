@@ -1,0 +1,128 @@
+"""The commands README.md shows, and how the tests check each (issue 14, item 1).
+
+A command is a line of a README code block: an indented block, or a fenced one without a
+language or with sh/shell/console (a block that is not commands is fenced with its
+language: ```toml, ```text).  Trailing `# comments` are dropped; a line that is only a
+comment continues the one above.
+
+Every command has exactly one entry in CHECKS, keyed by its text; a README command
+without one, or an entry whose command left the README, fails
+tests/unit/test_readme.py.  The kinds of check:
+
+- ``run``: run for real by tests/unit/test_readme.py (fast: no guest, no kernel build);
+- ``vm``: run for real by tests/vm/test_readme_vm.py (boots a guest);
+- ``args``: its cost is a full kernel build or a source unpack, so only its arguments are
+  checked: click parses and converts them (names resolved, recipes loaded), named as such;
+- ``covered``: another test runs the same thing; ``by`` names it and ``why`` says how it is
+  the same (tests/unit/test_readme.py checks that the named test exists).
+
+Placeholders (``RUN_DIR``, ``NAME``, ``mybox.tar.gz``) are filled by ``setup`` in a
+scratch directory that is the command's working directory.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+README = ROOT / "README.md"
+SHELL_FENCES = ("", "sh", "shell", "console", "bash")
+
+
+@dataclass(frozen=True)
+class Check:
+    kind: str  # run | vm | args | covered
+    exit: tuple[int, ...] = (0,)  # the exit statuses that mean the command worked
+    setup: str = ""  # the name of a setup step in the test (placeholders, files it needs)
+    by: str = ""  # covered: the test that runs it (path::function)
+    why: str = ""  # covered / args: how that checks this command
+    xfail: str = ""  # a known failure, with the issue that fixes it (strict: the fix must remove it)
+    interactive: bool = False  # vm: a console on a terminal
+
+
+# A verdict is the command working: PASS (0) or FAIL (1) are both answers; 2 (bad input)
+# and 3 (error, no verdict) are failures.
+VERDICT = (0, 1)
+
+CHECKS: dict[str, Check] = {
+    "sh scripts/setup.sh --main": Check(
+        "covered", by="tests/unit/test_readme.py::test_setup_main_is_the_readme_run",
+        why="its setup part is .ci/run's (the CI run itself); its job is `lab run llc-spread-pinned --topology "
+        "zen3-2s-mini`, which the test checks is the README command of that text, checked below",
+    ),
+    "sh scripts/setup.sh --test": Check(
+        "covered", by="tests/unit/test_readme.py::test_ci_runs_the_readme_test_command",
+        why="it is CI: .ci/run execs exactly this command (with --yes), so a CI run is its check",
+    ),
+    "pipx install .": Check(
+        "covered", by="tests/unit/test_install.py::test_topo_list_and_render_from_another_directory",
+        why="pipx builds a wheel of the checkout and installs it into a fresh venv: the test does the same with pip "
+        "(pipx is not a lab dependency) and runs lab from another directory",
+    ),
+    'eval "$(_LAB_COMPLETE=bash_source lab)"': Check("run", setup="completion"),
+    "lab topo list": Check("run"),
+    "lab topo show zen3-2s": Check("run"),
+    "lab topo render zen3-2s-mini --format qemu": Check("run"),
+    "lab topo capture -o mybox.tar.gz": Check("run"),
+    "lab topo import mybox.tar.gz -o mybox.toml --mini": Check("run", setup="capture"),
+    "lab verify zen3-2s-mini": Check(
+        "covered", by="tests/vm/test_verify_vm.py::test_verify_mini",
+        why="runs `lab verify zen3-2s-mini --json` (parametrized over the x86 minis) and needs exit 0; --json "
+        "changes only how the same checks are printed",
+    ),
+    "lab boot xeon-2s22c-mini -- numactl -H": Check(
+        "vm", xfail="issue 14 item 2: `boot -- CMD` packs no host tools, numactl is not in the guest (exit 127)",
+    ),
+    "lab boot xeon-2s22c-mini": Check("vm", interactive=True),
+    "lab scenarios": Check("run"),
+    "lab run llc-spread-pinned --topology zen3-2s-mini": Check(
+        "covered", exit=VERDICT, by="tests/vm/test_scenarios_vm.py::test_seed_scenario_passes_or_states_why",
+        why="runs `lab run llc-spread-pinned` (its default topology, asserted there to be zen3-2s-mini) and needs "
+        "a verdict: PASS, or FAIL with the scenario's stated reason",
+    ),
+    "lab recheck RUN_DIR": Check("run", setup="run_dir"),
+    "lab kernel build lab-6.1": Check("args", why="a full kernel build (tests/build builds lab's kernels)"),
+    "lab kernel list": Check("run"),
+    "lab kernel show debian": Check("run"),
+    "lab kernel rm NAME": Check("run", setup="store_entry"),
+    "lab kernel config lab-6.1": Check("args", why="unpacks linux-source-6.1 and runs make olddefconfig: minutes cold"),
+    "lab kernel fetch debian": Check("run"),
+}
+
+
+def commands(text: str | None = None) -> list[str]:
+    """The commands in README.md's code blocks, in order."""
+    text = README.read_text() if text is None else text
+    out: list[str] = []
+    fence: str | None = None  # the language of the fenced block we are in
+    prev_blank = True
+    indented = False
+    for line in text.splitlines():
+        m = re.match(r"^```(\w*)\s*$", line)
+        if m:
+            fence = None if fence is not None else m[1]
+            continue
+        if fence is not None:
+            if fence in SHELL_FENCES:
+                _add(out, line)
+            continue
+        if line.startswith("    ") and (indented or prev_blank):
+            indented = True
+            _add(out, line)
+        elif line.strip():
+            indented = False
+        prev_blank = not line.strip()
+    return out
+
+
+def _add(out: list[str], line: str) -> None:
+    cmd = line.strip()
+    if cmd.startswith("#") or not cmd:
+        return  # a comment continuing the line above
+    # Drop a trailing comment (two spaces or more, then #): none of the commands quote a #.
+    cmd = re.split(r"\s+#\s", cmd, maxsplit=1)[0].rstrip()
+    if cmd.startswith("$ "):
+        cmd = cmd[2:]
+    out.append(cmd)
