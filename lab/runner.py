@@ -83,9 +83,12 @@ def tools_layer(arch: str, tools: list[str]) -> Path | None:
         return None
     from .image import tools as tools_mod
 
+    why = tools_mod.unpackable(arch, tools)
+    if why:
+        raise UserError(why)
+
     def fill(root: Path) -> None:
-        if not tools_mod.stage_tools(root, arch, tools):
-            raise UserError(f"cannot pack {', '.join(tools)} for {arch} guests yet (host tools are staged for the host's arch only)")
+        tools_mod.stage_tools(root, arch, tools)
 
     return initramfs.cached_tree_layer("tools", tools_mod.tools_hash(arch, tools), fill)
 

@@ -171,7 +171,8 @@ def build_initrd(dest: Path, plan: VmPlan, kernel: KernelArtifact, job: GuestJob
     if kernel.modules is not None:
         paths = kernel.module_paths(["virtio_pci", "virtio_console"])
         mods = initramfs.modules_layer(kernel.release, paths)
-    job_cpio = initramfs.job_layer(dest.with_name("job.cpio"), job.script, job.config, interactive)
+    config = {**plan.guest_env(), **job.config}  # the CPU map: labcpu in the guest reads it
+    job_cpio = initramfs.job_layer(dest.with_name("job.cpio"), job.script, config, interactive)
     return initramfs.assemble(dest, [base, mods, *job.layers, job_cpio])
 
 
@@ -416,11 +417,13 @@ def _extract(tar_path: Path, out_dir: Path) -> list[str]:
     return ignored[:50]
 
 
-def interactive(plan: VmPlan, kernel: KernelArtifact, run_dir: Path) -> int:
-    """Boot with the console on this terminal and a shell in the guest."""
+def interactive(plan: VmPlan, kernel: KernelArtifact, run_dir: Path, layers: tuple[Path | None, ...] = ()) -> int:
+    """Boot with the console on this terminal and a shell in the guest (with *layers*,
+    e.g. host tools, in its initramfs)."""
     if not os.isatty(0):
         raise UserError("an interactive console needs a terminal; give a command after --")
-    files = prepare(plan, kernel, run_dir, GuestJob(), interactive=True)
+    job = GuestJob(layers=tuple(x for x in layers if x is not None))
+    files = prepare(plan, kernel, run_dir, job, interactive=True)
     argv = render.argv(plan, files)
     (run_dir / "qemu.argv").write_text(shlex.join(argv) + "\n")
     return proc.run(argv, cwd=run_dir, capture=False, check=False).returncode

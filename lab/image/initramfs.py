@@ -32,7 +32,7 @@ from . import cpio
 
 GUEST = Path(__file__).resolve().parent.parent / "guest"
 AGENT = GUEST / "init.sh"
-GUEST_FILES = {"lab/lib.sh": GUEST / "lib.sh", "bin/labsel": GUEST / "labsel"}
+GUEST_FILES = {"lab/lib.sh": GUEST / "lib.sh", "bin/labsel": GUEST / "labsel", "bin/labcpu": GUEST / "labcpu"}
 LAYOUT_VERSION = "1"  # bump when the layout of a layer changes
 LAYER_LOCK_TIMEOUT = 600.0  # a layer takes seconds; busybox a small download
 

@@ -54,6 +54,8 @@ CASES: dict[str, dict[str, list[list[str]]]] = {
         **_vm(*DRY, unbuilt_ok=True),
         "timeout": [[*DRY, "--timeout", t] for t in SECONDS] + [[*DRY, "--timeout"]],
         "cmd": [["boot", "xeon-2s22c-mini", "--kernel", "nope", "--", "true"]],
+        "tool_list": [[*DRY, "--tools", t] for t in ("../numactl", "a b", "nope-not-a-tool")] + [[*DRY, "--tools"]]
+        + [["boot", "kunpeng920-2s-mini", "--dry-run", "--tools", "numactl"]],
     },
     "verify": {
         "topology": [["verify", t] for t in TOPOLOGIES] + [["verify"]],
