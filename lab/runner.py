@@ -125,9 +125,9 @@ def run_once(
     KeyboardInterrupt go on."""
     t0 = time.monotonic()
     topo = sess.topo
-    unmet = s.unmet(topo)
-    if unmet:
-        return RunOutcome(s.name, topo.name, sess.kernel.name, "SKIP", None, message=f"{topo.name} lacks: {'; '.join(unmet)}")
+    why = s.skip_reason(topo, sess.kernel)  # what is known before booting is a SKIP, not a boot
+    if why:
+        return RunOutcome(s.name, topo.name, sess.kernel.name, "SKIP", None, message=why)
     run_dir = session.open_run(s.name, sess)
     out = RunOutcome(s.name, topo.name, sess.kernel.name, "RUNNING", run_dir, notes=list(sess.plan.notes))
     out.kernel_info = {"id": sess.kernel.id, "release": sess.kernel.release, **(kernel_info or {})}

@@ -24,7 +24,8 @@ def scenarios_cmd() -> None:
         t.add_column(col)
     for name in sc.names():
         s = sc.load(name)
-        t.add_row(s.name, s.seed, s.topologies[0], "; ".join(r.description for r in s.requires), s.summary)
+        needs = [r.description for r in s.requires] + ([f"tools: {', '.join(s.tools)}"] if s.tools else [])
+        t.add_row(s.name, s.seed, s.topologies[0], "; ".join(needs), s.summary)
     console().print(t)
 
 
@@ -56,9 +57,9 @@ def run_cmd(
 
     s = sc.load(scenario_name)
     topo = topology.load(topo_name or s.topologies[0])
-    unmet = s.unmet(topo)
-    if unmet:
-        msg = f"SKIP {s.name} on {topo.name}: the topology lacks {'; '.join(unmet)}"
+    why = s.skip_reason(topo)  # before a kernel is built or fetched; its own needs: runner.run_once
+    if why:
+        msg = f"SKIP {s.name} on {topo.name}: {why}"
         click.echo(json.dumps({"scenario": s.name, "topology": topo.name, "status": "SKIP", "message": msg}) if as_json else msg)
         sys.exit(0)
     if kernel_tree is None and (watch or recipe):
