@@ -227,8 +227,9 @@ class VmPlan:
         """plan.json, and numbering.json beside it (which files are in which numbering)."""
         from .atomic import write_text
 
+        out = write_text(run_dir / PLAN_FILE, json.dumps(self.to_dict(), indent=1) + "\n", "the run's plan")
         write_text(run_dir / NUMBERING_FILE, json.dumps(self.numbering_record(), indent=1) + "\n", "the run's numbering")
-        return write_text(run_dir / PLAN_FILE, json.dumps(self.to_dict(), indent=1) + "\n", "the run's plan")
+        return out
 
     @classmethod
     def read(cls, run_dir: Path) -> VmPlan:

@@ -31,6 +31,7 @@ from . import scenario as sc
 from .errors import InfraError, LostGuest, UserError
 from .image import initramfs
 from .plan import VmPlan
+from .progress import Progress
 from .topology import Topology
 
 EXIT = {"PASS": 0, "FAIL": 1, "SKIP": 0, "ERROR": 3}
@@ -118,11 +119,12 @@ def run_once(
     *,
     on_event=None,
     kernel_info: dict[str, Any] | None = None,
+    progress: Progress | None = None,
 ) -> RunOutcome:
     """Boot *sess*, run *s* in the guest and judge it.  A run that cannot start for the
     user's reason (e.g. a tool that cannot be packed) still leaves its run directory, then
     raises the UserError (exit 2); an interrupted one records where it was, then lets the
-    KeyboardInterrupt go on."""
+    KeyboardInterrupt go on.  The boot's stages are steps of *progress*."""
     t0 = time.monotonic()
     topo = sess.topo
     why = s.skip_reason(topo, sess.kernel)  # what is known before booting is a SKIP, not a boot
@@ -163,7 +165,7 @@ def run_once(
             from .backends import qemu as backend
 
             stage("boot")
-            res = backend.boot(sess.plan, sess.kernel, run_dir, backend.GuestJob(job, layers=tuple(layers)), timeout=s.timeout, on_event=said)
+            res = backend.boot(sess.plan, sess.kernel, run_dir, backend.GuestJob(job, layers=tuple(layers)), timeout=s.timeout, on_event=said, progress=progress)
             out.timing["boot_to_agent_s"] = round(res.ready_s or 0, 2)
             out.timing["vm_s"] = round(res.wall_s, 2)
             out.timing["prepare_s"] = round(t_boot - t0, 2)

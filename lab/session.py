@@ -18,6 +18,7 @@ from .errors import UserError, storage_error
 from .kernel.artifact import KernelArtifact
 from .paths import runs_dir
 from .plan import VmOptions, VmPlan
+from .progress import Progress
 from .render import qemu as render
 from .topology import Topology
 
@@ -52,9 +53,9 @@ class Session:
         return val == "y"
 
 
-def prepare(topo: Topology, options: VmOptions, *, build: bool = True, progress=None) -> Session:
-    """Resolve the kernel *options* name (building or fetching it if *build*) and decide
-    the VM for *topo* on this host."""
+def prepare(topo: Topology, options: VmOptions, *, build: bool = True, progress: Progress | None = None) -> Session:
+    """Resolve the kernel *options* name (building or fetching it if *build*, a step of
+    *progress*) and decide the VM for *topo* on this host."""
     from .kernel import resolve
 
     h = host_mod.probe()

@@ -73,7 +73,7 @@ def boot(topology, vm, dry_run: bool, timeout: float, tool_list: tuple[str, ...]
     With CMD, prints its output and exits with its status.  In the guest, `labcpu`
     translates CPU ids between the spec's numbering and the guest's.
     """
-    from .. import runner, session
+    from .. import progress, runner, session
     from ..backends import qemu as backend
     from ..errors import UserError
     from ..image import tools as tools_mod
@@ -82,7 +82,8 @@ def boot(topology, vm, dry_run: bool, timeout: float, tool_list: tuple[str, ...]
     why = tools_mod.unpackable(topology.arch, tools)  # before anything is built or booted
     if why:
         raise UserError(f"--tools: {why}")
-    s = session.prepare(topology, vm, build=not dry_run)
+    p = progress.for_cli()  # stderr only: stdout is the command's bytes
+    s = session.prepare(topology, vm, build=not dry_run, progress=p)
     for n in s.plan.notes:
         click.echo(f"lab: {n}", err=True)
     if dry_run:
@@ -99,8 +100,8 @@ def boot(topology, vm, dry_run: bool, timeout: float, tool_list: tuple[str, ...]
         rc = backend.interactive(s.plan, s.kernel, run_dir, layers=layers)
         sys.exit(rc)
     # No topology snapshot: the user asked for their command, and every second counts here.
-    job = backend.GuestJob(guest_script(cmd), {"LAB_SNAPSHOT": "0"}, layers=tuple(x for x in layers if x is not None))
-    res = backend.boot(s.plan, s.kernel, run_dir, job, timeout=timeout)
+    job = backend.GuestJob(guest_script(cmd), {"LAB_SNAPSHOT": "0"}, layers=tuple(x for x in layers if x is not None), label="command")
+    res = backend.boot(s.plan, s.kernel, run_dir, job, timeout=timeout, progress=p)
     # The command's output byte for byte: CRs and bytes that are not UTF-8 included.
     for text, data in ((sys.stdout, res.stdout), (sys.stderr, res.stderr)):
         text.flush()
@@ -152,13 +153,15 @@ def guest_script(cmd: tuple[str, ...] | list[str]) -> str:
 def verify(topology, vm, as_json: bool, strict: bool, timeout: float) -> None:
     """Boot TOPOLOGY and check that the guest kernel sees it: nodes, distances,
     siblings, caches and every CPU's sched-domain tree.  Exit 1 on a mismatch."""
-    from .. import atomic, expect, session, sysfs
+    from .. import atomic, expect, progress, session, sysfs
     from ..backends import qemu as backend
 
     t0 = time.monotonic()
-    s = session.prepare(topology, vm)
+    p = progress.for_cli()  # stderr only: stdout is the table or the JSON
+    s = session.prepare(topology, vm, progress=p)  # a fetch or build on demand is its own step
     run_dir = session.open_run("verify", s)
-    res = backend.boot(s.plan, s.kernel, run_dir, timeout=timeout)
+    with p.step("verify", topology.name):
+        res = backend.boot(s.plan, s.kernel, run_dir, timeout=timeout, progress=p)
     view = sysfs.read_snapshot(res.out_dir / "guest")
     vd = expect.verify(topology, s.plan, view, cluster_level=s.cluster_level)
     wall = time.monotonic() - t0

@@ -1,6 +1,7 @@
 """The guest agent's lab.log port: every line the agent and the job send arrives, also
 when steps run at once (a virtio-serial port opens once at a time: opening it per line
-from two processes lost lines with EBUSY)."""
+from two processes lost lines with EBUSY).  And `lab run` off a terminal shows its
+progress as timestamped lines on stderr, moved on by those lines."""
 
 import re
 
@@ -8,7 +9,7 @@ from click.testing import CliRunner
 
 from lab.cli import main
 
-from .procs import qemu_running
+from .procs import progress_steps, qemu_running
 
 STEPS = 8
 
@@ -53,4 +54,9 @@ def test_every_agent_line_arrives_with_concurrent_steps(debian_kernel, tmp_path)
         assert any(line.startswith(f"lab: {word}") for line in log), (word, log)
     stderr = (run / "out" / "stderr").read_text()
     assert "Device or resource busy" not in stderr, stderr
+    # Progress off a terminal: each stage as plain lines on stderr, the verdict on stdout.
+    started, done = progress_steps(r.stderr)
+    assert started == ["run", "boot", "snapshot", "workload", "results"], r.stderr
+    assert "run" in done and "boot" in done, r.stderr
+    assert "[" not in r.stdout.split("lab run chatty")[0] and "PASS" in r.stdout, r.stdout
     assert not qemu_running(str(tmp_path))
