@@ -68,17 +68,18 @@ class RunOutcome:
         }
 
 
-def workloads_layer(arch: str) -> Path:
+def workloads_layer(arch: str, progress: Progress | None = None) -> Path:
     """lab's static workloads for *arch* as an initramfs layer (built once per inputs;
     a second lab waits for the first and reuses it)."""
     from .image import workloads
 
     return initramfs.cached_tree_layer(
-        "workloads", workloads.inputs_hash(arch), lambda root: workloads.build(arch, root / "usr" / "local" / "bin")
-    )
+        "workloads", workloads.inputs_hash(arch), lambda root: workloads.build(arch, root / "usr" / "local" / "bin"),
+        progress,
+    )  # fmt: skip
 
 
-def tools_layer(arch: str, tools: list[str]) -> Path | None:
+def tools_layer(arch: str, tools: list[str], progress: Progress | None = None) -> Path | None:
     """The host tools a scenario needs, with their libraries, as an initramfs layer."""
     if not tools:
         return None
@@ -91,7 +92,7 @@ def tools_layer(arch: str, tools: list[str]) -> Path | None:
     def fill(root: Path) -> None:
         tools_mod.stage_tools(root, arch, tools)
 
-    return initramfs.cached_tree_layer("tools", tools_mod.tools_hash(arch, tools), fill)
+    return initramfs.cached_tree_layer("tools", tools_mod.tools_hash(arch, tools), fill, progress)
 
 
 def job_script(s: sc.Scenario, topo: Topology) -> str:
@@ -155,8 +156,8 @@ def run_once(
             stage("prepare")
             layers = []
             if s.workloads:
-                layers.append(workloads_layer(topo.arch))
-            tl = tools_layer(topo.arch, list(s.tools))
+                layers.append(workloads_layer(topo.arch, progress))
+            tl = tools_layer(topo.arch, list(s.tools), progress)
             if tl is not None:
                 layers.append(tl)
             job = job_script(s, topo)

@@ -95,7 +95,7 @@ def boot(topology, vm, dry_run: bool, timeout: float, tool_list: tuple[str, ...]
     note = s.plan.numbering_note()
     if note:
         click.echo(f"lab: {note}", err=True)
-    layers = (runner.tools_layer(topology.arch, list(tools)),) if tools else ()
+    layers = (runner.tools_layer(topology.arch, list(tools), p),) if tools else ()
     if not cmd:
         rc = backend.interactive(s.plan, s.kernel, run_dir, layers=layers)
         sys.exit(rc)

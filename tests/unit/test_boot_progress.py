@@ -113,3 +113,19 @@ def test_a_lost_guest_ends_its_step(plain):
         st.said("lab: ready uptime=1.0")
         raise RuntimeError("lost")
     assert _lines(out)[-1].startswith("snapshot: done (") and not p._steps
+
+
+def test_an_image_layer_made_once_is_a_step_and_a_cached_one_is_silent(monkeypatch, tmp_path, plain):
+    from lab.image import initramfs
+
+    monkeypatch.setenv("LAB_CACHE", str(tmp_path / "cache"))
+    p, out = plain
+
+    def fill(root: Path) -> None:
+        (root / "hello").write_text("hi\n")
+
+    first = initramfs.cached_tree_layer("workloads", "k1", fill, p)
+    assert _lines(out)[0] == "image: the guest's workloads layer (once)" and _lines(out)[1].startswith("image: done (")
+    n = len(out.getvalue())
+    assert initramfs.cached_tree_layer("workloads", "k1", fill, p) == first
+    assert len(out.getvalue()) == n  # cached: nothing to say
