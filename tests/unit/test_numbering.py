@@ -125,3 +125,18 @@ def test_boot_tools_must_be_program_names(bad):
     r = CliRunner().invoke(main, ["boot", "zen3-2s-mini", "--tools", bad, "--", "true"])
     assert r.exit_code == 2 and "is not a program name" in r.output, r.output
 
+
+
+def test_every_guest_file_ships_in_the_wheel():
+    """The initramfs takes GUEST_FILES from lab/guest/: a wheel without one (labcpu is new)
+    would boot no guest at all."""
+    import tomllib
+
+    from lab.image.initramfs import GUEST_FILES
+
+    root = Path(__file__).resolve().parents[2]
+    data = tomllib.loads((root / "pyproject.toml").read_text()).get("tool", {}).get("setuptools", {}).get("package-data")
+    if data is None:
+        pytest.skip("pyproject.toml declares no package data (lab is not packaged as a tool from this tree)")
+    shipped = set(data.get("lab.guest", []))
+    assert {"init.sh", *(src.name for src in GUEST_FILES.values())} <= shipped, shipped
