@@ -18,6 +18,7 @@ from .errors import UserError
 from .topology import Topology
 
 PLAN_FILE = "plan.json"
+NUMBERING_FILE = "numbering.json"
 FORMAT = 2  # plan.json's layout; 1 (no "format" key) is still read
 
 
@@ -102,6 +103,59 @@ class VmPlan:
     def console(self) -> str:
         return arch_mod.get(self.arch).console
 
+    # ---- the guest's CPU numbering -------------------------------------------------------
+
+    def guest_env(self) -> dict[str, str]:
+        """What every guest gets in its environment: the guest->spec CPU and node maps
+        (the spec id of guest CPU 0, 1, ...), which the guest's ``labcpu`` reads."""
+        return {
+            "LAB_CPU_MAP": ",".join(map(str, self.guest_to_spec)),
+            "LAB_NODE_MAP": ",".join(map(str, self.guest_node_to_spec)),
+            "LAB_NUMBERING": self.numbering_mode,
+        }
+
+    def numbering_note(self) -> str | None:
+        """One line for whoever types CPU ids in the guest, when the guest numbers CPUs
+        (or nodes) otherwise than the spec does: an example, and how to translate."""
+        moved = [(g, s) for g, s in enumerate(self.guest_to_spec) if s != g]
+        nodes = [(g, s) for g, s in enumerate(self.guest_node_to_spec) if s != g]
+        if not moved and not nodes:
+            return None
+        name = self.topo.name
+        if moved:
+            g, s = min(moved)
+            sib = next((x for x in sorted(self.guest_to_spec) if x != s and self.topo.cpu(x).core == self.topo.cpu(s).core), None)
+            pair = f"{sib},{s}" if sib is not None else str(s)
+            first = f"spec cpu{s} is guest cpu{g}"
+            how = (
+                f"in the guest, `labcpu {pair}` gives the guest ids of spec CPUs {pair} "
+                f"(`taskset -c $(labcpu {pair}) CMD`), `labcpu -r LIST` the spec ids of guest CPUs"
+            )
+        else:
+            g, s = min(nodes)
+            first, how = f"spec node {s} is guest node {g}", "$LAB_NODE_MAP gives the spec id of each guest node"
+        return (
+            f"guest CPU ids differ from {name}'s ({self.topo.numbering} numbering): {first}; {how}; "
+            "what the command prints is in the guest's numbering"
+        )
+
+    def numbering_record(self) -> dict[str, Any]:
+        """numbering.json: which files of a run directory are in which numbering."""
+        return {
+            "numbering": self.numbering_mode,
+            "spec_numbering": self.topo.numbering,
+            "guest_to_spec": list(self.guest_to_spec),
+            "guest_node_to_spec": list(self.guest_node_to_spec),
+            "spec": ["results.json", "junit.xml", "verify.json", "what lab prints"],
+            "guest": ["out/", "guest/", "console.log", "agent.log", "what a `lab boot -- CMD` command prints"],
+            "note": (
+                "guest_to_spec[g] is the spec's (the real machine's) id of guest CPU g. Files under "
+                "'guest' are as the guest kernel wrote them (raw traces, step output, sysfs "
+                "snapshot); lab translates them when it reads them, so every CPU id under "
+                "'spec' is in the spec's numbering."
+            ),
+        }
+
     # ---- plan.json ---------------------------------------------------------------------
 
     def to_dict(self) -> dict[str, Any]:
@@ -171,9 +225,12 @@ class VmPlan:
             raise UserError(f"{where}: not a plan lab can read ({what})") from None
 
     def write(self, run_dir: Path) -> Path:
+        """plan.json, and numbering.json beside it (which files are in which numbering)."""
         from .atomic import write_text
 
-        return write_text(run_dir / PLAN_FILE, json.dumps(self.to_dict(), indent=1) + "\n", "the run's plan")
+        out = write_text(run_dir / PLAN_FILE, json.dumps(self.to_dict(), indent=1) + "\n", "the run's plan")
+        write_text(run_dir / NUMBERING_FILE, json.dumps(self.numbering_record(), indent=1) + "\n", "the run's numbering")
+        return out
 
     @classmethod
     def read(cls, run_dir: Path) -> VmPlan:

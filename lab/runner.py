@@ -31,6 +31,7 @@ from . import scenario as sc
 from .errors import InfraError, LostGuest, UserError
 from .image import initramfs
 from .plan import VmPlan
+from .progress import Progress
 from .topology import Topology
 
 EXIT = {"PASS": 0, "FAIL": 1, "SKIP": 0, "ERROR": 3}
@@ -67,27 +68,31 @@ class RunOutcome:
         }
 
 
-def workloads_layer(arch: str) -> Path:
+def workloads_layer(arch: str, progress: Progress | None = None) -> Path:
     """lab's static workloads for *arch* as an initramfs layer (built once per inputs;
     a second lab waits for the first and reuses it)."""
     from .image import workloads
 
     return initramfs.cached_tree_layer(
-        "workloads", workloads.inputs_hash(arch), lambda root: workloads.build(arch, root / "usr" / "local" / "bin")
-    )
+        "workloads", workloads.inputs_hash(arch), lambda root: workloads.build(arch, root / "usr" / "local" / "bin"),
+        progress,
+    )  # fmt: skip
 
 
-def tools_layer(arch: str, tools: list[str]) -> Path | None:
+def tools_layer(arch: str, tools: list[str], progress: Progress | None = None) -> Path | None:
     """The host tools a scenario needs, with their libraries, as an initramfs layer."""
     if not tools:
         return None
     from .image import tools as tools_mod
 
-    def fill(root: Path) -> None:
-        if not tools_mod.stage_tools(root, arch, tools):
-            raise UserError(f"cannot pack {', '.join(tools)} for {arch} guests yet (host tools are staged for the host's arch only)")
+    why = tools_mod.unpackable(arch, tools)
+    if why:
+        raise UserError(why)
 
-    return initramfs.cached_tree_layer("tools", tools_mod.tools_hash(arch, tools), fill)
+    def fill(root: Path) -> None:
+        tools_mod.stage_tools(root, arch, tools)
+
+    return initramfs.cached_tree_layer("tools", tools_mod.tools_hash(arch, tools), fill, progress)
 
 
 def job_script(s: sc.Scenario, topo: Topology) -> str:
@@ -115,16 +120,17 @@ def run_once(
     *,
     on_event=None,
     kernel_info: dict[str, Any] | None = None,
+    progress: Progress | None = None,
 ) -> RunOutcome:
     """Boot *sess*, run *s* in the guest and judge it.  A run that cannot start for the
     user's reason (e.g. a tool that cannot be packed) still leaves its run directory, then
     raises the UserError (exit 2); an interrupted one records where it was, then lets the
-    KeyboardInterrupt go on."""
+    KeyboardInterrupt go on.  The boot's stages are steps of *progress*."""
     t0 = time.monotonic()
     topo = sess.topo
-    unmet = s.unmet(topo)
-    if unmet:
-        return RunOutcome(s.name, topo.name, sess.kernel.name, "SKIP", None, message=f"{topo.name} lacks: {'; '.join(unmet)}")
+    why = s.skip_reason(topo, sess.kernel)  # what is known before booting is a SKIP, not a boot
+    if why:
+        return RunOutcome(s.name, topo.name, sess.kernel.name, "SKIP", None, message=why)
     run_dir = session.open_run(s.name, sess)
     out = RunOutcome(s.name, topo.name, sess.kernel.name, "RUNNING", run_dir, notes=list(sess.plan.notes))
     out.kernel_info = {"id": sess.kernel.id, "release": sess.kernel.release, **(kernel_info or {})}
@@ -150,8 +156,8 @@ def run_once(
             stage("prepare")
             layers = []
             if s.workloads:
-                layers.append(workloads_layer(topo.arch))
-            tl = tools_layer(topo.arch, list(s.tools))
+                layers.append(workloads_layer(topo.arch, progress))
+            tl = tools_layer(topo.arch, list(s.tools), progress)
             if tl is not None:
                 layers.append(tl)
             job = job_script(s, topo)
@@ -160,7 +166,7 @@ def run_once(
             from .backends import qemu as backend
 
             stage("boot")
-            res = backend.boot(sess.plan, sess.kernel, run_dir, backend.GuestJob(job, layers=tuple(layers)), timeout=s.timeout, on_event=said)
+            res = backend.boot(sess.plan, sess.kernel, run_dir, backend.GuestJob(job, layers=tuple(layers)), timeout=s.timeout, on_event=said, progress=progress)
             out.timing["boot_to_agent_s"] = round(res.ready_s or 0, 2)
             out.timing["vm_s"] = round(res.wall_s, 2)
             out.timing["prepare_s"] = round(t_boot - t0, 2)

@@ -29,6 +29,12 @@ PASS or FAIL with its evidence.
                             figures={f"socket{s}": n for s, n in w.split(r.topo, "socket").items()}),
             ]
 
+What a scenario needs and lab can tell before booting is declared, not checked in
+steps(): ``requires`` (topology requirements such as ``at_least``/``clusters``, and
+``kernel_config("SCHED_CLUSTER", why)`` for the kernel's config) and ``tools`` (host
+tools, which must be packable for the topology's arch).  ``skip_reason()`` turns an
+unmet one into a SKIP with the reason before anything boots.
+
 The guest numbers CPUs and nodes its own way; ``Result``'s helpers run
 ``lab.analysis`` on a phase's trace and answer in the spec's (the real
 machine's) numbering, so a check() never translates: ``wakeups`` (with
@@ -61,13 +67,26 @@ from .trace import parse_file
 # ---- requirements ---------------------------------------------------------------------------
 
 
+def _any_topology(topo: Topology) -> bool:
+    return True
+
+
 @dataclass(frozen=True)
 class Requirement:
+    """Something a scenario needs that lab can tell before booting: of the topology
+    (*test*), or of the kernel (*kernel_test*: True or False, or None when lab cannot
+    tell, e.g. a bare image without its config; then the boot goes ahead)."""
+
     description: str
-    test: Callable[[Topology], bool]
+    test: Callable[[Topology], bool] = _any_topology
+    kernel_test: Callable[[Any], bool | None] | None = None
 
     def __call__(self, topo: Topology) -> bool:
         return self.test(topo)
+
+    def kernel_lacks(self, kernel: Any) -> bool:
+        """Whether *kernel* (a KernelArtifact) is known not to meet this requirement."""
+        return self.kernel_test is not None and self.kernel_test(kernel) is False
 
 
 def _count(topo: Topology, what: str) -> int:
@@ -103,6 +122,19 @@ def arch(name: str) -> Requirement:
 
 
 clusters = Requirement("clusters (a level between core and LLC)", lambda t: t.has_clusters)
+
+
+def kernel_config(symbol: str, why: str, hint: str = "") -> Requirement:
+    """The kernel must be built with CONFIG_<symbol>=y; *why* says what the scenario
+    needs it for, *hint* which kernel has it (its config is in the kernel store; a bare
+    image's is unknown)."""
+    symbol = symbol.removeprefix("CONFIG_")
+
+    def test(kernel: Any) -> bool | None:
+        value = kernel.config_value(symbol)
+        return None if value is None else value == "y"
+
+    return Requirement(f"CONFIG_{symbol}=y ({why}{'; ' + hint if hint else ''})", kernel_test=test)
 
 
 # ---- expectations and results ---------------------------------------------------------------
@@ -309,7 +341,28 @@ class Scenario:
     path: ClassVar[str] = ""
 
     def unmet(self, topo: Topology) -> list[str]:
+        """The topology requirements *topo* does not meet."""
         return [r.description for r in self.requires if not r(topo)]
+
+    def skip_reason(self, topo: Topology, kernel: Any = None) -> str | None:
+        """Why this scenario cannot run on *topo* (with *kernel*, once it is known), said
+        before anything boots: a topology requirement it lacks, a tool that cannot be
+        packed for its arch, a kernel requirement the kernel's config does not meet.
+        None when nothing known stands in the way."""
+        from .image import tools as tools_mod
+
+        why = []
+        lacks = self.unmet(topo)
+        if lacks:
+            why.append(f"the topology lacks {'; '.join(lacks)}")
+        packing = tools_mod.unpackable(topo.arch, list(self.tools))
+        if packing:
+            why.append(packing)
+        if kernel is not None:
+            klacks = [r.description for r in self.requires if r.kernel_lacks(kernel)]
+            if klacks:
+                why.append(f"kernel {kernel.name} ({kernel.release}) lacks {'; '.join(klacks)}")
+        return "; ".join(why) or None
 
     def steps(self, topo: Topology) -> str:
         """Shell run in the guest after lab's library is sourced ($LAB_OUT is the cwd)."""

@@ -18,6 +18,7 @@ from .errors import UserError, storage_error
 from .kernel.artifact import KernelArtifact
 from .paths import runs_dir
 from .plan import VmOptions, VmPlan
+from .progress import Progress
 from .render import qemu as render
 from .topology import Topology
 
@@ -53,12 +54,14 @@ class Session:
         return val == "y"
 
 
-def prepare(topo: Topology, options: VmOptions, *, build: bool = True, progress=None, runs: Path | None = None) -> Session:
-    """Resolve the kernel *options* name (building or fetching it if *build*) and decide
-    the VM for *topo* on this host; its run directories go to *runs* (else the default,
-    paths.runs_dir())."""
+def prepare(topo: Topology, options: VmOptions, *, build: bool = True, progress: Progress | None = None, runs: Path | None = None) -> Session:
+    """Resolve the kernel *options* name (building or fetching it if *build*, a step of
+    *progress*) and decide the VM for *topo* on this host; its run directories go to
+    *runs* (else the default, paths.runs_dir())."""
     from .kernel import resolve
 
+    if build:  # a run will follow: its folder must be usable before a build or fetch
+        runs_folder(runs)
     h = host_mod.probe()
     kernel = resolve(options.kernel, topo.arch, build=build, progress=progress)
     if kernel.arch != topo.arch:
@@ -80,13 +83,20 @@ def _slug(s: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", s)[:40]
 
 
-def new_run_dir(kind: str, topo: Topology, kernel_label: str, base: Path | None = None) -> Path:
+def runs_folder(base: Path | None = None) -> Path:
+    """The runs folder (*base*, else the default), made if needed: a bad one is refused
+    before anything is built or booted."""
     base = runs_dir(base)
     try:
         base.mkdir(parents=True, exist_ok=True)
     except OSError as e:  # disk trouble, or LAB_RUNS names a file or a path through one
         why = f"runs folder {base} (--runs, LAB_RUNS or the settings file's runs): cannot be made: {e.strerror}"
         raise storage_error(e, "the runs folder", base) or UserError(why) from None
+    return base
+
+
+def new_run_dir(kind: str, topo: Topology, kernel_label: str, base: Path | None = None) -> Path:
+    base = runs_folder(base)
     stamp = time.strftime("%Y%m%d-%H%M%S")
     name = f"{stamp}-{_slug(kind)}-{_slug(topo.name)}-{_slug(kernel_label)}"
     d, n = base / name, 1

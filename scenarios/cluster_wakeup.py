@@ -19,7 +19,7 @@ the first idle CPU it finds, in either cluster.
 
 from __future__ import annotations
 
-from lab.scenario import Expectation, Scenario, clusters
+from lab.scenario import Expectation, Scenario, clusters, kernel_config
 
 PHASE = "main"
 COMM = "pingpong"
@@ -49,7 +49,9 @@ class ClusterWakeup(Scenario):
     summary = "ping-pong pairs inside one node: share of wakeups in the waker's cluster / LLC / elsewhere (seed 002)"
     seed = "002"
     topologies = ["kunpeng920-2s-mini"]
-    requires = [clusters]
+    # Without CONFIG_SCHED_CLUSTER (Debian's arm64 6.1) the guest builds no CLS level, so
+    # no kernel could keep wakeups in the cluster: known before booting, a SKIP.
+    requires = [clusters, kernel_config("SCHED_CLUSTER", "the cluster sched-domain level", "--kernel lab-6.1-arm64 has it")]
     events = ["sched:sched_waking", "sched:sched_wakeup", "sched:sched_wakeup_new"]
     filters = {
         "sched_waking": f'comm == "{COMM}"',

@@ -25,7 +25,7 @@ import math
 import re
 from collections import Counter, defaultdict
 
-from lab.scenario import Expectation, Scenario, at_least
+from lab.scenario import Expectation, Scenario, at_least, kernel_config
 
 PHASE = "numa01"
 SECONDS = 25  # perf's -s cap
@@ -177,7 +177,7 @@ class NumaBalancing(Scenario):
     summary = "perf bench numa mem shaped like numa01 (2 procs x ncpus/2 threads): NUMA balancing counts and convergence (seed 001)"
     seed = "001"
     topologies = ["numa4-96-mini"]
-    requires = [at_least("nodes", 2)]
+    requires = [at_least("nodes", 2), kernel_config("NUMA_BALANCING", "automatic NUMA balancing")]
     events = [
         "sched:sched_wakeup_new",
         "sched:sched_migrate_task",

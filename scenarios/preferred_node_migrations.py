@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from lab.analysis import MigrationTable
-from lab.scenario import Expectation, Scenario, at_least
+from lab.scenario import Expectation, Scenario, at_least, kernel_config
 
 PHASES = ("nb0", "nb1")
 PROBE_S = 8
@@ -164,7 +164,7 @@ class PreferredNodeMigrations(Scenario):
     summary = "memprobe bound to node 0, CPU floating, under 60% load: seed 003's migration table, NUMA balancing off then on"
     seed = "003"
     topologies = ["epyc7551-8n-mini"]
-    requires = [at_least("nodes", 2)]
+    requires = [at_least("nodes", 2), kernel_config("NUMA_BALANCING", "automatic NUMA balancing")]
     events = ["sched:sched_switch", "sched:sched_migrate_task"]
     filters = {
         "sched_switch": f'prev_comm == "{COMM}" || next_comm == "{COMM}"',

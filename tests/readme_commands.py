@@ -72,9 +72,7 @@ CHECKS: dict[str, Check] = {
         why="runs `lab verify zen3-2s-mini --json` (parametrized over the x86 minis) and needs exit 0; --json "
         "changes only how the same checks are printed",
     ),
-    "lab boot xeon-2s22c-mini -- numactl -H": Check(
-        "vm", xfail="issue 14 item 2: `boot -- CMD` packs no host tools, numactl is not in the guest (exit 127)",
-    ),
+    "lab boot xeon-2s22c-mini -- numactl -H": Check("vm"),
     "lab boot xeon-2s22c-mini": Check("vm", interactive=True),
     "lab scenarios": Check("run"),
     "lab run llc-spread-pinned --topology zen3-2s-mini": Check(

@@ -8,6 +8,7 @@ finishes, is killed and reported as LostGuest with the console tail.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -22,10 +23,12 @@ from pathlib import Path, PurePosixPath
 
 from .. import cpulist, integrity, proc
 from .. import host as host_mod
+from .. import progress as progress_mod
 from ..errors import InfraError, LostGuest, UserError
 from ..image import initramfs
 from ..kernel.artifact import KernelArtifact
 from ..plan import VmPlan
+from ..progress import Progress
 from ..render import qemu as render
 from . import monitor
 
@@ -162,6 +165,7 @@ class GuestJob:
     script: str | None = None
     config: Mapping[str, str] = field(default_factory=dict)
     layers: tuple[Path, ...] = ()
+    label: str = "workload"  # what the script is, as a progress step ("command" for lab boot -- CMD)
 
 
 def build_initrd(dest: Path, plan: VmPlan, kernel: KernelArtifact, job: GuestJob, *, interactive: bool = False) -> Path:
@@ -171,7 +175,8 @@ def build_initrd(dest: Path, plan: VmPlan, kernel: KernelArtifact, job: GuestJob
     if kernel.modules is not None:
         paths = kernel.module_paths(["virtio_pci", "virtio_console"])
         mods = initramfs.modules_layer(kernel.release, paths)
-    job_cpio = initramfs.job_layer(dest.with_name("job.cpio"), job.script, job.config, interactive)
+    config = {**plan.guest_env(), **job.config}  # the CPU map: labcpu in the guest reads it
+    job_cpio = initramfs.job_layer(dest.with_name("job.cpio"), job.script, config, interactive)
     return initramfs.assemble(dest, [base, mods, *job.layers, job_cpio])
 
 
@@ -207,14 +212,65 @@ def boot(
     *,
     timeout: float = 600,
     on_event: Callable[[float, str], None] | None = None,
+    progress: Progress | None = None,
 ) -> BootResult:
-    """Boot, run *job* in the guest, wait, collect.  Always stops QEMU."""
+    """Boot, run *job* in the guest, wait, collect.  Always stops QEMU.  The boot, the
+    snapshot, the job and the results are steps of *progress*, moved on by what the
+    agent says (its other lines are the current step's detail)."""
     files = prepare(plan, kernel, run_dir, job)
     assert files.console and files.agent_log and files.results and files.monitor
     argv = render.argv(plan, files)
     (run_dir / "qemu.argv").write_text(shlex.join(argv) + "\n")
     console = run_dir / files.console
-    said = AgentLog(run_dir / files.agent_log, plan, console, on_event)
+    with Stages(progress_mod.of(progress), plan, kernel, job) as stages:
+
+        def heard(t: float, line: str) -> None:
+            stages.said(line)
+            if on_event:
+                on_event(t, line)
+
+        return _boot(plan, kernel, run_dir, files, argv, console, AgentLog(run_dir / files.agent_log, plan, console, heard), timeout)
+
+
+class Stages:
+    """A boot's progress steps: boot until the agent is ready, the topology snapshot,
+    the job, the results; the agent's lines move them on (lines it says in between,
+    e.g. a workload step starting, are the current step's detail)."""
+
+    def __init__(self, progress: Progress, plan: VmPlan, kernel: KernelArtifact, job: GuestJob):
+        self.progress, self.job = progress, job
+        self.snapshot = job.config.get("LAB_SNAPSHOT", "1") == "1"
+        self._stack = contextlib.ExitStack()
+        self._first = f"{plan.topo.name}, {plan.topo.n_cpus} vCPUs, {kernel.name} ({kernel.release}), {plan.accel}"
+
+    def __enter__(self) -> Stages:
+        self._start("boot", self._first)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stack.close()
+
+    def _start(self, name: str, detail: str = "") -> None:
+        self._stack.close()
+        self._stack.enter_context(self.progress.step(name, detail))
+
+    def said(self, line: str) -> None:
+        word = line.removeprefix("lab: ")
+        if word.startswith("ready") and self.snapshot:
+            self._start("snapshot", "the guest kernel's topology and sched domains")
+        elif word.startswith("job start"):
+            self._start(self.job.label)
+        elif word.startswith("done"):
+            self._start("results", "the guest's files over virtio-serial")
+        else:
+            self.progress.update(word)
+
+
+def _boot(
+    plan: VmPlan, kernel: KernelArtifact, run_dir: Path, files: render.BootFiles, argv: list[str], console: Path,
+    said: AgentLog, timeout: float,
+) -> BootResult:  # fmt: skip
+    assert files.monitor and files.results and files.agent_log
     mon = monitor.Monitor(run_dir / files.monitor)  # asked where the vCPUs are if the guest is lost
 
     def lost(what: str) -> LostGuest:
@@ -416,11 +472,13 @@ def _extract(tar_path: Path, out_dir: Path) -> list[str]:
     return ignored[:50]
 
 
-def interactive(plan: VmPlan, kernel: KernelArtifact, run_dir: Path) -> int:
-    """Boot with the console on this terminal and a shell in the guest."""
+def interactive(plan: VmPlan, kernel: KernelArtifact, run_dir: Path, layers: tuple[Path | None, ...] = ()) -> int:
+    """Boot with the console on this terminal and a shell in the guest (with *layers*,
+    e.g. host tools, in its initramfs)."""
     if not os.isatty(0):
         raise UserError("an interactive console needs a terminal; give a command after --")
-    files = prepare(plan, kernel, run_dir, GuestJob(), interactive=True)
+    job = GuestJob(layers=tuple(x for x in layers if x is not None))
+    files = prepare(plan, kernel, run_dir, job, interactive=True)
     argv = render.argv(plan, files)
     (run_dir / "qemu.argv").write_text(shlex.join(argv) + "\n")
     return proc.run(argv, cwd=run_dir, capture=False, check=False).returncode

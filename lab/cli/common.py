@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import math
+import re
 from pathlib import Path
 
 import click
@@ -49,6 +50,24 @@ class Seconds(click.ParamType):
 
 
 SECONDS = Seconds()
+
+
+class ToolList(click.ParamType):
+    """A comma-separated list of host tool names (programs on the host's PATH)."""
+
+    name = "TOOLS"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, tuple):
+            return value
+        names = [t.strip() for t in str(value).split(",") if t.strip()]
+        for t in names:
+            if "/" in t or not re.fullmatch(r"[A-Za-z0-9._+-]+", t):
+                self.fail(f"{t!r} is not a program name (give names on the host's PATH, e.g. numactl,perf)", param, ctx)
+        return tuple(dict.fromkeys(names))
+
+
+TOOLS = ToolList()
 
 
 class OutputFile(click.ParamType):

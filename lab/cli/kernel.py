@@ -180,10 +180,11 @@ def fetch_cmd(what: str, arch: str, refresh: bool) -> None:
     """Download Debian's newest 6.1 kernel (image, config, modules) into the store."""
     from rich.console import Console
 
+    from .. import progress
     from ..kernel import fetch_debian
 
-    with Console(stderr=True).status(f"fetching Debian's {arch} kernel"):
-        a = fetch_debian(arch, refresh=refresh)
+    with progress.for_cli().step("fetch", f"Debian's {arch} kernel") as p:
+        a = fetch_debian(arch, refresh=refresh, progress=p)
     mods = ", ".join(a.metadata.get("guest_modules", [])) or "none"
     Console(stderr=True).print(f"{a.id}: {a.image} (virtio modules to load: {mods})")
     click.echo(a.id)

@@ -25,7 +25,8 @@ def scenarios_cmd() -> None:
         t.add_column(col)
     for name in sc.names():
         s = sc.load(name)
-        t.add_row(s.name, s.seed, s.topologies[0], "; ".join(r.description for r in s.requires), s.summary)
+        needs = [r.description for r in s.requires] + ([f"tools: {', '.join(s.tools)}"] if s.tools else [])
+        t.add_row(s.name, s.seed, s.topologies[0], "; ".join(needs), s.summary)
     console().print(t)
 
 
@@ -53,15 +54,15 @@ def run_cmd(
     events, a results stream cut short, missing files, trace lines lab cannot read)."""
     from click.core import ParameterSource
 
-    from .. import paths, runner, session, topology
+    from .. import paths, progress, runner, session, topology
     from .. import scenario as sc
     from ..errors import UserError
 
     s = sc.load(scenario_name)
     topo = topology.load(topo_name or s.topologies[0])
-    unmet = s.unmet(topo)
-    if unmet:
-        msg = f"SKIP {s.name} on {topo.name}: the topology lacks {'; '.join(unmet)}"
+    why = s.skip_reason(topo)  # before a kernel is built or fetched; its own needs: runner.run_once
+    if why:
+        msg = f"SKIP {s.name} on {topo.name}: {why}"
         click.echo(json.dumps({"scenario": s.name, "topology": topo.name, "status": "SKIP", "message": msg}) if as_json else msg)
         sys.exit(0)
     if kernel_tree is None and (watch or recipe):
@@ -75,22 +76,27 @@ def run_cmd(
         # Checked before anything is built: a run directory never lands in the tree.
         paths.check_runs_outside(paths.runs_dir(runs), kernel_tree)
         sys.exit(_tree_loop(s, topo, vm, kernel_tree, recipe, watch=watch, repeat=repeat, per_verdict=per_verdict, as_json=as_json, runs=runs))
-    sess = session.prepare(topo, vm, runs=runs)
-    outcomes = _run_repeated(s, sess, repeat, as_json, per_verdict=per_verdict)
+    session.runs_folder(runs)  # a bad runs folder is refused before any progress or build
+    p = progress.for_cli()
+    sess = session.prepare(topo, vm, runs=runs, progress=p)
+    outcomes = _run_repeated(s, sess, repeat, as_json, per_verdict=per_verdict, progress=p)
     if repeat > 1:
         sys.exit(max((runner.EXIT[o.status] for o in outcomes), default=3))
     sys.exit(runner.EXIT[runner.majority(outcomes, per_verdict).status])
 
 
-def _run_repeated(s, sess, repeat: int, as_json: bool, kernel_info=None, json_lines: bool = False, per_verdict: int = 1):
+def _run_repeated(
+    s, sess, repeat: int, as_json: bool, kernel_info=None, json_lines: bool = False, per_verdict: int = 1, progress=None
+):
     """Run *s* *repeat* times on one prepared session; show each verdict (or the JSON)
     and, for more than one run, the spread.  With *per_verdict* > 1 (and one repeat)
     the verdict is the majority of up to that many runs, stopping once it is decided.
-    Returns the outcomes."""
-    from rich.markup import escape
-
+    Each run and its boot's stages are steps of *progress* (on stderr).  Returns the
+    outcomes."""
+    from .. import progress as progress_mod
     from .. import runner
 
+    p = progress or progress_mod.for_cli()
     c = console(stderr=as_json)
     topo = sess.topo
     outcomes: list = []
@@ -99,15 +105,9 @@ def _run_repeated(s, sess, repeat: int, as_json: bool, kernel_info=None, json_li
         if repeat == 1 and i and runner.majority(outcomes, per_verdict).decided:
             break
         label = f"[{i + 1}/{total}] " if total > 1 else ""
-        status = c.status(f"{label}{s.name} on {topo.name} ({sess.kernel.name}, {sess.plan.accel}): booting")
-
-        def on_event(t: float, line: str, status=status, label=label) -> None:
-            # The agent's words are guest output: shown as text, never as rich markup.
-            status.update(f"{label}{s.name} on {topo.name}: {escape(line.removeprefix('lab: '))} (+{t:.1f}s)")
-
         try:
-            with status:
-                o = runner.run_once(s, sess, on_event=on_event, kernel_info=kernel_info)
+            with p.step("run", f"{label}{s.name} on {topo.name} ({sess.kernel.name}, {sess.plan.accel})"):
+                o = runner.run_once(s, sess, kernel_info=kernel_info, progress=p)
         except KeyboardInterrupt as e:  # say where the interrupted run is, and that it says so
             for note in getattr(e, "__notes__", []):
                 console(stderr=True).print(note, markup=False, highlight=False, soft_wrap=True)
@@ -146,11 +146,12 @@ def _tree_loop(s, topo, vm, tree, recipe, *, watch: bool, repeat: int = 1, per_v
 
     from rich.markup import escape
 
-    from .. import iterate, runner, session
+    from .. import iterate, progress, runner, session
     from .. import watch as watch_mod
     from ..errors import LabError
 
     c = console(stderr=as_json)
+    p = progress.for_cli()
     tree = iterate.check_tree(tree, topo.arch)
     iterate.tree_recipe(tree, topo.arch, recipe)  # a bad --recipe is refused before any work
     last = None
@@ -159,11 +160,11 @@ def _tree_loop(s, topo, vm, tree, recipe, *, watch: bool, repeat: int = 1, per_v
         info = iterate.describe(tree)
         t0 = time.monotonic()
         try:
-            with c.status(f"building {tree} ({info.get('git_describe')}, diff {info.get('diff_sha256')})") as st:
-                art = iterate.tree_kernel(tree, topo.arch, recipe, progress=lambda stage, d, st=st: st.update(f"build: {stage} {d}"))
+            with p.step("build", f"{tree} ({info.get('git_describe')}, diff {info.get('diff_sha256')})"):
+                art = iterate.tree_kernel(tree, topo.arch, recipe, progress=p.callback())
             build_s = time.monotonic() - t0
-            sess = session.prepare(topo, dataclasses.replace(vm, kernel=art.id), runs=runs)
-            outs = _run_repeated(s, sess, repeat, as_json, kernel_info=info, json_lines=watch, per_verdict=per_verdict)
+            sess = session.prepare(topo, dataclasses.replace(vm, kernel=art.id), runs=runs, progress=p)
+            outs = _run_repeated(s, sess, repeat, as_json, kernel_info=info, json_lines=watch, per_verdict=per_verdict, progress=p)
             edit_to_verdict = time.monotonic() - t0
             for o in outs:  # the loop's own figures go into each run's results.json too
                 o.timing.update(build_s=round(build_s, 2), edit_to_verdict_s=round(edit_to_verdict, 2))

@@ -11,8 +11,9 @@ import time
 
 import click
 
+from ..image.tools import DEFAULT_TOOLS
 from ..render.qemu import HOTPLUG_BRINGUP_ABOVE
-from .common import CPU_MODEL, QEMU_CHOICE, RUNS, SECONDS, TOPOLOGY, console
+from .common import CPU_MODEL, QEMU_CHOICE, RUNS, SECONDS, TOOLS, TOPOLOGY, console
 
 KERNEL_HELP = "debian (Debian's prebuilt, the default), a recipe, a store id, or a path to a bzImage/Image."
 
@@ -72,17 +73,30 @@ VM_OPTIONS = (
 @vm_options
 @click.option("--dry-run", is_flag=True, help="Print the exact QEMU command and exit.")
 @click.option("--timeout", type=SECONDS, default=600, show_default=True, help="Seconds before the VM is killed.")
+@click.option(
+    "--tools", "tool_list", type=TOOLS, default="", metavar="T1,T2",
+    help="Host tools to put in the guest with their libraries (e.g. numactl,perf); "
+    "CMD's own program is added when it is one of " + ",".join(DEFAULT_TOOLS) + ".",
+)  # fmt: skip
 @RUNS
 @click.argument("cmd", nargs=-1, type=click.UNPROCESSED)
-def boot(topology, vm, dry_run: bool, timeout: float, runs, cmd) -> None:
+def boot(topology, vm, dry_run: bool, timeout: float, tool_list: tuple[str, ...], runs, cmd) -> None:
     """Boot TOPOLOGY; run CMD in the guest (after --) or open a console.
 
-    With CMD, prints its output and exits with its status.
+    With CMD, prints its output and exits with its status.  In the guest, `labcpu`
+    translates CPU ids between the spec's numbering and the guest's.
     """
-    from .. import session
+    from .. import progress, runner, session
     from ..backends import qemu as backend
+    from ..errors import UserError
+    from ..image import tools as tools_mod
 
-    s = session.prepare(topology, vm, build=not dry_run, runs=runs)
+    tools = boot_tools(topology.arch, tool_list, cmd)
+    why = tools_mod.unpackable(topology.arch, tools)  # before anything is built or booted
+    if why:
+        raise UserError(f"--tools: {why}")
+    p = progress.for_cli()  # stderr only: stdout is the command's bytes
+    s = session.prepare(topology, vm, build=not dry_run, progress=p, runs=runs)
     for n in s.plan.notes:
         click.echo(f"lab: {n}", err=True)
     if dry_run:
@@ -91,13 +105,17 @@ def boot(topology, vm, dry_run: bool, timeout: float, runs, cmd) -> None:
         return
     run_dir = session.open_run("boot", s)
     click.echo(f"lab: {topology.name} on {s.kernel.name} ({s.kernel.release}), accel {s.plan.accel} ({s.plan.accel_reason}); run dir {run_dir}", err=True)
+    note = s.plan.numbering_note()
+    if note:
+        click.echo(f"lab: {note}", err=True)
+    layers = (runner.tools_layer(topology.arch, list(tools), p),) if tools else ()
     if not cmd:
-        rc = backend.interactive(s.plan, s.kernel, run_dir)
+        rc = backend.interactive(s.plan, s.kernel, run_dir, layers=layers)
         click.echo(f"lab: run dir {run_dir}", err=True)
         sys.exit(rc)
     # No topology snapshot: the user asked for their command, and every second counts here.
-    job = backend.GuestJob(guest_script(cmd), {"LAB_SNAPSHOT": "0"})
-    res = backend.boot(s.plan, s.kernel, run_dir, job, timeout=timeout)
+    job = backend.GuestJob(guest_script(cmd), {"LAB_SNAPSHOT": "0"}, layers=tuple(x for x in layers if x is not None), label="command")
+    res = backend.boot(s.plan, s.kernel, run_dir, job, timeout=timeout, progress=p)
     # The command's output byte for byte: CRs and bytes that are not UTF-8 included.
     for text, data in ((sys.stdout, res.stdout), (sys.stderr, res.stderr)):
         text.flush()
@@ -105,6 +123,19 @@ def boot(topology, vm, dry_run: bool, timeout: float, runs, cmd) -> None:
         text.buffer.flush()
     click.echo(f"lab: ready in {res.ready_s:.1f}s, finished in {res.wall_s:.1f}s; run dir {run_dir}", err=True)
     sys.exit(res.rc if res.rc is not None else 3)
+
+
+def boot_tools(arch: str, asked: tuple[str, ...], cmd: tuple[str, ...] | list[str]) -> tuple[str, ...]:
+    """The host tools a boot stages: those asked for, plus CMD's program when it is one of
+    the tools lab knows to stage (``lab boot T -- numactl -H`` finds numactl) and it can be
+    staged for *arch* (otherwise the guest says it is not found, as for any program)."""
+    from ..image import tools as tools_mod
+
+    out = list(asked)
+    prog = os.path.basename(cmd[0]) if cmd else ""
+    if prog in tools_mod.DEFAULT_TOOLS and prog not in out and tools_mod.unpackable(arch, [prog]) is None:
+        out.append(prog)
+    return tuple(out)
 
 
 def guest_script(cmd: tuple[str, ...] | list[str]) -> str:
@@ -137,13 +168,15 @@ def guest_script(cmd: tuple[str, ...] | list[str]) -> str:
 def verify(topology, vm, as_json: bool, strict: bool, timeout: float, runs) -> None:
     """Boot TOPOLOGY and check that the guest kernel sees it: nodes, distances,
     siblings, caches and every CPU's sched-domain tree.  Exit 1 on a mismatch."""
-    from .. import atomic, expect, session, sysfs
+    from .. import atomic, expect, progress, session, sysfs
     from ..backends import qemu as backend
 
     t0 = time.monotonic()
-    s = session.prepare(topology, vm, runs=runs)
+    p = progress.for_cli()  # stderr only: stdout is the table or the JSON
+    s = session.prepare(topology, vm, progress=p, runs=runs)  # a fetch or build on demand is its own step
     run_dir = session.open_run("verify", s)
-    res = backend.boot(s.plan, s.kernel, run_dir, timeout=timeout)
+    with p.step("verify", topology.name):
+        res = backend.boot(s.plan, s.kernel, run_dir, timeout=timeout, progress=p)
     view = sysfs.read_snapshot(res.out_dir / "guest")
     vd = expect.verify(topology, s.plan, view, cluster_level=s.cluster_level)
     wall = time.monotonic() - t0

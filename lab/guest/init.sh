@@ -54,8 +54,14 @@ while [ $i -lt 250 ]; do
     sleep 0.02
 done
 
-export LAB_LOG_PORT=$LOG LAB_OUT=/tmp/out
-say() { echo "lab: $*" > "$LOG"; }
+# lab.log is opened once, here, on fd 7, and every later line (this agent's, the job's
+# lab_log, steps running at once) is one write() on that descriptor, which children
+# inherit.  A virtio-serial port admits one open at a time (virtio_console's
+# port_fops_open() returns EBUSY while it is open), so opening it per line lost lines
+# whenever two steps logged at once ("can't create /dev/vport0p1: Device or resource busy").
+exec 7> "$LOG"
+export LAB_LOG_FD=7 LAB_OUT=/tmp/out
+say() { echo "lab: $*" >&7; }
 up() { cut -d' ' -f1 /proc/uptime; }
 
 # lab booted with maxcpus=N (many vCPUs under TCG: see bringup_mode() in

@@ -8,7 +8,10 @@ LAB_TRACEFS=/sys/kernel/tracing
 [ -d $LAB_TRACEFS/events ] || LAB_TRACEFS=/sys/kernel/debug/tracing
 LAB_OUT=${LAB_OUT:-/tmp/out}
 
-lab_log() { echo "lab: $*" > "${LAB_LOG_PORT:-/dev/null}" 2>/dev/null; echo "# $*"; }
+# One line to the host on the agent's lab.log descriptor (fd 7, opened once by /init:
+# never reopen the port, a second open fails with EBUSY while another process holds
+# it); busybox's echo writes the line in one write(), so concurrent steps never tear it.
+lab_log() { echo "lab: $*" 2>/dev/null >&7; echo "# $*"; }
 
 # lab_trace_setup "sched:sched_switch sched:sched_wakeup ..."  (filters from LAB_FILTER_<event>)
 lab_trace_setup() {

@@ -24,15 +24,17 @@ from pathlib import Path
 
 from .. import arch as archs
 from .. import proc
+from .. import progress as progress_mod
 from ..atomic import atomic_file
 from ..errors import InfraError, UserError
 from ..lock import cache_lock
 from ..paths import cache_dir, clean_stale, tmp_prefix
+from ..progress import Progress
 from . import cpio
 
 GUEST = Path(__file__).resolve().parent.parent / "guest"
 AGENT = GUEST / "init.sh"
-GUEST_FILES = {"lab/lib.sh": GUEST / "lib.sh", "bin/labsel": GUEST / "labsel"}
+GUEST_FILES = {"lab/lib.sh": GUEST / "lib.sh", "bin/labsel": GUEST / "labsel", "bin/labcpu": GUEST / "labcpu"}
 LAYOUT_VERSION = "1"  # bump when the layout of a layer changes
 LAYER_LOCK_TIMEOUT = 600.0  # a layer takes seconds; busybox a small download
 
@@ -176,14 +178,15 @@ def tree_layer(kind: str, root: Path, key: str) -> Path:
     return _cached(layer_path(kind, key), lambda: cpio.tree(root))
 
 
-def cached_tree_layer(kind: str, key: str, fill: Callable[[Path], object]) -> Path:
+def cached_tree_layer(kind: str, key: str, fill: Callable[[Path], object], progress: Progress | None = None) -> Path:
     """The layer of *kind* with inputs hash *key*: cached, or made by *fill* (which
-    puts the layer's files under the directory it is given) and packed.  One lab at a
-    time fills a given layer; another one waits and reuses it."""
+    puts the layer's files under the directory it is given) and packed, a step of
+    *progress* (compiling the workloads takes seconds).  One lab at a time fills a
+    given layer; another one waits and reuses it."""
     out = layer_path(kind, key)
     if out.exists():
         return out
-    with _layer_lock(out):
+    with _layer_lock(out), progress_mod.of(progress).step("image", f"the guest's {kind} layer (once)"):
         if out.exists():
             return out
         with tempfile.TemporaryDirectory(prefix=f"lab-{kind}-") as td:

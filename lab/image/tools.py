@@ -341,6 +341,23 @@ def plan(arch: str, tools: list[str] | tuple[str, ...]) -> list[Entry]:
     return sorted(entries.values(), key=lambda e: e.guest)
 
 
+def unpackable(arch: str, tools: list[str] | tuple[str, ...]) -> str | None:
+    """Why *tools* cannot be staged for an *arch* guest, or None when they can: known
+    before anything boots (a scenario's requirements, ``lab boot --tools``)."""
+    if not tools:
+        return None
+    if arch != host_arch():
+        return (
+            f"{', '.join(tools)} cannot be packed for {arch} guests: lab stages host tools only "
+            f"for the host's own arch ({host_arch()})"
+        )
+    try:
+        plan(arch, tools)
+    except UserError as e:
+        return str(e)
+    return None
+
+
 def stage_tools(root: Path, arch: str, tools: list[str] | tuple[str, ...]) -> list[str]:
     """Copy *tools* and their libraries into *root*; return the guest paths staged.
 

@@ -12,7 +12,9 @@ import re
 from pathlib import Path
 
 from .. import arch as archs
+from .. import progress as progress_mod
 from ..errors import UserError
+from ..progress import Progress
 from .artifact import KernelArtifact
 
 __all__ = ["KernelArtifact", "resolve", "fetch_debian", "DEFAULT"]
@@ -20,14 +22,14 @@ __all__ = ["KernelArtifact", "resolve", "fetch_debian", "DEFAULT"]
 DEFAULT = "debian"
 
 
-def fetch_debian(arch: str = "x86_64", *, refresh: bool = False) -> KernelArtifact:
+def fetch_debian(arch: str = "x86_64", *, refresh: bool = False, progress: Progress | None = None) -> KernelArtifact:
     """Download Debian's newest 6.1 kernel for *arch* into the store (once)."""
     from .debian import fetch_debian as _fetch
 
-    return _fetch(arch, refresh=refresh)
+    return _fetch(arch, refresh=refresh, progress=progress)
 
 
-def resolve(spec: str, arch: str, *, build: bool = True, progress=None) -> KernelArtifact:
+def resolve(spec: str, arch: str, *, build: bool = True, progress: Progress | None = None) -> KernelArtifact:
     """The kernel *spec* names, for *arch* ("x86_64" or "arm64").
 
     *spec* is, in the order tried:
@@ -37,6 +39,8 @@ def resolve(spec: str, arch: str, *, build: bool = True, progress=None) -> Kerne
     - a store id or label (``debian-6.1.0-56-amd64``, ``lab-6.1@1a2b3c4d``: ``lab kernel
       list``) or a unique prefix of one;
     - a recipe name (``kernels/<name>/recipe.toml``), built on demand if *build*.
+
+    A fetch or a build on demand is a step of *progress* (minutes, so it is shown).
     """
     from . import recipe as krecipe
     from . import store
@@ -52,7 +56,8 @@ def resolve(spec: str, arch: str, *, build: bool = True, progress=None) -> Kerne
             raise UserError(
                 f"Debian's {arch} kernel is not fetched yet; run: lab kernel fetch debian --arch {arch}"
             )
-        return fetch_debian(arch)
+        with progress_mod.of(progress).step("fetch", f"Debian's {arch} kernel (apt-get download, once)") as pg:
+            return fetch_debian(arch, progress=pg)
 
     p = Path(spec).expanduser()
     if "/" in spec or p.is_file():
@@ -72,7 +77,8 @@ def resolve(spec: str, arch: str, *, build: bool = True, progress=None) -> Kerne
             older = [a.label for a in store.entries() if a.name == spec and a.arch == r.arch]
             was = f" (its files changed since {', '.join(older[:3])}, still usable by that name)" if older else ""
             raise UserError(f"kernel recipe {spec} is not built{was}; run: lab kernel build {spec}")
-        return kbuild.build(r, progress=progress or kbuild._noop)
+        with progress_mod.of(progress).step("build", f"kernel {spec} (once; later runs reuse it)") as pg:
+            return kbuild.build(r, progress=pg.callback())
 
     if len(spec) >= 4 or spec.startswith("debian-"):
         a = store.get(spec, arch)  # debian-6.1.0-56 names the arch's own

@@ -27,8 +27,10 @@ from pathlib import Path
 
 from .. import arch as archs
 from .. import proc
+from .. import progress as progress_mod
 from ..errors import InfraError, UserError
 from ..lock import cache_lock
+from ..progress import Progress
 from . import store
 from .artifact import KernelArtifact
 
@@ -99,8 +101,9 @@ def _search(deb: str) -> list[tuple[int, str, str]]:
     return out
 
 
-def fetch_debian(arch: str = "x86_64", *, refresh: bool = False) -> KernelArtifact:
-    """Download and unpack Debian's newest 6.1 kernel for *arch* (once)."""
+def fetch_debian(arch: str = "x86_64", *, refresh: bool = False, progress: Progress | None = None) -> KernelArtifact:
+    """Download and unpack Debian's newest 6.1 kernel for *arch* (once), saying what it
+    is at through *progress*'s current step."""
     if arch not in archs.NAMES:
         raise UserError(f"arch '{arch}': Debian kernels are fetched for {' or '.join(archs.NAMES)}")
     # One lab at a time asks apt and downloads (apt-get update takes apt's own lock and
@@ -109,10 +112,11 @@ def fetch_debian(arch: str = "x86_64", *, refresh: bool = False) -> KernelArtifa
         have = installed_entries(arch)
         if waited and have and not refresh:
             return have[0]
-        return _fetch(arch, have, refresh)
+        return _fetch(arch, have, refresh, progress_mod.of(progress))
 
 
-def _fetch(arch: str, have: list[KernelArtifact], refresh: bool) -> KernelArtifact:
+def _fetch(arch: str, have: list[KernelArtifact], refresh: bool, progress: Progress) -> KernelArtifact:
+    progress.update("apt-get: which linux-image-6.1.0 is newest")
     try:
         pkg, release = newest_package(arch)
     except (UserError, InfraError):
@@ -130,12 +134,14 @@ def _fetch(arch: str, have: list[KernelArtifact], refresh: bool) -> KernelArtifa
         # apt-get download writes into the current directory and drops privileges to
         # _apt, which must be able to write there.
         os.chmod(tdp, 0o777)
+        progress.update(f"apt-get download {spec}")
         proc.run(["apt-get", "download", "-q", spec], cwd=tdp, timeout=1800)
         debs = list(tdp.glob("*.deb"))
         if len(debs) != 1:
             raise InfraError(f"apt-get download {spec} left {len(debs)} .deb files in {tdp}")
         version = proc.run(["dpkg-deb", "-f", debs[0], "Version"]).stdout.decode().strip()
         with store.staging(entry_id) as tmp:
+            progress.update(f"unpacking {debs[0].name} (modules decompressed for busybox insmod)")
             root = tmp / "root"
             proc.run(["dpkg-deb", "-x", debs[0], root], timeout=1800)
             _install(root, tmp, arch, release, pkg, version)

@@ -74,7 +74,7 @@ def test_bad_input_in_lab_run_exits_2_and_keeps_the_run_dir(monkeypatch, tmp_pat
     monkeypatch.setenv("LAB_RUNS", str(tmp_path))
     monkeypatch.setattr(session, "prepare", lambda topo, vm, **kw: _session(topo.name))
 
-    def refuse(arch, tools):
+    def refuse(arch, tools, progress=None):
         raise UserError(f"cannot pack {', '.join(tools)} for {arch} guests yet")
 
     monkeypatch.setattr(runner, "tools_layer", refuse)

@@ -1,5 +1,6 @@
 """Process checks the VM tests share."""
 
+import re
 from pathlib import Path
 
 
@@ -35,3 +36,23 @@ def stuck(p, errlog: Path) -> str:
     p.wait()
     stack = errlog.read_text(errors="replace")[-3000:] if errlog.exists() else ""
     return f"{state}, wchan {wchan}\n{stack}"
+
+
+_PROGRESS = re.compile(r"\[ *\d+\.\ds\] (\w+)(: done \(\d+\.\ds\))?")  # lab.progress's plain lines
+
+
+def progress_steps(stderr: str) -> tuple[list[str], list[str]]:
+    """The steps lab.progress's plain lines on *stderr* started, in order, and those
+    that said they were done (a step over progress.SLOW_S).  A step's detail updates
+    repeat its name: counted once."""
+    started: list[str] = []
+    done: list[str] = []
+    for line in stderr.splitlines():
+        m = _PROGRESS.match(line)
+        if not m:
+            continue
+        if m.group(2):
+            done.append(m.group(1))
+        elif not started or started[-1] != m.group(1) or (done and done[-1] == m.group(1)):
+            started.append(m.group(1))
+    return started, done

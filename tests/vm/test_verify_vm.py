@@ -8,6 +8,8 @@ from click.testing import CliRunner
 from lab import topology
 from lab.cli import main
 
+from .procs import progress_steps
+
 X86_MINIS = [n for n in topology.catalog_names() if n.endswith("-mini") and topology.load(n).arch == "x86_64"]
 
 
@@ -15,7 +17,12 @@ X86_MINIS = [n for n in topology.catalog_names() if n.endswith("-mini") and topo
 def test_verify_mini(name, debian_kernel):
     r = CliRunner().invoke(main, ["verify", name, "--json"])
     assert r.exit_code == 0, r.output[-3000:]
-    doc = json.loads(r.output)
+    doc = json.loads(r.stdout)  # progress goes to stderr only
+    # Off a terminal, progress is timestamped lines: each step as it starts, in order.
+    started, done = progress_steps(r.stderr)
+    assert started == ["verify", "boot", "snapshot", "results"], r.stderr
+    assert "boot" in done and "verify" in done, r.stderr  # a boot under TCG takes seconds
+    assert "\x1b" not in r.stderr and "\r" not in r.stderr
     assert doc["ok"] is True and doc["accel"] in ("tcg", "kvm")
     checks = {c["name"]: c for c in doc["checks"]}
     # The guest's view is the spec's, in the spec's numbering.
@@ -34,7 +41,9 @@ def test_verify_mini(name, debian_kernel):
 def test_boot_runs_a_command_and_returns_its_status(debian_kernel):
     r = CliRunner().invoke(main, ["boot", "xeon-2s22c-mini", "--", "sh", "-c", "nproc; cat /sys/devices/system/node/online; exit 7"])
     assert r.exit_code == 7, (r.stdout, r.stderr)
-    assert r.stdout.split() == ["32", "0-1"]
+    assert r.stdout.split() == ["32", "0-1"]  # the command's bytes only: progress is on stderr
+    started, done = progress_steps(r.stderr)
+    assert started == ["boot", "command", "results"] and "boot" in done, r.stderr
 
 
 def test_dry_run_prints_the_qemu_command(debian_kernel):
@@ -59,7 +68,7 @@ def test_verify_kunpeng_mini_arm64():
         pytest.skip(f"Debian's arm64 kernel is not fetched: lab kernel fetch debian --arch arm64 ({e})")
     r = CliRunner().invoke(main, ["verify", "kunpeng920-2s-mini", "--json"])
     assert r.exit_code == 0, r.output[-3000:]
-    doc = json.loads(r.output)
+    doc = json.loads(r.stdout)
     bad = [c for c in doc["checks"] if not c["ok"]]
     assert [c["name"] for c in bad] == ["sched-domain levels"]
     assert "SCHED_CLUSTER" in bad[0]["known_deviation"]
@@ -81,7 +90,7 @@ def test_hotplug_bringup_ends_with_the_topology_of_boot_bringup(name, debian_ker
     for mode in ("boot", "hotplug"):
         r = CliRunner().invoke(main, ["verify", name, "--bringup", mode, "--json"])
         assert r.exit_code == 0, r.output[-3000:]
-        doc = json.loads(r.output)
+        doc = json.loads(r.stdout)
         assert doc["bringup"] == mode
         if mode == "hotplug":
             assert doc["timing"]["online_s"] > 0

@@ -1,0 +1,131 @@
+"""Progress of the long steps without a VM: a kernel fetched or built on demand by
+`lab run`/`verify`/`boot` (session.prepare used to drop the callback), and a boot's
+stages moved on by the agent's lines.  With a guest: tests/vm (test_agent_log_vm,
+test_verify_vm)."""
+
+import io
+from pathlib import Path
+
+import pytest
+
+from lab import host as host_mod
+from lab import progress, session, topology
+from lab.backends import qemu as backend
+from lab.kernel import build as kbuild
+from lab.kernel import recipe as krecipe
+from lab.kernel import store
+from lab.kernel.artifact import KernelArtifact
+from lab.plan import VmOptions
+from lab.render import qemu
+
+HOST = host_mod.Host(arch="x86_64", cpus=2, qemu={"x86_64": (7, 2, 0), "arm64": (7, 2, 0)}, kvm=False, kvm_reason="test host")
+
+
+def _kernel(arch: str = "x86_64", name: str = "fake") -> KernelArtifact:
+    return KernelArtifact(name=name, arch=arch, image=Path("/nonexistent/bzImage"), release="6.1.0-fake", modules=None,
+                          config=None, features=frozenset(), id="fake-1")  # fmt: skip
+
+
+@pytest.fixture
+def plain(monkeypatch):
+    monkeypatch.setattr(progress, "SLOW_S", 0.0)  # every step says when it ended
+    out = io.StringIO()
+    return progress.PlainProgress(out), out
+
+
+def _lines(out: io.StringIO) -> list[str]:
+    return [line.split("] ", 1)[1] for line in out.getvalue().splitlines()]
+
+
+def test_a_debian_kernel_fetched_on_demand_is_a_step(monkeypatch, plain):
+    p, out = plain
+    monkeypatch.setattr(host_mod, "probe", lambda: HOST)
+    monkeypatch.setattr(store, "entries", lambda: [])  # not fetched yet
+
+    def fetch(arch, refresh=False, progress=None):
+        progress.update("apt-get download linux-image-6.1.0-99-amd64")
+        return _kernel(arch, "debian")
+
+    import lab.kernel as kernel_mod
+
+    monkeypatch.setattr(kernel_mod, "fetch_debian", fetch)
+    monkeypatch.setattr(progress, "_PLAIN_UPDATE_EVERY_S", 0.0)
+    s = session.prepare(topology.load("zen3-2s-mini"), VmOptions(kernel="debian"), progress=p)
+    assert s.kernel.name == "debian"
+    lines = _lines(out)
+    assert lines[0] == "fetch: Debian's x86_64 kernel (apt-get download, once)"
+    assert lines[1] == "fetch: apt-get download linux-image-6.1.0-99-amd64"
+    assert lines[2].startswith("fetch: done (")
+
+
+def test_a_recipe_built_on_demand_is_a_step_fed_by_the_build(monkeypatch, plain):
+    p, out = plain
+    monkeypatch.setattr(host_mod, "probe", lambda: HOST)
+    monkeypatch.setattr(progress, "_PLAIN_UPDATE_EVERY_S", 0.0)
+    monkeypatch.setattr(kbuild, "lookup_built", lambda r: None)
+
+    def build(r, progress):
+        progress("CC", "kernel/sched/fair.o")
+        return _kernel()
+
+    monkeypatch.setattr(kbuild, "build", build)
+    name = "lab-6.1" if "lab-6.1" in krecipe.names() else pytest.skip("no lab-6.1 recipe")
+    session.prepare(topology.load("zen3-2s-mini"), VmOptions(kernel=name), progress=p)
+    assert _lines(out)[:2] == ["build: kernel lab-6.1 (once; later runs reuse it)", "build: CC: kernel/sched/fair.o"]
+    assert _lines(out)[2].startswith("build: done (")
+
+
+def _stages(job: backend.GuestJob, p: progress.Progress) -> backend.Stages:
+    t = topology.load("zen3-2s-mini")
+    plan = qemu.plan(t, HOST, VmOptions(kernel="fake"), kernel_features=frozenset())
+    return backend.Stages(p, plan, _kernel(), job)
+
+
+AGENT = ["lab: ready uptime=3.1", "lab: snapshot uptime=3.9", "lab: job start uptime=4.0",
+         "lab: step stream start uptime=4.1", "lab: step stream rc=0 uptime=9.0", "lab: done rc=0 uptime=9.2",
+         "lab: sent bytes=10240 tar=0"]  # fmt: skip
+
+
+def test_a_scenario_boot_is_boot_snapshot_workload_results(plain):
+    p, out = plain
+    with _stages(backend.GuestJob("#!/bin/sh\n"), p) as st:
+        for line in AGENT:
+            st.said(line)
+    starts = [x for x in _lines(out) if not x.split(": ", 1)[-1].startswith("done (")]
+    names = [x.split(":")[0] for x in starts]
+    assert names[0] == "boot" and starts[0] == "boot: zen3-2s-mini, 32 vCPUs, fake (6.1.0-fake), tcg"
+    assert [n for i, n in enumerate(names) if i == 0 or names[i - 1] != n] == ["boot", "snapshot", "workload", "results"]
+    assert [x.split(":")[0] for x in _lines(out) if ": done (" in x] == ["boot", "snapshot", "workload", "results"]
+
+
+def test_a_command_boot_has_no_snapshot_and_is_called_command(plain):
+    p, out = plain
+    with _stages(backend.GuestJob("#!/bin/sh\n", {"LAB_SNAPSHOT": "0"}, label="command"), p) as st:
+        for line in AGENT:
+            st.said(line)
+    names = [x.split(":")[0] for x in _lines(out) if ": done (" in x]
+    assert names == ["boot", "command", "results"]
+
+
+def test_a_lost_guest_ends_its_step(plain):
+    p, out = plain
+    with pytest.raises(RuntimeError), _stages(backend.GuestJob(), p) as st:
+        st.said("lab: ready uptime=1.0")
+        raise RuntimeError("lost")
+    assert _lines(out)[-1].startswith("snapshot: done (") and not p._steps
+
+
+def test_an_image_layer_made_once_is_a_step_and_a_cached_one_is_silent(monkeypatch, tmp_path, plain):
+    from lab.image import initramfs
+
+    monkeypatch.setenv("LAB_CACHE", str(tmp_path / "cache"))
+    p, out = plain
+
+    def fill(root: Path) -> None:
+        (root / "hello").write_text("hi\n")
+
+    first = initramfs.cached_tree_layer("workloads", "k1", fill, p)
+    assert _lines(out)[0] == "image: the guest's workloads layer (once)" and _lines(out)[1].startswith("image: done (")
+    n = len(out.getvalue())
+    assert initramfs.cached_tree_layer("workloads", "k1", fill, p) == first
+    assert len(out.getvalue()) == n  # cached: nothing to say

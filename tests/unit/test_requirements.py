@@ -1,0 +1,102 @@
+"""What a scenario needs and lab can tell before booting is a SKIP with the reason,
+before any boot (and, for the topology and the tools, before any kernel is built or
+fetched): a topology requirement, a tool that cannot be packed for the topology's arch,
+a kernel config symbol the kernel's config lacks."""
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from lab import host as host_mod
+from lab import runner, session, topology
+from lab import scenario as sc
+from lab.backends import qemu as backend
+from lab.cli import main
+from lab.kernel.artifact import KernelArtifact
+from lab.plan import VmOptions
+from lab.render import qemu
+
+HOST = host_mod.Host(arch="x86_64", cpus=2, qemu={"x86_64": (7, 2, 0), "arm64": (7, 2, 0)}, kvm=False, kvm_reason="test host")
+
+
+def _session(name: str, config: Path | None) -> session.Session:
+    t = topology.load(name)
+    k = KernelArtifact(name="fake", arch=t.arch, image=Path("/nonexistent/Image"), release="6.1.0-fake", modules=None,
+                       config=config, features=frozenset(), id="fake-1")  # fmt: skip
+    return session.Session(qemu.plan(t, HOST, VmOptions(kernel="fake"), kernel_features=frozenset(), kernel=k.ref()), k)
+
+
+@pytest.fixture
+def no_boot(monkeypatch):
+    monkeypatch.setattr(session, "prepare", lambda *a, **k: pytest.fail("a kernel was resolved for a scenario that cannot run"))
+    monkeypatch.setattr(backend, "boot", lambda *a, **k: pytest.fail("booted a scenario that cannot run"))
+
+
+def test_a_tool_that_cannot_be_packed_for_the_arch_skips_before_anything(no_boot, tmp_path):
+    # hackbench is staged from the host (x86_64 here): an arm64 guest cannot get it.
+    r = CliRunner().invoke(main, ["run", "soft-affinity", "--topology", "kunpeng920-2s-mini"])
+    assert r.exit_code == 0, r.output
+    assert r.output == (
+        "SKIP soft-affinity on kunpeng920-2s-mini: hackbench cannot be packed for arm64 guests: "
+        "lab stages host tools only for the host's own arch (x86_64)\n"
+    )
+    assert not (tmp_path / "runs").exists()  # no run directory: nothing ran
+    r = CliRunner().invoke(main, ["run", "soft-affinity", "--topology", "kunpeng920-2s-mini", "--json"])
+    assert json.loads(r.stdout)["status"] == "SKIP"
+
+
+def test_a_tool_missing_on_the_host_skips_naming_the_package(no_boot, monkeypatch):
+    monkeypatch.setenv("PATH", "/nonexistent")
+    from lab.image import tools
+
+    monkeypatch.setattr(tools.shutil, "which", lambda *a, **k: None)
+    why = sc.load("soft-affinity").skip_reason(topology.load("xeon-2s22c-mini"))
+    assert why is not None and "host tool 'hackbench' not found" in why and "rt-tests" in why
+
+
+def test_topology_and_tools_reasons_are_all_given():
+    why = sc.load("llc-spread-pinned").skip_reason(topology.load("xeon-2s22c-mini"))
+    assert why == "the topology lacks at least 2 llcs per socket"
+    assert sc.load("llc-spread-pinned").skip_reason(topology.load("zen3-2s-mini")) is None
+
+
+def _config(tmp_path: Path, text: str) -> Path:
+    p = tmp_path / "config"
+    p.write_text(text)
+    return p
+
+
+def test_a_kernel_without_the_config_a_scenario_needs_skips_before_booting(monkeypatch, tmp_path):
+    monkeypatch.setattr(backend, "boot", lambda *a, **k: pytest.fail("booted a kernel that cannot show the effect"))
+    s = sc.load("cluster-wakeup")
+    sess = _session("kunpeng920-2s-mini", _config(tmp_path, "CONFIG_SMP=y\n# CONFIG_SCHED_CLUSTER is not set\n"))
+    o = runner.run_once(s, sess)
+    assert o.status == "SKIP" and o.run_dir is None
+    assert o.message == (
+        "kernel fake (6.1.0-fake) lacks CONFIG_SCHED_CLUSTER=y (the cluster sched-domain level; "
+        "--kernel lab-6.1-arm64 has it)"
+    )
+    assert runner.EXIT[o.status] == 0
+
+
+def test_a_kernel_with_it_or_of_unknown_config_is_not_skipped(tmp_path):
+    s = sc.load("cluster-wakeup")
+    t = topology.load("kunpeng920-2s-mini")
+    have = _session("kunpeng920-2s-mini", _config(tmp_path, "CONFIG_SCHED_CLUSTER=y\n")).kernel
+    unknown = _session("kunpeng920-2s-mini", None).kernel  # a bare image: lab cannot tell, so it boots
+    assert s.skip_reason(t, have) is None and s.skip_reason(t, unknown) is None
+
+
+def test_numa_scenarios_need_numa_balancing(tmp_path):
+    lacking = _session("numa4-96-mini", _config(tmp_path, "CONFIG_NUMA=y\n")).kernel
+    for name in ("numa-balancing", "preferred-node-migrations"):
+        why = sc.load(name).skip_reason(topology.load(sc.load(name).topologies[0]), lacking)
+        assert why is not None and "CONFIG_NUMA_BALANCING=y" in why
+
+
+def test_scenarios_table_lists_kernel_needs_and_tools():
+    r = CliRunner().invoke(main, ["scenarios"], terminal_width=400)
+    assert r.exit_code == 0
+    assert "CONFIG_SCHED_CLUSTER=y" in r.output and "tools: hackbench" in r.output
