@@ -132,18 +132,44 @@ def make(run_dir: Path, out: Path) -> dict[str, Any]:
         members[rel] = Path(plan.topo.path)
         manifest["topology"] = rel
     # The scenario's source (scenarios are one self-contained file).
-    from .. import scenario as sc
 
-    try:
-        s = sc.load(str(results.get("scenario") or ""))
-        rel = f"scenario/{Path(s.path).name}"
-        members[rel] = Path(s.path)
+    src = _scenario_file(str(results.get("scenario") or ""), manifest["command"], run_dir)
+    if src is not None:
+        rel = f"scenario/{src.name}"
+        members[rel] = src
         manifest["scenario"] = rel
-    except UserError:
+    else:
         manifest["scenario"] = None  # a scenario this lab no longer has: the run still reproduces by hand
     manifest["kernel"] = _kernel_members(plan, results, members)
     members["host.json"] = json.dumps(_host(plan), indent=1).encode()
     return _write(out, manifest, members)
+
+
+def _scenario_file(name: str, command: str, run_dir: Path) -> Path | None:
+    """The source of the run's scenario: a scenario file its command named (`lab run
+    ./mine.py`, relative to where lab ran, else to the run directory's parent), else
+    lab's scenario of that name."""
+    import shlex
+
+    from .. import scenario as sc
+
+    try:
+        args = shlex.split(command)
+    except ValueError:
+        args = []
+    for a in args:
+        if a.endswith(".py"):
+            for p in (Path(a), run_dir.parent / a):
+                if p.is_file():
+                    try:
+                        if sc.load_file(p).name == name:
+                            return p
+                    except UserError:
+                        pass
+    try:
+        return Path(sc.load(name).path)
+    except UserError:
+        return None
 
 
 def _read_text(p: Path) -> str:
