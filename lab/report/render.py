@@ -286,7 +286,7 @@ def _draw(node, x: float, y: float, out: list[str], t: Topology) -> None:
     else:
         label = f"Core #{gid}"
     out.append(f'<g class="{level}"><rect x="{x:.0f}" y="{y:.0f}" width="{w:.0f}" height="{h:.0f}" rx="3" fill="{fill}" '
-               f'stroke="#777"/><text x="{x + 5:.0f}" y="{y + 12:.0f}" font-size="11">{escape(label)}</text>')  # fmt: skip
+               f'stroke="#777"/><text x="{x + 4:.0f}" y="{y + 12:.0f}" font-size="{9 if level == "core" else 11}">{escape(label)}</text>')  # fmt: skip
     for kid, ((dx, dy), _size) in zip(kids, placed, strict=True):
         _draw(kid, x + dx, y + dy, out, t)
     out.append("</g>")
@@ -335,7 +335,7 @@ def timeline_svg(t: Topology, tl: Timeline) -> str:
     box per stretch a task ran (or was placed) there, a mark per migration by class."""
     order = sorted(t.cpus, key=lambda c: c.index)
     n = len(order)
-    rowh = max(5.0, min(16.0, 640.0 / n))
+    rowh = max(5.0, min(20.0, 640.0 / n))
     left, top, plot_w = 150.0, 22.0, 1000.0
     gaps: list[float] = []  # extra space before each row
     y_of: dict[int, float] = {}
