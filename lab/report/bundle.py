@@ -110,6 +110,9 @@ def make(run_dir: Path, out: Path) -> dict[str, Any]:
         p = run_dir / name
         if p.is_file() and not p.is_symlink():
             members[f"run/{name}"] = p
+    for p in sorted(run_dir.glob("trace*.dat")):  # lab.trace.tracedat's, for trace-cmd and KernelShark
+        if p.is_file() and not p.is_symlink():
+            members[f"run/{p.name}"] = p
     for d in RUN_DIRS:
         for p in sorted((run_dir / d).rglob("*")) if (run_dir / d).is_dir() else []:
             if p.is_file() and not p.is_symlink():

@@ -50,6 +50,15 @@ def test_bundle_replays_to_the_same_verdict(debian_kernel, tmp_path, monkeypatch
     before = json.loads((run_dir / "results.json").read_text())
     assert before["status"] == "PASS" and before["expectations"][0]["figures"]["wakeup_new"] == 2
 
+    # The raw trace is also trace.dat, which trace-cmd reads back event for event.
+    if shutil.which("trace-cmd"):
+        import subprocess
+
+        rep = subprocess.run(["trace-cmd", "report", "-i", str(run_dir / "trace.dat")], capture_output=True, text=True, timeout=60)
+        assert rep.returncode == 0, rep.stderr
+        text = (run_dir / "out" / "trace.main.txt").read_text()
+        assert sum(" sched_" in ln for ln in rep.stdout.splitlines()) == sum(": sched_" in ln for ln in text.splitlines()) > 0
+
     out = tmp_path / "bug.tar.gz"
     r = CliRunner().invoke(main, ["report", "bundle", str(run_dir), "-o", str(out)])
     assert r.exit_code == 0, r.output
