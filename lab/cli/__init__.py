@@ -139,9 +139,10 @@ def main(verbose: bool) -> None:
 
 
 def _register() -> None:
-    from . import kernel, topo, vm
+    from . import compare, kernel, topo, vm
 
     main.add_command(topo.topo)
+    main.add_command(compare.compare_cmd)
     main.add_command(kernel.kernel)
     for cmd in vm.COMMANDS:
         main.add_command(cmd)

@@ -19,13 +19,20 @@ def scenarios_cmd() -> None:
 
     from .. import scenario as sc
 
+    c = console()
     t = Table(title="lab scenarios", title_justify="left")
-    for col in ("name", "seed", "default topology", "needs", "summary"):
-        t.add_column(col)
+    narrow = c.width < 120  # a mail or a narrow terminal: two columns, the prose wraps
+    cols = ("scenario", "what it reproduces") if narrow else ("name", "seed", "default topology", "needs", "summary")
+    for col in cols:
+        t.add_column(col, no_wrap=col in ("scenario", "name", "seed", "default topology"))
     for name in sc.names():
         s = sc.load(name)
-        t.add_row(s.name, s.seed, s.topologies[0], "; ".join(r.description for r in s.requires), s.summary)
-    console().print(t)
+        needs = "; ".join(r.description for r in s.requires)
+        if narrow:
+            t.add_row(f"{s.name}\nseed {s.seed}\non {s.topologies[0]}", f"{s.summary}\nneeds: {needs}")
+        else:
+            t.add_row(s.name, s.seed, s.topologies[0], needs, s.summary)
+    c.print(t)
 
 
 @click.command("run")

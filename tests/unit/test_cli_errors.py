@@ -78,6 +78,20 @@ CASES: dict[str, dict[str, list[list[str]]]] = {
         "run_dir": [["recheck", d] for d in ("{missing}", "{garbage}", "{dir}", "{run_badplan}")] + [["recheck"]],
         "scenario_file": [["recheck", "{run}", "--scenario", s] for s in ("nope", "{missing}.py", "{garbage}.py")],
     },
+    "compare": {
+        "what": [["compare"], ["compare", "nope", "--kernel", "debian", "--kernel", "debian"], ["compare", "a", "b"],
+                 ["compare", "{run}", "--"], ["compare", "{missing}", "--", "{run}"], ["compare", "{run}", "--", "{dir}"],
+                 ["compare", "{run}", "--", "{garbage}"], ["compare", "{run}", "--", "{run_cluster}"]],  # fmt: skip
+        "topo": [["compare", "llc-spread-pinned", "-t", t, "--kernel", "debian", "--kernel", "debian"] for t in TOPOLOGIES]
+        + [["compare", "{run}", "-t", "zen3-2s-mini", "--", "{run}"]],
+        "kernels": [["compare", "llc-spread-pinned", "--kernel", k, "--kernel", "debian"] for k in KERNELS]
+        + [["compare", "llc-spread-pinned", "--kernel", "debian"], ["compare", "{run}", "--kernel", "debian", "--", "{run}"]],
+        **{k: [[*c[:-2], "--kernel", "debian", "--kernel", "debian", *c[-2:]] if len(c) > 3 else [*c, "--kernel", "debian"]
+               for c in v] for k, v in _vm("compare", "llc-spread-pinned").items() if k != "kernel_spec"},  # fmt: skip
+        "repeat": [["compare", "llc-spread-pinned", "--repeat", n, "--kernel", "debian", "--kernel", "debian"]
+                   for n in ("0", "-1", "1001", "", "2.5")],  # fmt: skip
+        "table_format": [["compare", "{run}", "--", "{run}", "--format", f] for f in ("html", "")],
+    },
     "scenarios": {"": [["scenarios", "extra"]]},
     "topo": {"": [["topo", "nope"]]},
     "topo list": {"": [["topo", "list", "extra"]]},
@@ -193,6 +207,7 @@ def bad(tmp_path, monkeypatch):
         "capture": str(cap),
         "out": str(tmp_path / "out"),
         "run": str(RUN),
+        "run_cluster": str(RUN.parent / "cluster-wakeup-kunpeng920-2s-mini-debian"),
         **runs,
     }
 
