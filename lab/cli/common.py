@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import math
+import re
 from pathlib import Path
 from typing import IO, cast
 
@@ -136,7 +137,8 @@ class _AsciiStream:
         return sys.stderr if self._stderr else sys.stdout
 
     def write(self, s: str) -> int:
-        return self._f().write(to_ascii(s))
+        # rich pads each line to the width: a mail does not want the trailing blanks.
+        return self._f().write(_TRAILING.sub("\n", to_ascii(s)))
 
     def flush(self) -> None:
         self._f().flush()
@@ -146,6 +148,9 @@ class _AsciiStream:
 
     def fileno(self) -> int:
         return self._f().fileno()
+
+
+_TRAILING = re.compile(r"[ \t]+\n")
 
 
 def to_ascii(s: str) -> str:

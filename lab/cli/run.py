@@ -8,11 +8,12 @@ from typing import Any
 
 import click
 
-from .common import console
+from .common import console, text_format_option
 from .vm import vm_options
 
 
 @click.command("scenarios")
+@text_format_option
 def scenarios_cmd() -> None:
     """The scenarios in scenarios/ and what they reproduce."""
     from rich.table import Table
@@ -44,6 +45,7 @@ def scenarios_cmd() -> None:
 @click.option("--runs-per-verdict", type=click.IntRange(1, 99), default=None, metavar="K",
               help="Without --repeat: the verdict is the majority of up to K runs (odd; default: the scenario's verdict_runs).")
 @click.option("--json", "as_json", is_flag=True, help="Print results as JSON.")
+@text_format_option
 @click.option("--kernel-tree", type=click.Path(path_type=__import__("pathlib").Path), default=None,
               help="Build this kernel tree (out of tree, in lab's cache) and judge it.")
 @click.option("--recipe", default=None, help="Config, fragments and patches for --kernel-tree: a recipe name or a recipe.toml path (default lab-6.1 / lab-6.1-arm64).")
@@ -286,6 +288,7 @@ def _show_agg(agg) -> None:
 
 
 @click.command("recheck")
+@text_format_option
 @click.argument("run_dir", type=click.Path(exists=True, file_okay=False, path_type=__import__("pathlib").Path))
 @click.option("--scenario", "scenario_file", default=None, help="Check with this scenario (name or file) instead of the recorded one.")
 def recheck_cmd(run_dir, scenario_file) -> None:
