@@ -139,9 +139,10 @@ def main(verbose: bool) -> None:
 
 
 def _register() -> None:
-    from . import kernel, report, topo, vm
+    from . import compare, kernel, report, topo, vm
 
     main.add_command(topo.topo)
+    main.add_command(compare.compare_cmd)
     main.add_command(kernel.kernel)
     main.add_command(report.report)
     for cmd in vm.COMMANDS:

@@ -8,24 +8,32 @@ from typing import Any
 
 import click
 
-from .common import console
+from .common import console, text_format_option
 from .vm import vm_options
 
 
 @click.command("scenarios")
+@text_format_option
 def scenarios_cmd() -> None:
     """The scenarios in scenarios/ and what they reproduce."""
     from rich.table import Table
 
     from .. import scenario as sc
 
+    c = console()
     t = Table(title="lab scenarios", title_justify="left")
-    for col in ("name", "seed", "default topology", "needs", "summary"):
-        t.add_column(col)
+    narrow = c.width < 120  # a mail or a narrow terminal: two columns, the prose wraps
+    cols = ("scenario", "what it reproduces") if narrow else ("name", "seed", "default topology", "needs", "summary")
+    for col in cols:
+        t.add_column(col, no_wrap=col in ("scenario", "name", "seed", "default topology"))
     for name in sc.names():
         s = sc.load(name)
-        t.add_row(s.name, s.seed, s.topologies[0], "; ".join(r.description for r in s.requires), s.summary)
-    console().print(t)
+        needs = "; ".join(r.description for r in s.requires)
+        if narrow:
+            t.add_row(f"{s.name}\nseed {s.seed}\non {s.topologies[0]}", f"{s.summary}\nneeds: {needs}")
+        else:
+            t.add_row(s.name, s.seed, s.topologies[0], needs, s.summary)
+    c.print(t)
 
 
 @click.command("run")
@@ -37,6 +45,7 @@ def scenarios_cmd() -> None:
 @click.option("--runs-per-verdict", type=click.IntRange(1, 99), default=None, metavar="K",
               help="Without --repeat: the verdict is the majority of up to K runs (odd; default: the scenario's verdict_runs).")
 @click.option("--json", "as_json", is_flag=True, help="Print results as JSON.")
+@text_format_option
 @click.option("--kernel-tree", type=click.Path(path_type=__import__("pathlib").Path), default=None,
               help="Build this kernel tree (out of tree, in lab's cache) and judge it.")
 @click.option("--recipe", default=None, help="Config, fragments and patches for --kernel-tree: a recipe name or a recipe.toml path (default lab-6.1 / lab-6.1-arm64).")
@@ -279,6 +288,7 @@ def _show_agg(agg) -> None:
 
 
 @click.command("recheck")
+@text_format_option
 @click.argument("run_dir", type=click.Path(exists=True, file_okay=False, path_type=__import__("pathlib").Path))
 @click.option("--scenario", "scenario_file", default=None, help="Check with this scenario (name or file) instead of the recorded one.")
 def recheck_cmd(run_dir, scenario_file) -> None:

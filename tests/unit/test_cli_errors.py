@@ -71,17 +71,36 @@ CASES: dict[str, dict[str, list[list[str]]]] = {
         + [["run", "llc-spread-pinned", "--kernel-tree", "{dir}", "--kernel", "nope"]],
         "recipe": [["run", "llc-spread-pinned", "--recipe", "lab-6.1"]],
         "watch": [["run", "llc-spread-pinned", "--watch"]],
+        "table_format": [["run", "llc-spread-pinned", "--format", f] for f in ("html", "")],
     },
     "recheck": {
         # A run directory whose results.json is empty or not a record is not bad input but a
         # run that did not finish: ERROR, exit 3 (tests/unit/test_integrity.py).
         "run_dir": [["recheck", d] for d in ("{missing}", "{garbage}", "{dir}", "{run_badplan}")] + [["recheck"]],
         "scenario_file": [["recheck", "{run}", "--scenario", s] for s in ("nope", "{missing}.py", "{garbage}.py")],
+        "table_format": [["recheck", "{run}", "--format", f] for f in ("html", "")],
     },
-    "scenarios": {"": [["scenarios", "extra"]]},
+    "compare": {
+        "what": [["compare"], ["compare", "nope", "--kernel", "debian", "--kernel", "debian"], ["compare", "a", "b"],
+                 ["compare", "{run}", "--"], ["compare", "{missing}", "--", "{run}"], ["compare", "{run}", "--", "{dir}"],
+                 ["compare", "{run}", "--", "{garbage}"], ["compare", "{run}", "--", "{run_cluster}"]],  # fmt: skip
+        "topo": [["compare", "llc-spread-pinned", "-t", t, "--kernel", "debian", "--kernel", "debian"] for t in TOPOLOGIES]
+        + [["compare", "{run}", "-t", "zen3-2s-mini", "--", "{run}"]],
+        "kernels": [["compare", "llc-spread-pinned", "--kernel", k, "--kernel", "debian"] for k in KERNELS]
+        + [["compare", "llc-spread-pinned", "--kernel", "debian"], ["compare", "{run}", "--kernel", "debian", "--", "{run}"]],
+        **{k: [[*c[:-2], "--kernel", "debian", "--kernel", "debian", *c[-2:]] if len(c) > 3 else [*c, "--kernel", "debian"]
+               for c in v] for k, v in _vm("compare", "llc-spread-pinned").items() if k != "kernel_spec"},  # fmt: skip
+        "repeat": [["compare", "llc-spread-pinned", "--repeat", n, "--kernel", "debian", "--kernel", "debian"]
+                   for n in ("0", "-1", "1001", "", "2.5")],  # fmt: skip
+        "table_format": [["compare", "{run}", "--", "{run}", "--format", f] for f in ("html", "")],
+    },
+    "scenarios": {"": [["scenarios", "extra"]], "table_format": [["scenarios", "--format", "html"]]},
     "topo": {"": [["topo", "nope"]]},
-    "topo list": {"": [["topo", "list", "extra"]]},
-    "topo show": {"spec": [["topo", "show", t] for t in TOPOLOGIES] + [["topo", "show"]]},
+    "topo list": {"": [["topo", "list", "extra"]], "table_format": [["topo", "list", "--format", "json"]]},
+    "topo show": {
+        "spec": [["topo", "show", t] for t in TOPOLOGIES] + [["topo", "show"]],
+        "table_format": [["topo", "show", "zen3-2s-mini", "--format", f] for f in ("qemu", "")],
+    },
     "topo render": {
         "spec": [["topo", "render", t] for t in TOPOLOGIES],
         "fmt": [["topo", "render", "xeon-2s22c-mini", "--format", f] for f in ("xml", "")],
@@ -100,7 +119,7 @@ CASES: dict[str, dict[str, list[list[str]]]] = {
         + [["topo", "import", "{capture}"]],
     },
     "kernel": {"": [["kernel", "nope"]]},
-    "kernel recipes": {"": [["kernel", "recipes", "extra"]]},
+    "kernel recipes": {"": [["kernel", "recipes", "extra"]], "table_format": [["kernel", "recipes", "--format", "x"]]},
     "kernel config": {
         "recipe_name": [["kernel", "config", r] for r in ("nope", "", "../etc")] + [["kernel", "config"]],
         "patches": [["kernel", "config", "lab-6.1", "--patch", p] for p in ("{missing}.patch", "{dir}")],
@@ -114,7 +133,7 @@ CASES: dict[str, dict[str, list[list[str]]]] = {
         "what": [["kernel", "fetch", "ubuntu"], ["kernel", "fetch"]],
         "arch": [["kernel", "fetch", "debian", "--arch", a] for a in ("riscv64", "")],
     },
-    "kernel list": {"": [["kernel", "list", "extra"]]},
+    "kernel list": {"": [["kernel", "list", "extra"]], "table_format": [["kernel", "list", "--format", "x"]]},
     "kernel show": {
         "spec": [["kernel", "show", k] for k in ("nope", "{missing}/bzImage", "{dir}/", "{garbage}", "lab-6.1", "")],
         "arch": [["kernel", "show", "debian", "--arch", "mips"]],
@@ -193,6 +212,7 @@ def bad(tmp_path, monkeypatch):
         "capture": str(cap),
         "out": str(tmp_path / "out"),
         "run": str(RUN),
+        "run_cluster": str(RUN.parent / "cluster-wakeup-kunpeng920-2s-mini-debian"),
         **runs,
     }
 
