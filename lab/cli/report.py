@@ -58,12 +58,13 @@ def replay_cmd(bundle_file: Path, kernel: str | None, target: Path | None) -> No
 
 
 @report.command("render")
-@click.argument("source", metavar="RUN_DIR|BUNDLE", type=click.Path(exists=True, path_type=Path))
+@click.argument("source", metavar="RUN_DIR|BUNDLE|COMPARE_JSON", type=click.Path(exists=True, path_type=Path))
 @click.option("--format", "fmt", type=click.Choice(["text", "markdown", "html"]), default="text", show_default=True)
 @click.option("-o", "--output", type=OUTPUT, default=None, help="Write here instead of stdout.")
 def render_cmd(source: Path, fmt: str, output: Path | None) -> None:
-    """A run as text for a mail (80 columns), markdown, or one self-contained HTML page
-    (the topology drawn as lstopo does, the placement timeline, the migrations)."""
+    """A run (or a bundle of one, or `lab compare --json`'s document) as text for a mail
+    (80 columns), markdown, or one self-contained HTML page (the topology drawn as
+    lstopo does, the placement timeline, the migrations; a comparison side by side)."""
     from ..report import render
 
     doc = _document(source)
@@ -87,8 +88,10 @@ def _document(source: Path):
 
     if source.is_dir():
         return document.load_run(source)
+    if source.name.endswith(".json"):
+        return document.load_compare(source)
     if not source.name.endswith((".tar.gz", ".tgz")):
-        raise UserError(f"{source}: give a run directory or a bundle (.tar.gz)")
+        raise UserError(f"{source}: give a run directory, a bundle (.tar.gz) or a comparison (lab compare --json > FILE.json)")
     tmp = Path(tempfile.mkdtemp(prefix="lab-render-"))
     try:
         b = bundle.extract(source, tmp / "bundle")

@@ -202,3 +202,47 @@ def _coalesce(segments: list[Segment], quantum: float) -> tuple[list[Segment], i
         dropped += len(out) - len(longest)
         out = sorted(longest, key=lambda s: (s.cpu, s.start))
     return out, dropped
+
+
+@dataclass(frozen=True)
+class CompareDoc:
+    """A `lab compare --json` document (lab.compare v1), with one run of each side drawn
+    when its run directory is still there."""
+
+    doc: dict[str, Any]
+    topology: Topology | None
+    runs: tuple[RunDoc | None, RunDoc | None]  # A's and B's first judged run
+    source: str = ""
+
+
+def load_compare(path: Path) -> CompareDoc:
+    """The comparison document at *path*, checked against its schema."""
+    from .. import compare, topology
+    from ..limits import MAX_FILE_BYTES, read_file
+
+    try:
+        doc = json.loads(read_file(path, 16 * MAX_FILE_BYTES, "a compare document"))
+    except ValueError as e:
+        raise UserError(f"{path}: not JSON ({e})") from None
+    doc = compare.check_document(doc, str(path))
+    for key in ("sides", "verdict", "expectations", "figures"):
+        if key not in doc:
+            raise UserError(f"{path}: a compare document without '{key}'")
+    topo = None
+    try:
+        topo = topology.load(str(doc.get("topology")))
+    except UserError:
+        pass  # a spec this lab does not have: the tables still render
+    runs: list[RunDoc | None] = []
+    for side in ("a", "b"):
+        found = None
+        for d in doc["sides"][side].get("run_dirs") or []:
+            if d and (Path(d) / "results.json").is_file() and (Path(d) / "plan.json").is_file():
+                try:
+                    found = load_run(Path(d), source=d)
+                except UserError:
+                    continue
+                if found.status in ("PASS", "FAIL"):
+                    break
+        runs.append(found)
+    return CompareDoc(doc, topo, (runs[0], runs[1]), source=str(path))

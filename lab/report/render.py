@@ -12,13 +12,15 @@ from html import escape
 from typing import Any
 
 from ..topology import Topology
-from .document import MIGRATION_CLASSES, RunDoc, Timeline
+from .document import MIGRATION_CLASSES, CompareDoc, RunDoc, Timeline
 
 WIDTH = 80  # a mail's line
 FORMATS = ("text", "markdown", "html")
 
 
-def render(doc: RunDoc, fmt: str) -> str:
+def render(doc: RunDoc | CompareDoc, fmt: str) -> str:
+    if isinstance(doc, CompareDoc):
+        return {"text": compare_text, "markdown": compare_markdown, "html": compare_html}[fmt](doc)
     return {"text": text, "markdown": markdown, "html": html}[fmt](doc)
 
 
@@ -530,3 +532,106 @@ def replay_table(before: dict[str, Any], after: dict[str, Any], notes: list[str]
         out += textwrap.wrap(f"note: {n}", WIDTH, subsequent_indent="  ")
     out += textwrap.wrap(f"bundle opened in {where}", WIDTH)
     return "\n".join(ln.rstrip() for ln in out) + "\n"
+
+
+# ---- comparisons (lab compare --json) ---------------------------------------------------------
+
+
+def compare_text(c: CompareDoc) -> str:
+    """lab compare's own mail text (lab.render.compare)."""
+    from ..render import compare as compare_render
+
+    return compare_render.text(c.doc)
+
+
+def _stats(st: dict[str, Any]) -> str:
+    from ..render.compare import num
+
+    if not st or st.get("n", 0) == 0:
+        return "-"
+    sd = f" ± {num(st['stddev'])}" if st.get("stddev") is not None else ""
+    return f"{num(st.get('mean'))}{sd} ({num(st.get('min'))}-{num(st.get('max'))}, n={st.get('n')})"
+
+
+def _rates(c: CompareDoc) -> list[tuple[str, str, str, str]]:
+    from ..render.compare import p_text
+
+    d = c.doc
+    rows = [("verdict", d["verdict"])] + [(str(e.get("name")), e) for e in d["expectations"]]
+    return [(n, f"{r['a']['passed']}/{r['a']['runs']}", f"{r['b']['passed']}/{r['b']['runs']}", p_text(r["test"])) for n, r in rows]
+
+
+def _figure_rows(c: CompareDoc) -> list[tuple[str, str, str, str, str]]:
+    from ..render.compare import p_text, pct
+
+    return [
+        (f"{f['expectation']}: {f['figure']}", _stats(f["a"]), _stats(f["b"]), pct(f.get("change_pct")), p_text(f["test"]))
+        for f in c.doc["figures"]
+    ]
+
+
+def compare_markdown(c: CompareDoc) -> str:
+    d = c.doc
+    a, b = d["sides"]["a"], d["sides"]["b"]
+    out = [f"## lab compare `{d['scenario']}` on `{d['topology']}`", ""]
+    if c.topology is not None:
+        out.append(f"- **Machine**: {_md(machine_line(c.topology))}")
+    for s in (a, b):
+        out.append(f"- **{s['label']}**: {_md(str(s['kernel']))}: {s['runs']} runs, {s['passed']} PASS, {s['failed']} FAIL"
+                   + (f", {s['not_judged']} not judged" if s.get("not_judged") else ""))  # fmt: skip
+    out += ["", f"p: Fisher's exact test (pass rates), Welch's t-test (figures); * = significant at {d.get('alpha', 0.05):g}", ""]
+    out += ["| pass rate | A | B | p |", "|---|---:|---:|---|", *(f"| {_md(n)} | {x} | {y} | {p} |" for n, x, y, p in _rates(c)), ""]
+    if d["figures"]:
+        out += ["| figure | A mean ± sd (min-max, n) | B mean ± sd (min-max, n) | change | p |", "|---|---|---|---:|---|"]
+        out += [f"| {_md(n)} | {x} | {y} | {ch} | {p} |" for n, x, y, ch, p in _figure_rows(c)]
+    return "\n".join(out).rstrip() + "\n"
+
+
+def _side_html(r: RunDoc | None, label: str, kernel: str) -> str:
+    head = f"<h2>{escape(label)}: {escape(kernel)}</h2>"
+    if r is None:
+        return f'<div class="side">{head}<p class="note">no run directory of this side is here to draw</p></div>'
+    tl = r.timeline
+    body = timeline_svg(r.topology, tl) if tl is not None and tl.segments else '<p class="note">no trace events to draw</p>'
+    rows = "".join(f'<tr><td>{escape(k)}</td><td class="n">{v}</td></tr>' for k, v in _migration_rows(r))
+    return (f'<div class="side">{head}<p class="note">{escape(r.status)}: one run, {escape(r.source)}</p>'
+            f'<div class="scroll">{body}</div><table class="migrations"><tr><th>migration class</th><th>count</th></tr>{rows}</table></div>')  # fmt: skip
+
+
+def compare_html(c: CompareDoc) -> str:
+    d = c.doc
+    a, b = d["sides"]["a"], d["sides"]["b"]
+    title = f"lab compare {d['scenario']} on {d['topology']}"
+    cards = "".join(
+        f'<div class="card"><div class="lbl">{escape(s["label"])}</div><div class="k">{escape(str(s["kernel"]))}</div>'
+        f'<div>{s["passed"]} PASS, {s["failed"]} FAIL of {s["runs"]} runs</div></div>'
+        for s in (a, b)
+    )
+    rates = "".join(f"<tr><td>{escape(n)}</td><td class=\"n\">{x}</td><td class=\"n\">{y}</td><td>{escape(p)}</td></tr>" for n, x, y, p in _rates(c))
+    figs = "".join(
+        f"<tr><td>{escape(n)}</td><td>{escape(x)}</td><td>{escape(y)}</td><td class=\"n\">{escape(ch)}</td><td>{escape(p)}</td></tr>"
+        for n, x, y, ch, p in _figure_rows(c)
+    )
+    machine = ""
+    if c.topology is not None:
+        machine = (f'<section><h2>Topology</h2><p class="note">{escape(machine_line(c.topology))}</p><div class="row">'
+                   f"<div>{topology_svg(c.topology)}</div><div><h2>Node distances</h2>{distances_html(c.topology)}</div></div></section>")  # fmt: skip
+    sides = _side_html(c.runs[0], "A", str(a["kernel"])) + _side_html(c.runs[1], "B", str(b["kernel"]))
+    legend = "".join(f'<span><span class="sw" style="background:{col}"></span>{escape(k)} migration</span>' for k, col in CLASS_COLOUR.items())
+    extra = (".sides{display:grid;grid-template-columns:1fr 1fr;gap:18px}.side{min-width:0}.scroll{overflow-x:auto}"
+             ".side svg.timeline{width:100%;height:auto}.cards{display:flex;gap:18px}.card{border:1px solid #dde1e7;border-radius:6px;"
+             "padding:10px 14px;min-width:260px}.card .lbl{font-weight:700;font-size:18px}.card .k{font-family:monospace}")  # fmt: skip
+    return f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1">
+<meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src 'unsafe-inline'; img-src data:">
+<title>{escape(title)}</title><style>{CSS}{extra}</style></head>
+<body><header><h1>{escape(title)}</h1><div class="sub">{escape(str(a["kernel"]))} (A) against {escape(str(b["kernel"]))} (B) &middot; {escape(c.source)}</div></header>
+<main>
+<section><div class="cards">{cards}</div><p class="note">p: Fisher's exact test (pass rates), Welch's t-test (figures); * = significant at {d.get("alpha", 0.05):g};
+change = B against A{"; runs interleaved A B A B" if d.get("interleaved") else ""}</p></section>
+<section><h2>Pass rates</h2><table><tr><th>pass rate</th><th>A</th><th>B</th><th>p</th></tr>{rates}</table></section>
+<section><h2>Figures</h2><table><tr><th>figure</th><th>A mean ± sd (min-max, n)</th><th>B mean ± sd (min-max, n)</th><th>change</th><th>p</th></tr>{figs}</table></section>
+<section><h2>Placement, side by side</h2><div class="legend">{legend}</div><div class="sides">{sides}</div></section>
+{machine}
+</main></body></html>
+"""

@@ -99,7 +99,7 @@ def test_cli_render(tmp_path):
     r = CliRunner().invoke(main, ["report", "render", run, "--format", "pdf"])
     assert r.exit_code == 2 and r.output.startswith("lab: error:")
     r = CliRunner().invoke(main, ["report", "render", str(RUNS / FIXTURES[0] / "plan.json")])
-    assert r.exit_code == 2 and "give a run directory or a bundle" in r.output
+    assert r.exit_code == 2 and "give a run directory, a bundle" in r.output
 
 
 def _chromium() -> str:
@@ -135,3 +135,60 @@ def test_html_in_headless_chromium(tmp_path, name):
     width, height = int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
     assert (width, height) == (1400, 1800)
     assert len(data) > 50_000, "a blank page compresses to a few KiB"
+
+
+# ---- a comparison (lab compare --json) -------------------------------------------------
+
+ROOT = Path(__file__).parent.parent.parent
+COMPARE = "tests/fixtures/compare/llc-spread-pinned-debian-vs-lab-6.1.json"  # its run_dirs are relative to ROOT
+
+
+@pytest.fixture
+def compare_doc(monkeypatch):
+    monkeypatch.chdir(ROOT)
+    return document.load_compare(Path(COMPARE))
+
+
+@pytest.mark.parametrize("fmt", render.FORMATS)
+def test_compare_golden(compare_doc, fmt):
+    got = render.render(compare_doc, fmt)
+    path = GOLDEN / f"compare-llc-spread-pinned.{EXT[fmt]}"
+    if os.environ.get("LAB_REGEN") == "1":
+        path.write_text(got)
+    assert got == path.read_text(), f"compare {fmt}: changed; if intended, LAB_REGEN=1 and review the diff"
+
+
+def test_compare_sides_are_drawn_side_by_side(compare_doc):
+    a, b = compare_doc.runs
+    assert a is not None and b is not None
+    assert (a.kernel["name"], b.kernel["name"]) == ("debian", "lab-6.1")
+    page = render.compare_html(compare_doc)
+    assert page.count('class="timeline"') == 2 and page.count('<div class="side">') == 2
+    assert page.count('class="cpu"') == compare_doc.topology.n_cpus
+    assert max(map(len, render.compare_text(compare_doc).splitlines())) <= 80
+
+
+def test_compare_documents_it_cannot_read(tmp_path):
+    p = tmp_path / "c.json"
+    p.write_text('{"schema": "lab.compare", "version": 99}')
+    r = CliRunner().invoke(main, ["report", "render", str(p)])
+    assert r.exit_code == 2 and "newer lab" in r.output and r.output.count("\n") == 1
+    p.write_text('{"hello": 1}')
+    r = CliRunner().invoke(main, ["report", "render", str(p)])
+    assert r.exit_code == 2 and "not a lab compare document" in r.output
+    p.write_text("{")
+    r = CliRunner().invoke(main, ["report", "render", str(p)])
+    assert r.exit_code == 2 and "not JSON" in r.output
+
+
+def test_compare_html_in_headless_chromium(tmp_path, compare_doc):
+    exe = _chromium()
+    page = tmp_path / "c.html"
+    page.write_text(render.compare_html(compare_doc))
+    r = subprocess.run([exe, "--headless", "--no-sandbox", "--disable-gpu", f"--user-data-dir={tmp_path / 'p'}",
+                        "--enable-logging=stderr", "--v=0", "--dump-dom", page.as_uri()],
+                       capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert len(re.findall(r'<rect class="cpu" data-cpu="\d+"', r.stdout)) == compare_doc.topology.n_cpus
+    assert r.stdout.count('class="timeline"') == 2
+    assert [ln for ln in r.stderr.splitlines() if "CONSOLE" in ln or "Refused to" in ln] == []
