@@ -98,8 +98,10 @@ def test_cli_render(tmp_path):
     assert r.exit_code == 0 and (tmp_path / "r.html").read_text().startswith("<!DOCTYPE html>")
     r = CliRunner().invoke(main, ["report", "render", run, "--format", "pdf"])
     assert r.exit_code == 2 and r.output.startswith("lab: error:")
-    r = CliRunner().invoke(main, ["report", "render", str(RUNS / FIXTURES[0] / "plan.json")])
+    r = CliRunner().invoke(main, ["report", "render", str(RUNS / FIXTURES[0] / "out" / "trace.main.txt")])
     assert r.exit_code == 2 and "give a run directory, a bundle" in r.output
+    r = CliRunner().invoke(main, ["report", "render", str(RUNS / FIXTURES[0] / "plan.json")])
+    assert r.exit_code == 2 and "not a lab compare document" in r.output
 
 
 def _chromium() -> str:
