@@ -440,6 +440,17 @@ def _dl(items: list[tuple[str, str]]) -> str:
     return "<dl>" + "".join(f"<dt>{escape(k)}</dt><dd>{v}</dd>" for k, v in items) + "</dl>"
 
 
+def _page(title: str, extra_css: str, body: str) -> str:
+    """One self-contained page: inline CSS, and a Content-Security-Policy that lets the
+    browser load nothing else (no script, no network)."""
+    return f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1">
+<meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src 'unsafe-inline'; img-src data:">
+<title>{escape(title)}</title><style>{CSS}{extra_css}</style></head>
+<body>{body}</body></html>
+"""
+
+
 def html(doc: RunDoc) -> str:
     t = doc.topology
     info = _dl([
@@ -489,11 +500,7 @@ def html(doc: RunDoc) -> str:
         timeline = '<p class="note">the run has no trace events to draw</p>'
     notes = "".join(f'<p class="note">note: {escape(n)}</p>' for n in doc.notes)
     title = f"lab run {doc.scenario} on {t.name}: {doc.status}"
-    return f"""<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1">
-<meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src 'unsafe-inline'; img-src data:">
-<title>{escape(title)}</title><style>{CSS}</style></head>
-<body><header><h1>lab run {escape(doc.scenario)} on {escape(t.name)}<span class="badge {escape(doc.status)}">{escape(doc.status)}</span></h1>
+    return _page(title, "", f"""<header><h1>lab run {escape(doc.scenario)} on {escape(t.name)}<span class="badge {escape(doc.status)}">{escape(doc.status)}</span></h1>
 <div class="sub">{escape(kernel_line(doc.kernel))} &middot; {escape(doc.accel)} &middot; {escape(doc.source)}</div></header>
 <main>
 <section><h2>Run</h2>{info}</section>
@@ -502,8 +509,7 @@ def html(doc: RunDoc) -> str:
 <section><h2>Migrations</h2><div class="row">{migr or '<p class="note">no migrations traced</p>'}</div></section>
 <section><h2>Topology</h2><p class="note">{escape(t.summary())}</p><div class="row"><div>{topology_svg(t)}</div>
 <div><h2>Node distances</h2>{distances_html(t)}</div></div></section>
-</main></body></html>
-"""
+</main>""")
 
 
 # ---- replay -------------------------------------------------------------------------------------
@@ -621,11 +627,7 @@ def compare_html(c: CompareDoc) -> str:
     extra = (".sides{display:grid;grid-template-columns:1fr 1fr;gap:18px}.side{min-width:0}.scroll{overflow-x:auto}"
              ".side svg.timeline{width:100%;height:auto}.cards{display:flex;gap:18px}.card{border:1px solid #dde1e7;border-radius:6px;"
              "padding:10px 14px;min-width:260px}.card .lbl{font-weight:700;font-size:18px}.card .k{font-family:monospace}")  # fmt: skip
-    return f"""<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1">
-<meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src 'unsafe-inline'; img-src data:">
-<title>{escape(title)}</title><style>{CSS}{extra}</style></head>
-<body><header><h1>{escape(title)}</h1><div class="sub">{escape(str(a["kernel"]))} (A) against {escape(str(b["kernel"]))} (B) &middot; {escape(c.source)}</div></header>
+    return _page(title, extra, f"""<header><h1>{escape(title)}</h1><div class="sub">{escape(str(a["kernel"]))} (A) against {escape(str(b["kernel"]))} (B) &middot; {escape(c.source)}</div></header>
 <main>
 <section><div class="cards">{cards}</div><p class="note">p: Fisher's exact test (pass rates), Welch's t-test (figures); * = significant at {d.get("alpha", 0.05):g};
 change = B against A{"; runs interleaved A B A B" if d.get("interleaved") else ""}</p></section>
@@ -633,5 +635,4 @@ change = B against A{"; runs interleaved A B A B" if d.get("interleaved") else "
 <section><h2>Figures</h2><table><tr><th>figure</th><th>A mean ± sd (min-max, n)</th><th>B mean ± sd (min-max, n)</th><th>change</th><th>p</th></tr>{figs}</table></section>
 <section><h2>Placement, side by side</h2><div class="legend">{legend}</div><div class="sides">{sides}</div></section>
 {machine}
-</main></body></html>
-"""
+</main>""")
