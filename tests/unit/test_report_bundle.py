@@ -226,3 +226,53 @@ def test_cli_bundle_and_its_errors(tmp_path):
     assert not (tmp_path / "y.tar.gz").exists()
     r = CliRunner().invoke(main, ["report", "replay", str(tmp_path / "nope.tar.gz")])
     assert r.exit_code == 2 and "no such bundle" in r.output, r.output
+
+
+def test_a_recipe_kernel_is_rebuilt_from_the_bundles_own_recipe(tmp_path):
+    """The recipe, fragments and patches a bundle carries give the same build inputs as
+    this lab's, so replay finds (or builds) the very same kernel."""
+    from lab.kernel import recipe as krecipe
+    from lab.report import replay
+
+    out = tmp_path / "run.tar.gz"
+    bundle.make(RUN, out)
+    b = bundle.extract(out, tmp_path / "open")
+    kdir = b.root / "kernel" / "kernels"
+    mine = krecipe.load("lab-6.1", kernels_dir=kdir)
+    assert Path(mine.file).is_relative_to(b.root)
+    assert krecipe.input_digest(mine, kdir) == krecipe.input_digest(krecipe.load("lab-6.1"))
+    assert b.kernel["kind"] == "recipe" and b.kernel["recipe"] == "lab-6.1"
+    # A bundle that claims a recipe it does not carry is refused in one line.
+    shutil.rmtree(kdir / "lab-6.1")
+    with pytest.raises(UserError, match="carries no kernel/kernels/lab-6.1/recipe.toml"):
+        replay.kernel_spec(b, None)
+
+
+def test_a_kernel_tree_run_carries_its_describe_and_diff(tmp_path):
+    import subprocess
+
+    from lab import iterate
+    from lab.report import replay
+
+    tree = tmp_path / "linux"
+    tree.mkdir()
+    git = ["git", "-C", str(tree), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    (tree / "fair.c").write_text("int x;\n")
+    subprocess.run([*git, "add", "fair.c"], check=True)
+    subprocess.run([*git, "commit", "-qm", "base"], check=True)
+    (tree / "fair.c").write_text("int x = 1; /* the fix */\n")
+    run = tmp_path / "run"
+    shutil.copytree(RUN, run)
+    res = json.loads((run / "results.json").read_text())
+    res["kernel_info"] = {"id": "x", "release": "6.1.0", **iterate.describe(tree)}
+    (run / "results.json").write_text(json.dumps(res))
+    m = bundle.make(run, tmp_path / "tree.tar.gz")
+    assert m["kernel"]["kind"] == "tree" and m["kernel"]["tree"]["diff_sha256"] == res["kernel_info"]["diff_sha256"]
+    b = bundle.extract(tmp_path / "tree.tar.gz", tmp_path / "open")
+    assert "+int x = 1; /* the fix */" in (b.root / "kernel" / "tree.diff").read_text()
+    # Replay cannot rebuild a developer's tree: it says what the tree was and what to give.
+    with pytest.raises(UserError) as e:
+        replay.kernel_spec(b, None)
+    assert "built from a kernel tree" in str(e.value) and "--kernel" in str(e.value) and "\n" not in str(e.value)
+    assert replay.kernel_spec(b, "debian")[0] == "debian"
