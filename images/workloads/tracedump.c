@@ -61,8 +61,14 @@ int main(int argc, char **argv)
 	struct dirent *e;
 	FILE *f;
 
+	if (argc == 2 && !strcmp(argv[1], "--help")) {
+		printf("usage: tracedump TRACEFS OUTDIR\n"
+		       "Copy each CPU's ring buffer (TRACEFS/per_cpu/cpuN/trace_pipe_raw, read until empty)\n"
+		       "to OUTDIR/cpuN as raw pages, and the page size to OUTDIR/page_size.\n");
+		return 0;
+	}
 	if (argc != 3)
-		die(2, "usage: tracedump TRACEFS OUTDIR");
+		die(2, "needs TRACEFS and OUTDIR, got %d argument(s) (see tracedump --help)", argc - 1);
 	buf = malloc(page);
 	if (!buf)
 		fail("out of memory");
@@ -103,6 +109,6 @@ int main(int argc, char **argv)
 		cpus++;
 	}
 	closedir(d);
-	printf("{\"cpus\": %d, \"bytes\": %llu, \"page_size\": %ld}\n", cpus, total, page);
+	printf("{\"workload\": \"tracedump\", \"cpus\": %d, \"bytes\": %llu, \"page_size\": %ld}\n", cpus, total, page);
 	return 0;
 }
