@@ -304,24 +304,42 @@ def _host(plan) -> dict[str, Any]:
 
 
 def _write(out: Path, manifest: dict[str, Any], members: dict[str, bytes | Path]) -> dict[str, Any]:
-    blobs: dict[str, bytes] = {}
+    """Two passes over the members, never more than one chunk of a file in memory: their
+    hashes for the manifest (the first member, so a reader checks as it goes), then the
+    tar itself."""
+    listed: dict[str, dict[str, Any]] = {}
     for name, src in sorted(members.items()):
-        blobs[name] = src if isinstance(src, bytes) else src.read_bytes()
-    manifest["members"] = {
-        name: {"size": len(data), "sha256": hashlib.sha256(data).hexdigest()} for name, data in blobs.items()
-    }
+        listed[name] = _digest(src)
+    total = sum(m["size"] for m in listed.values())
+    if total > MAX_BYTES or len(listed) + 1 > MAX_MEMBERS:
+        raise UserError(f"the run holds {show_size(total)} in {len(listed)} files; a bundle holds at most "
+                        f"{show_size(MAX_BYTES)} and {MAX_MEMBERS} files (what lab opens)")  # fmt: skip
+    manifest["members"] = listed
     mtime = int(time.time())
-
-    def fill(f: IO[bytes]) -> None:
-        with gzip.GzipFile(fileobj=f, mode="wb", mtime=mtime) as gz, tarfile.open(fileobj=gz, mode="w", format=tarfile.PAX_FORMAT) as tf:
-            for name, data in [(MANIFEST, json.dumps(manifest, indent=1).encode()), *blobs.items()]:
-                ti = tarfile.TarInfo(name)
-                ti.size, ti.mtime, ti.mode = len(data), mtime, 0o644
-                tf.addfile(ti, io.BytesIO(data))
-
+    head = json.dumps(manifest, indent=1).encode()
     with atomic.atomic_file(out, what="the bundle") as tmp, open(tmp, "wb") as f:
-        fill(f)
+        with gzip.GzipFile(fileobj=f, mode="wb", mtime=mtime) as gz, tarfile.open(fileobj=gz, mode="w", format=tarfile.PAX_FORMAT) as tf:
+            for name, src in [(MANIFEST, head), *sorted(members.items())]:
+                ti = tarfile.TarInfo(name)
+                ti.mtime, ti.mode = mtime, 0o644
+                ti.size = listed[name]["size"] if name in listed else len(head)
+                if isinstance(src, bytes):
+                    tf.addfile(ti, io.BytesIO(src))
+                else:
+                    with open(src, "rb") as fh:
+                        tf.addfile(ti, fh)
     return manifest
+
+
+def _digest(src: bytes | Path) -> dict[str, Any]:
+    if isinstance(src, bytes):
+        return {"size": len(src), "sha256": hashlib.sha256(src).hexdigest()}
+    h, n = hashlib.sha256(), 0
+    with open(src, "rb") as f:
+        while chunk := f.read(1 << 20):
+            h.update(chunk)
+            n += len(chunk)
+    return {"size": n, "sha256": h.hexdigest()}
 
 
 # ---- opening one -----------------------------------------------------------------------------

@@ -33,10 +33,12 @@ def open_bundle(path: Path, target: Path | None = None) -> Bundle:
     from ..paths import runs_dir
 
     if target is None:
-        base = runs_dir()
+        # Their own folder: an opened bundle is not a run directory (tools that glob the
+        # runs folder for runs never meet one).
+        base = runs_dir() / "bundles"
         base.mkdir(parents=True, exist_ok=True)
         stem = path.name.removesuffix(".gz").removesuffix(".tar").removesuffix(".tgz")
-        target = base / f"{time.strftime('%Y%m%d-%H%M%S')}-bundle-{stem[:40]}"
+        target = base / f"{time.strftime('%Y%m%d-%H%M%S')}-{stem[:40]}"
         n = 1
         while target.exists():
             n += 1

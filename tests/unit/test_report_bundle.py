@@ -276,3 +276,10 @@ def test_a_kernel_tree_run_carries_its_describe_and_diff(tmp_path):
         replay.kernel_spec(b, None)
     assert "built from a kernel tree" in str(e.value) and "--kernel" in str(e.value) and "\n" not in str(e.value)
     assert replay.kernel_spec(b, "debian")[0] == "debian"
+
+
+def test_a_run_too_big_to_open_is_not_bundled(tmp_path, monkeypatch):
+    monkeypatch.setattr(bundle, "MAX_BYTES", 50_000)  # the fixture run holds ~120 KB
+    with pytest.raises(UserError, match="a bundle holds at most 48.8 KiB"):
+        bundle.make(RUN, tmp_path / "big.tar.gz")
+    assert list(tmp_path.iterdir()) == []
