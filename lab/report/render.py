@@ -38,6 +38,21 @@ def machine_line(t: Topology) -> str:
     return f"{t.name} ({t.vendor}{fam}, {t.arch}): " + ", ".join(parts)
 
 
+def machine_counts(t: Topology) -> str:
+    """The machine in one line of a mail: its name and the count at each level."""
+    n = {lv: len(t.groups(lv)) for lv in ("socket", "node", "llc", "cluster")}
+    parts = [t.name, f"{n['socket']} sockets", f"{n['node']} nodes", f"{n['llc']} LLCs"]
+    if t.has_clusters:
+        parts.append(f"{n['cluster']} clusters")
+    parts.append(f"{t.n_cpus} CPUs" + (f" (SMT{t.threads_per_core})" if t.smt else ""))
+    return ", ".join(parts)
+
+
+def cpu_line(t: Topology) -> str:
+    fam = f" family {t.family:#x}" if t.family is not None else ""
+    return f"{t.vendor}{fam}, {t.arch}" + (f" ({t.model})" if t.model else "")
+
+
 def kernel_line(k: dict[str, Any]) -> str:
     out = f"{k.get('name', '?')} {k.get('release', '?')}"
     if k.get("id") and k.get("id") != k.get("name"):
@@ -114,7 +129,8 @@ def ascii_table(headers: list[str], rows: list[list[str]], widths: list[int], ri
 
 def text(doc: RunDoc) -> str:
     out = [f"lab run {doc.scenario} on {doc.topology.name}: {doc.status}", ""]
-    out += _field("Machine", machine_line(doc.topology))
+    out += _field("Machine", machine_counts(doc.topology))
+    out += _field("CPU", cpu_line(doc.topology))
     out += _field("Kernel", kernel_line(doc.kernel))
     out += _field("QEMU", f"{doc.qemu_version}, {doc.accel}" + (f" ({doc.accel_reason})" if doc.accel_reason else ""))
     out += _field("Verdict", verdict_line(doc))

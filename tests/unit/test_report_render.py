@@ -48,7 +48,8 @@ def test_text_pastes_into_a_mail(name):
     lines = out.splitlines()
     assert max(map(len, lines)) <= 80
     assert all(ord(ch) < 128 for ch in out), "plain ASCII"
-    assert sum(ln.startswith("Machine: ") for ln in lines) == 1
+    machine = [i for i, ln in enumerate(lines) if ln.startswith("Machine: ")]
+    assert len(machine) == 1 and not lines[machine[0] + 1].startswith(" "), "the machine in one line"
     assert f"Verdict: {d.status}" in out and "Kernel:  " in out and "Command:" in out
     for e in d.expectations:  # every expectation's result is in the table
         assert e["status"] in out
