@@ -49,10 +49,8 @@ def replay_cmd(bundle_file: Path, kernel: str | None, target: Path | None) -> No
     from .. import runner
     from ..report import render, replay
 
-    prog = progress_mod.for_cli()
-    with prog.step("open", str(bundle_file)):
-        b = replay.open_bundle(bundle_file, target)
-    r = replay.replay(b, kernel, progress=prog)
+    b = replay.open_bundle(bundle_file, target)  # bad input is refused before any progress
+    r = replay.replay(b, kernel, progress=progress_mod.for_cli())
     click.echo(render.replay_table(r.before, r.after.to_dict(), r.notes, str(b.root)), nl=False)
     sys.exit(runner.EXIT.get(r.after.status, 3))
 

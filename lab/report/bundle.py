@@ -101,9 +101,13 @@ def make(run_dir: Path, out: Path) -> dict[str, Any]:
     plan = VmPlan.read(run_dir)
     try:
         results = json.loads((run_dir / "results.json").read_text())
-    except (OSError, ValueError) as e:
-        raise UserError(f"{run_dir}/results.json: not a finished run's results ({e})") from None
-    if not isinstance(results, dict) or results.get("status") not in EXIT:
+    except OSError as e:
+        raise UserError(f"{run_dir}/results.json: cannot be read: {e.strerror}") from None
+    except ValueError as e:
+        raise UserError(f"{run_dir}/results.json: not JSON ({e})") from None
+    if not isinstance(results, dict):
+        raise UserError(f"{run_dir}/results.json: not a run's results (not a JSON object)")
+    if results.get("status") not in EXIT:
         raise UserError(f"{run_dir}: the run has no verdict (results.json says {results.get('status')!r}); bundle a finished run")
     members: dict[str, bytes | Path] = {}
     for name in RUN_FILES:

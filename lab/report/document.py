@@ -87,19 +87,27 @@ def load_run(run_dir: Path, topo: Topology | None = None, source: str = "") -> R
     """The document of a finished run directory (its own topology spec unless *topo*)."""
     from ..plan import VmPlan
 
+    if topo is None:
+        plan = VmPlan.read(run_dir)  # names a folder that is no run directory first
     p = run_dir / "results.json"
     try:
         res = json.loads(p.read_text())
-    except (OSError, ValueError) as e:
-        raise UserError(f"{p}: cannot read the run's results ({e})") from None
+    except OSError as e:
+        raise UserError(f"{p}: cannot read the run's results: {e.strerror}") from None
+    except ValueError as e:
+        raise UserError(f"{p}: not JSON ({e})") from None
     if not isinstance(res, dict):
-        raise UserError(f"{p}: not a run's results")
-    if topo is None:
-        plan = VmPlan.read(run_dir)
-    else:
-        raw = json.loads((run_dir / "plan.json").read_text())
+        raise UserError(f"{p}: not a run's results (not a JSON object)")
+    if topo is not None:
+        try:
+            raw = json.loads((run_dir / "plan.json").read_text())
+        except (OSError, ValueError) as e:
+            raise UserError(f"{run_dir / 'plan.json'}: not a plan lab can read ({getattr(e, 'strerror', None) or e})") from None
+        if not isinstance(raw, dict):
+            raise UserError(f"{run_dir / 'plan.json'}: not a plan lab can read (not a JSON object)")
         plan = VmPlan.from_dict(raw, topo, where=str(run_dir / "plan.json"))
-    kernel = {**(plan.kernel.to_dict() if plan.kernel else {}), **(res.get("kernel_info") or {})}
+    info = res.get("kernel_info")
+    kernel = {**(plan.kernel.to_dict() if plan.kernel else {}), **(info if isinstance(info, dict) else {})}
     kernel.pop("image", None)
     command = (run_dir / "command").read_text(errors="replace").strip() if (run_dir / "command").is_file() else ""
     migr, tl = _trace(run_dir / "out", plan)
@@ -113,13 +121,17 @@ def load_run(run_dir: Path, topo: Topology | None = None, source: str = "") -> R
         accel=plan.accel,
         accel_reason=plan.accel_reason,
         qemu_version=".".join(map(str, plan.qemu_version)),
-        expectations=tuple(e for e in res.get("expectations") or [] if isinstance(e, dict)),
-        timing=res.get("timing") or {},
-        notes=tuple(map(str, res.get("notes") or [])),
+        expectations=tuple(e for e in _list(res.get("expectations")) if isinstance(e, dict)),
+        timing=timing if isinstance(timing := res.get("timing"), dict) else {},
+        notes=tuple(map(str, _list(res.get("notes")))),
         migrations=migr,
         timeline=tl,
         source=source or str(run_dir),
     )
+
+
+def _list(v: Any) -> list:
+    return v if isinstance(v, list) else []
 
 
 def _trace(out: Path, plan) -> tuple[dict[str, int], Timeline | None]:

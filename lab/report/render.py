@@ -208,7 +208,7 @@ BOX = {
     "cluster": ("#e8e8f0", "Cluster"),
     "core": ("#bebebe", "Core"),
 }
-PU = (38, 22)  # a CPU's box
+PU = (42, 22)  # a CPU's box
 PAD, HEAD, GAP = 5, 16, 5
 
 CSS = """
@@ -302,7 +302,7 @@ def _draw(node, x: float, y: float, out: list[str], t: Topology) -> None:
     elif level == "cluster":
         label = f"Cluster #{gid}"
     else:
-        label = f"Core #{gid}"
+        label = f"Core {gid}"
     out.append(f'<g class="{level}"><rect x="{x:.0f}" y="{y:.0f}" width="{w:.0f}" height="{h:.0f}" rx="3" fill="{fill}" '
                f'stroke="#777"/><text x="{x + 4:.0f}" y="{y + 12:.0f}" font-size="{9 if level == "core" else 11}">{escape(label)}</text>')  # fmt: skip
     for kid, ((dx, dy), _size) in zip(kids, placed, strict=True):

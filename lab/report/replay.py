@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .. import progress as progress_mod
 from ..errors import UserError
 from .bundle import Bundle, extract
 
@@ -65,10 +66,22 @@ def kernel_spec(b: Bundle, override: str | None, progress=None) -> tuple[str, li
     kind = k.get("kind")
     arch = b.manifest.get("arch") or _plan(b).get("arch", "x86_64")
     notes: list[str] = []
+    prog = progress_mod.of(progress)
     if override:
+        from ..kernel import recipe as krecipe
+
+        try:  # a name lab does not know is refused before anything starts
+            resolve(override, arch, build=False)
+        except UserError:  # a recipe of this arch not built yet is built by the run
+            if override not in krecipe.names() or krecipe.load(override).arch != arch:
+                raise
         return override, [f"kernel given on the command line: {override} (the bundle's: {k.get('name')} {k.get('release')})"]
     if kind == "debian":
-        have = resolve("debian", arch, build=True, progress=progress.callback() if progress else None)
+        try:
+            have = resolve("debian", arch, build=False)
+        except UserError:  # not fetched here yet
+            with prog.step("kernel", f"fetching Debian's {arch} kernel"):
+                have = resolve("debian", arch, build=True, progress=prog.callback())
         ver = have.metadata.get("inputs", {}).get("version")
         if have.release != k.get("release") or (k.get("version") and ver != k.get("version")):
             notes.append(f"Debian kernel differs: the bundle ran {k.get('package')} {k.get('version')} ({k.get('release')}), "
@@ -83,7 +96,10 @@ def kernel_spec(b: Bundle, override: str | None, progress=None) -> tuple[str, li
         from ..kernel import recipe as krecipe
 
         r = krecipe.load(name, kernels_dir=kdir)
-        art = kbuild.lookup_built(r) or kbuild.build(r, progress=progress.callback() if progress else kbuild._noop)
+        art = kbuild.lookup_built(r)
+        if art is None:
+            with prog.step("kernel", f"building {name} from the bundle's recipe"):
+                art = kbuild.build(r, progress=prog.callback())
         want = k.get("config_sha256")
         got = art.metadata.get("hashes", {}).get("config_sha256")
         if want and got and want != got:

@@ -118,6 +118,27 @@ CASES: dict[str, dict[str, list[list[str]]]] = {
                                                                        "{missing}/x.toml", "{garbage}/x.toml")]  # fmt: skip
         + [["topo", "import", "{capture}"]],
     },
+    "report": {"": [["report", "nope"]]},
+    "report bundle": {
+        "run_dir": [["report", "bundle", r, "-o", "{out}.tar.gz"] for r in ("{missing}", "{dir}", "{garbage}", "{run_badplan}",
+                                                                           "{run_emptyresults}", "{run_badresults}")]  # fmt: skip
+        + [["report", "bundle", "-o", "{out}.tar.gz"]],
+        "output": [["report", "bundle", "{run}", "-o", o] for o in ("{dir}", "{missing}/x.tar.gz", "{out}.zip", "")]
+        + [["report", "bundle", "{run}"]],
+    },
+    "report replay": {
+        "bundle_file": [["report", "replay", b] for b in ("{missing}", "{dir}", "{garbage}", "{tarjunk}", "{empty}")]
+        + [["report", "replay"]],
+        "kernel": [["report", "replay", "{bundle}", "--dir", "{out}", "--kernel", k] for k in ("nope", "lab-6.1-arm64", "{missing}/bzImage")],
+        "target": [["report", "replay", "{bundle}", "--dir", t] for t in ("{dir}", "{missing}/x", "{garbage}")],
+    },
+    "report render": {
+        "source": [["report", "render", s] for s in ("{missing}", "{garbage}", "{dir}", "{tarjunk}", "{run_badplan}",
+                                                     "{run_emptyresults}", "{run_badresults}", "{wrongtype}")]  # fmt: skip
+        + [["report", "render"]],
+        "fmt": [["report", "render", "{run}", "--format", f] for f in ("pdf", "")],
+        "output": [["report", "render", "{run}", "-o", o] for o in ("{dir}", "{missing}/x.html")],
+    },
     "kernel": {"": [["kernel", "nope"]]},
     "kernel recipes": {"": [["kernel", "recipes", "extra"]], "table_format": [["kernel", "recipes", "--format", "x"]]},
     "kernel config": {
@@ -197,7 +218,11 @@ def bad(tmp_path, monkeypatch):
         shutil.copytree(RUN, r)
         edit(r)
         runs[f"run_{name}"] = str(r)
+    from lab.report import bundle
+
+    bundle.make(RUN, d / "good.tar.gz")
     return {
+        "bundle": str(d / "good.tar.gz"),
         "missing": str(d / "missing"),
         "dir": str(d / "adir"),
         "empty": str(d / "empty"),
