@@ -5,7 +5,7 @@ A bundle (``lab report bundle RUN_DIR -o FILE.tar.gz``) is a gzipped tar of plai
 files, no links and no directories of its own::
 
     manifest.json          format, lab version, what the run was, sha256 + size of every member
-    run/...                the run directory: command, plan.json, qemu.argv, console log,
+    run/...                the run directory: command, plan.json, qemu.argv, console and agent logs,
                            job.sh, results.json, junit.xml, out/ (traces), guest/ (snapshot)
     topology/NAME.toml     the topology spec the run used
     scenario/NAME.py       the scenario's source
@@ -63,7 +63,7 @@ MAX_MANIFEST_BYTES = 16 << 20
 # transient: the results tar, sockets, the initramfs).
 RUN_FILES = (
     "command", "plan.json", "qemu.argv", "boot.json", "console.log", "console.tail", "qemu.stderr",
-    "job.sh", "results.json", "junit.xml", "lost.registers",
+    "agent.log", "job.sh", "results.json", "junit.xml", "lost.registers",
 )  # fmt: skip
 RUN_DIRS = ("out", "guest")
 
