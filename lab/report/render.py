@@ -417,9 +417,10 @@ def timeline_svg(t: Topology, tl: Timeline) -> str:
         who = f"{names[m.task][1]}-{names[m.task][0]}" if m.task >= 0 else "a task"
         out.append(f'<g class="mig" data-class="{m.klass}"><title>{escape(who)}: CPU {m.src} -&gt; {m.dst} ({m.klass}) at '
                    f'{m.ts - tl.start:.6f} s</title><line x1="{x:.1f}" y1="{y0:.1f}" x2="{x:.1f}" y2="{y1:.1f}" '
-                   f'stroke="{colour}" stroke-width="1.4" stroke-dasharray="3 2"/>'
-                   f'<path d="M{x - 5:.1f},{y1 - 5:.1f} L{x + 5:.1f},{y1 - 5:.1f} L{x:.1f},{y1 + 1:.1f} Z" '
-                   f'fill="{colour}" stroke="#fff" stroke-width="0.6"/></g>')  # fmt: skip
+                   f'stroke="{colour}" stroke-width="2" stroke-dasharray="4 2"/>'
+                   f'<circle cx="{x:.1f}" cy="{y0:.1f}" r="2.5" fill="{colour}"/>'
+                   f'<path d="M{x - 7:.1f},{y1 - 7 if y1 >= y0 else y1 + 7:.1f} L{x + 7:.1f},{y1 - 7 if y1 >= y0 else y1 + 7:.1f} '
+                   f'L{x:.1f},{y1:.1f} Z" fill="{colour}" stroke="#fff" stroke-width="0.8"/></g>')  # fmt: skip
     # Time axis.
     step = _nice_step(span / 8)
     k = 0
