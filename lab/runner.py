@@ -173,6 +173,7 @@ def run_once(
             if (res.out_dir / "guest").exists():
                 shutil.copytree(res.out_dir / "guest", run_dir / "guest", dirs_exist_ok=True)
             out.integrity["finished"] = True
+            _trace_dat(out, run_dir)
             stage("check")
             judge(out, s, sess.plan, run_dir, integrity.NEW, stream=res.stream)
     except KeyboardInterrupt as e:
@@ -213,6 +214,17 @@ def judge(
         return
     out.expectations = sc.call_check(s, _result(s, plan, run_dir / "out", run_dir / "guest"))
     out.status = "PASS" if all(e.ok for e in out.expectations) else "FAIL"
+
+
+def _trace_dat(out: RunOutcome, run_dir: Path) -> None:
+    """trace.dat beside the text trace, for trace-cmd, KernelShark, LISA and Perfetto.  An
+    export, not evidence: one that cannot be made is a note, never the run's verdict."""
+    from .trace import tracedat
+
+    try:
+        tracedat.assemble_run(run_dir)
+    except (UserError, OSError) as e:
+        out.notes.append(f"no trace.dat: {e}")
 
 
 def _error(out: RunOutcome, message: str) -> None:

@@ -139,11 +139,13 @@ def main(verbose: bool) -> None:
 
 
 def _register() -> None:
-    from . import kernel, qemu, topo, vm
+    from . import compare, kernel, qemu, report, topo, vm
 
     main.add_command(topo.topo)
+    main.add_command(compare.compare_cmd)
     main.add_command(kernel.kernel)
     main.add_command(qemu.qemu)
+    main.add_command(report.report)
     for cmd in vm.COMMANDS:
         main.add_command(cmd)
     try:

@@ -6,6 +6,7 @@ import functools
 import math
 import re
 from pathlib import Path
+from typing import IO, cast
 
 import click
 
@@ -122,6 +123,8 @@ class QemuChoice(click.ParamType):
 
 
 QEMU_CHOICE = QemuChoice()
+
+
 class Folder(click.ParamType):
     """A folder lab makes if needed: named (not empty), and not an existing non-folder."""
 
@@ -143,18 +146,91 @@ RUNS = click.option(
     help="Put the run directory in DIR (default: $LAB_RUNS, the settings file's runs, else ~/.local/share/lab/runs).",
 )  # fmt: skip
 
+TEXT_WIDTH = 80  # what pastes into a mail
+
+
+def text_format_option(f):
+    """``--format rich|text`` for a command that prints tables: text is plain ASCII within
+    80 columns (what lab prints anyway when stdout is not a terminal)."""
+
+    def remember(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+        if value == "text":
+            ctx.find_root().meta["lab.text"] = True
+        return value
+
+    return click.option(
+        "--format", "table_format", type=click.Choice(["rich", "text"]), default="rich", show_default=True,
+        expose_value=False, is_eager=True, callback=remember,
+        help="text: plain ASCII tables within 80 columns, as when stdout is not a terminal.",
+    )(f)  # fmt: skip
+
+
+def plain_text() -> bool:
+    """Whether this command prints plain text (--format text), whatever stdout is."""
+    ctx = click.get_current_context(silent=True)
+    return bool(ctx is not None and ctx.find_root().meta.get("lab.text"))
+
 
 def console(stderr: bool = False):
-    """lab's rich console (stdout), or one on stderr for commands whose stdout is JSON."""
-    return _console(bool(stderr))  # one per stream, however the flag is passed
+    """lab's rich console (stdout), or one on stderr for commands whose stdout is JSON.
+
+    On a terminal it is rich's own; anywhere else (a pipe, a file, a mail), or with
+    ``--format text``, it writes plain ASCII within 80 columns: ASCII boxes and tree
+    guides, no colour, any other character replaced."""
+    return _console(bool(stderr), plain_text() and not stderr)  # one per stream and mode
+
+
+class _AsciiStream:
+    """stdout or stderr (looked up at each write, as rich does) seen as an ASCII stream:
+    rich then draws ASCII boxes and tree guides; an ellipsis rich adds becomes '~', and
+    anything else not ASCII (a guest's bytes quoted in an error) its escape."""
+
+    encoding = "ascii"
+
+    def __init__(self, stderr: bool) -> None:
+        self._stderr = stderr
+
+    def _f(self):
+        import sys
+
+        return sys.stderr if self._stderr else sys.stdout
+
+    def write(self, s: str) -> int:
+        # rich pads each line to the width: a mail does not want the trailing blanks.
+        return self._f().write(_TRAILING.sub("\n", to_ascii(s)))
+
+    def flush(self) -> None:
+        self._f().flush()
+
+    def isatty(self) -> bool:
+        return False
+
+    def fileno(self) -> int:
+        return self._f().fileno()
+
+
+_TRAILING = re.compile(r"[ \t]+\n")
+
+
+def to_ascii(s: str) -> str:
+    """*s* in ASCII: the typographic characters rich itself adds as one ASCII character
+    ('~' for an ellipsis), anything else (a guest's bytes in an error) as its escape
+    (``\\xb2``), so what is wrong stays readable in a mail instead of becoming '?'."""
+    if s.isascii():
+        return s
+    return "".join(c if c.isascii() else _ASCII.get(c) or c.encode("ascii", "backslashreplace").decode() for c in s)
+
+
+_ASCII = {"\u2026": "~", "\u2013": "-", "\u2014": "-", "\u2018": "'", "\u2019": "'", "\u201c": '"', "\u201d": '"', "\u00b5": "u", "\u2192": ">", "\u00d7": "x"}
 
 
 @functools.cache
-def _console(stderr: bool):
+def _console(stderr: bool, text: bool):
     from rich.console import Console
 
     c = Console(stderr=stderr)
-    if not c.is_terminal:
-        # Piped or in CI: do not squeeze tables into 80 columns.
-        c = Console(stderr=stderr, width=160)
+    if text or not c.is_terminal:
+        # Piped, in CI, or --format text: what pastes into a mail.
+        c = Console(file=cast("IO[str]", _AsciiStream(stderr)), width=TEXT_WIDTH, color_system=None, force_terminal=False,
+                    highlight=False, emoji=False)  # fmt: skip
     return c

@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from .. import arch as archs
+from . import common
 
 ARCH = click.Choice(archs.NAMES)
 
@@ -55,23 +56,21 @@ def _load(name: str, patches: tuple[str, ...]):
 
 
 @kernel.command("recipes")
+@common.text_format_option
 def recipes_cmd() -> None:
     """List the recipes in kernels/."""
-    from rich.console import Console
     from rich.table import Table
 
     from ..kernel import recipe
 
     t = Table(box=None)
-    t.add_column("recipe", no_wrap=True)
-    t.add_column("arch", no_wrap=True)
-    t.add_column("patches")
-    t.add_column("description")
+    for col in ("recipe", "arch", "patches", "description"):
+        t.add_column(col, no_wrap=col in ("recipe", "arch"), overflow="fold")  # names whole: they are typed
     for n in recipe.names():
         r = recipe.load(n)
         pats = "\n".join(("-R " if p.revert else "") + p.name for p in r.patches) or "-"
         t.add_row(n, r.arch, pats, r.description)
-    Console().print(t)
+    common.console().print(t)
 
 
 @kernel.command("config")
@@ -111,7 +110,7 @@ def config_cmd(recipe_name: str, patches: tuple[str, ...], show_all: bool) -> No
             req.where.replace(str(__import__("lab").paths.ROOT) + "/", ""),
             f"[red]{prob.reason}[/]" if prob else "",
         )
-    out = Console()
+    out = common.console()
     if t.rows:
         out.print(t)
     out.print(f"config: {p.obj / '.config'} (sha256 {p.config_sha256[:16]})")
@@ -191,6 +190,7 @@ def fetch_cmd(what: str, arch: str, refresh: bool) -> None:
 
 
 @kernel.command("list")
+@common.text_format_option
 @click.option("--json", "as_json", is_flag=True, help="Print the metadata as JSON.")
 def list_cmd(as_json: bool) -> None:
     """List the kernels in the store."""
@@ -202,33 +202,26 @@ def list_cmd(as_json: bool) -> None:
 
         click.echo(json.dumps([a.metadata for a in items], indent=2))
         return
-    from rich.console import Console
     from rich.table import Table
 
+    c = common.console()
+    narrow = c.width < 120  # a mail or a narrow terminal: the name and features under the id
     t = Table(box=None)
-    for col in ("kernel", "arch", "release", "size"):
-        t.add_column(col, no_wrap=True)
-    t.add_column("features")
-    t.add_column("built", no_wrap=True)
-    t.add_column("picked by", no_wrap=True)
     picked = _picked_by(items)
+    cols = ("kernel", "arch", "release", "size", "built") if narrow else ("kernel", "arch", "release", "size", "features", "built", "picked by")
+    for col in cols:
+        t.add_column(col, no_wrap=col not in ("features", "kernel") or not narrow, overflow="fold")
     for a in items:
-        t.add_row(
-            a.label,
-            a.arch,
-            a.release,
-            f"{a.metadata.get('image_size', 0) / 1e6:.1f} MB",
-            ", ".join(sorted(a.features)) or "-",
-            a.metadata.get("built_at", "")[:16].replace("T", " "),
-            picked.get(a.id, "-"),
-        )
-    import sys
-
-    # Piped output keeps whole lines (ids are copied from it).
-    console = Console() if sys.stdout.isatty() else Console(width=200)
-    console.print(
-        t if items else "no kernels yet: lab kernel build lab-6.1, or lab kernel fetch debian"
-    )
+        size = f"{a.metadata.get('image_size', 0) / 1e6:.1f} MB"
+        feats = ", ".join(sorted(a.features)) or "-"
+        built = a.metadata.get("built_at", "")[:16].replace("T", " ")
+        if narrow:
+            name = a.label + (f"\n  picked by: {picked[a.id]}" if a.id in picked else "") + (f"\n  features: {feats}" if a.features else "")
+            t.add_row(name, a.arch, a.release, size, built[:10])
+        else:
+            t.add_row(a.label, a.arch, a.release, size, feats, built, picked.get(a.id, "-"))
+    # Piped: within 80 columns, names whole (they are copied from it); the rest wraps.
+    c.print(t if items else "no kernels yet: lab kernel build lab-6.1, or lab kernel fetch debian")
 
 
 def _picked_by(items) -> dict[str, str]:

@@ -8,11 +8,12 @@ from typing import Any
 
 import click
 
-from .common import RUNS, console
+from .common import RUNS, console, text_format_option
 from .vm import vm_options
 
 
 @click.command("scenarios")
+@text_format_option
 def scenarios_cmd() -> None:
     """The scenarios (lab's scenarios/ and your own folders: $LAB_SCENARIOS, or
     `scenarios` in ~/.config/lab/config.toml) and what they reproduce."""
@@ -20,14 +21,20 @@ def scenarios_cmd() -> None:
 
     from .. import scenario as sc
 
+    c = console()
     t = Table(title="lab scenarios", title_justify="left")
-    for col in ("name", "seed", "default topology", "needs", "summary"):
-        t.add_column(col)
+    narrow = c.width < 120  # a mail or a narrow terminal: two columns, the prose wraps
+    cols = ("scenario", "what it reproduces") if narrow else ("name", "seed", "default topology", "needs", "summary")
+    for col in cols:
+        t.add_column(col, no_wrap=col in ("scenario", "name", "seed", "default topology"))
     for name in sc.names():
         s = sc.load(name)
-        needs = [r.description for r in s.requires] + ([f"tools: {', '.join(s.tools)}"] if s.tools else [])
-        t.add_row(s.name, s.seed, s.topologies[0], "; ".join(needs), s.summary)
-    console().print(t)
+        needs = "; ".join([r.description for r in s.requires] + ([f"tools: {', '.join(s.tools)}"] if s.tools else []))
+        if narrow:
+            t.add_row(f"{s.name}\nseed {s.seed}\non {s.topologies[0]}", f"{s.summary}\nneeds: {needs}")
+        else:
+            t.add_row(s.name, s.seed, s.topologies[0], needs, s.summary)
+    c.print(t)
 
 
 @click.command("run")
@@ -39,6 +46,7 @@ def scenarios_cmd() -> None:
 @click.option("--runs-per-verdict", type=click.IntRange(1, 99), default=None, metavar="K",
               help="Without --repeat: the verdict is the majority of up to K runs (odd; default: the scenario's verdict_runs).")
 @click.option("--json", "as_json", is_flag=True, help="Print results as JSON.")
+@text_format_option
 @click.option("--kernel-tree", type=click.Path(path_type=__import__("pathlib").Path), default=None,
               help="Build this kernel tree (out of tree, in lab's cache) and judge it.")
 @click.option("--recipe", default=None, help="Config, fragments and patches for --kernel-tree: a recipe name or a recipe.toml path (default lab-6.1 / lab-6.1-arm64).")
@@ -285,6 +293,7 @@ def _show_agg(agg) -> None:
 
 
 @click.command("recheck")
+@text_format_option
 @click.argument("run_dir", type=click.Path(exists=True, file_okay=False, path_type=__import__("pathlib").Path))
 @click.option("--scenario", "scenario_file", default=None, help="Check with this scenario (name or file) instead of the recorded one.")
 def recheck_cmd(run_dir, scenario_file) -> None:

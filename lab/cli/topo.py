@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from .common import OUTPUT, TOPOLOGY, console
+from .common import OUTPUT, TOPOLOGY, console, text_format_option
 from .vm import vm_options
 
 
@@ -18,22 +18,27 @@ def topo() -> None:
 
 
 @topo.command("list")
+@text_format_option
 def list_() -> None:
     """The catalog: lab's topologies/*.toml and your own folders ($LAB_TOPOLOGIES, or
     `topologies` in ~/.config/lab/config.toml)."""
+    from rich import box
     from rich.table import Table
 
     from .. import topology
 
-    t = Table(title="lab topologies", title_justify="left")
-    cols = ("name", "arch", "vCPUs", "sockets", "nodes", "LLCs", "clusters", "cores", "SMT", "numbering", "vendor")
+    c = console()
+    narrow = c.width < 120  # a mail or a narrow terminal: vendor and numbering under the name
+    t = Table(title="lab topologies", title_justify="left", box=None if narrow else box.HEAVY_HEAD)
+    cols: tuple[str, ...] = ("name", "arch", "vCPUs", "sockets", "nodes", "LLCs", "clusters", "cores", "SMT", "numbering", "vendor")
+    if narrow:
+        cols = ("name / vendor, numbering", "arch", "CPUs", "skt", "nodes", "LLCs", "clus", "cores", "SMT")
     for col in cols:
-        t.add_column(col, justify="left" if col in ("name", "arch", "numbering", "vendor") else "right")
+        t.add_column(col, justify="left" if col in ("arch", "numbering", "vendor") or col.startswith("name") else "right",
+                     no_wrap=True)  # fmt: skip
     for name in topology.catalog_names():
         tp = topology.load(name)
-        t.add_row(
-            tp.name,
-            tp.arch,
+        counts = (
             str(tp.n_cpus),
             str(len(tp.groups("socket"))),
             str(tp.n_nodes),
@@ -41,14 +46,17 @@ def list_() -> None:
             str(len(tp.groups("cluster"))) if tp.has_clusters else "-",
             str(len(tp.groups("core"))),
             str(tp.threads_per_core),
-            tp.numbering,
-            tp.vendor,
         )
-    console().print(t)
+        if narrow:
+            t.add_row(f"{tp.name}\n  {tp.vendor}, {tp.numbering}", tp.arch, *counts)
+        else:
+            t.add_row(tp.name, tp.arch, *counts, tp.numbering, tp.vendor)
+    c.print(t)
 
 
 @topo.command()
 @click.argument("spec", type=TOPOLOGY)
+@text_format_option
 def show(spec) -> None:
     """A tree socket > node > LLC > cluster > core > CPUs, and the distance matrix."""
     from rich.table import Table

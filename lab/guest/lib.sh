@@ -16,6 +16,7 @@ lab_log() { echo "lab: $*" 2>/dev/null >&7; echo "# $*"; }
 # lab_trace_setup "sched:sched_switch sched:sched_wakeup ..."  (filters from LAB_FILTER_<event>)
 lab_trace_setup() {
     [ -d $LAB_TRACEFS/events ] || { echo "lab: no tracefs (CONFIG_FTRACE?)" >&2; return 1; }
+    LAB_TRACE_EVENTS=$1
     echo 0 > $LAB_TRACEFS/tracing_on
     echo nop > $LAB_TRACEFS/current_tracer
     echo 0 > $LAB_TRACEFS/events/enable
@@ -63,7 +64,25 @@ lab_trace_off() {
     done
     echo "$lost" > "$LAB_OUT/trace.$p.lost"
     cat $LAB_TRACEFS/trace > "$LAB_OUT/trace.$p.txt"
+    lab_trace_raw "$p"
     echo > $LAB_TRACEFS/trace
+}
+
+# lab_trace_raw PHASE: the ring buffers' raw pages and the event formats, from which the
+# host assembles trace.dat (lab/trace/tracedat.py).  After the text trace: reading
+# trace_pipe_raw consumes the events.  Best effort: the verdict never depends on it.
+lab_trace_raw() {
+    command -v tracedump > /dev/null 2>&1 || return 0
+    d="$LAB_OUT/trace.$1.raw"
+    mkdir -p "$d/events" || return 0
+    cat $LAB_TRACEFS/events/header_page > "$d/header_page"
+    cat $LAB_TRACEFS/events/header_event > "$d/header_event"
+    cat $LAB_TRACEFS/saved_cmdlines > "$d/cmdlines" 2> /dev/null
+    for e in $LAB_TRACE_EVENTS; do
+        mkdir -p "$d/events/${e%%:*}"
+        cat "$LAB_TRACEFS/events/${e%%:*}/${e#*:}/format" > "$d/events/${e%%:*}/${e#*:}"
+    done
+    tracedump $LAB_TRACEFS "$d" > "$d/tracedump.json" 2> "$d/tracedump.err"
 }
 
 # lab_run NAME CMD...: run a workload step; its stdout/stderr/rc are kept; a

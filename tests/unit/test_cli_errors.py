@@ -81,17 +81,36 @@ CASES: dict[str, dict[str, list[list[str]]]] = {
         # A run directory is never made inside the tree given to --kernel-tree.
         "runs": [["run", "llc-spread-pinned", "--runs", r] for r in RUNS_DIRS]
         + [["run", "llc-spread-pinned", "--kernel-tree", "{dir}", "--runs", r] for r in ("{dir}", "{dir}/runs", "{dir}/../adir/x")],
+        "table_format": [["run", "llc-spread-pinned", "--format", f] for f in ("html", "")],
     },
     "recheck": {
         # A run directory whose results.json is empty or not a record is not bad input but a
         # run that did not finish: ERROR, exit 3 (tests/unit/test_integrity.py).
         "run_dir": [["recheck", d] for d in ("{missing}", "{garbage}", "{dir}", "{run_badplan}")] + [["recheck"]],
         "scenario_file": [["recheck", "{run}", "--scenario", s] for s in ("nope", "{missing}.py", "{garbage}.py")],
+        "table_format": [["recheck", "{run}", "--format", f] for f in ("html", "")],
     },
-    "scenarios": {"": [["scenarios", "extra"]]},
+    "compare": {
+        "what": [["compare"], ["compare", "nope", "--kernel", "debian", "--kernel", "debian"], ["compare", "a", "b"],
+                 ["compare", "{run}", "--"], ["compare", "{missing}", "--", "{run}"], ["compare", "{run}", "--", "{dir}"],
+                 ["compare", "{run}", "--", "{garbage}"], ["compare", "{run}", "--", "{run_cluster}"]],  # fmt: skip
+        "topo": [["compare", "llc-spread-pinned", "-t", t, "--kernel", "debian", "--kernel", "debian"] for t in TOPOLOGIES]
+        + [["compare", "{run}", "-t", "zen3-2s-mini", "--", "{run}"]],
+        "kernels": [["compare", "llc-spread-pinned", "--kernel", k, "--kernel", "debian"] for k in KERNELS]
+        + [["compare", "llc-spread-pinned", "--kernel", "debian"], ["compare", "{run}", "--kernel", "debian", "--", "{run}"]],
+        **{k: [[*c[:-2], "--kernel", "debian", "--kernel", "debian", *c[-2:]] if len(c) > 3 else [*c, "--kernel", "debian"]
+               for c in v] for k, v in _vm("compare", "llc-spread-pinned").items() if k != "kernel_spec"},  # fmt: skip
+        "repeat": [["compare", "llc-spread-pinned", "--repeat", n, "--kernel", "debian", "--kernel", "debian"]
+                   for n in ("0", "-1", "1001", "", "2.5")],  # fmt: skip
+        "table_format": [["compare", "{run}", "--", "{run}", "--format", f] for f in ("html", "")],
+    },
+    "scenarios": {"": [["scenarios", "extra"]], "table_format": [["scenarios", "--format", "html"]]},
     "topo": {"": [["topo", "nope"]]},
-    "topo list": {"": [["topo", "list", "extra"]]},
-    "topo show": {"spec": [["topo", "show", t] for t in TOPOLOGIES] + [["topo", "show"]]},
+    "topo list": {"": [["topo", "list", "extra"]], "table_format": [["topo", "list", "--format", "json"]]},
+    "topo show": {
+        "spec": [["topo", "show", t] for t in TOPOLOGIES] + [["topo", "show"]],
+        "table_format": [["topo", "show", "zen3-2s-mini", "--format", f] for f in ("qemu", "")],
+    },
     "topo render": {
         "spec": [["topo", "render", t] for t in TOPOLOGIES],
         "fmt": [["topo", "render", "xeon-2s22c-mini", "--format", f] for f in ("xml", "")],
@@ -109,8 +128,29 @@ CASES: dict[str, dict[str, list[list[str]]]] = {
                                                                        "{missing}/x.toml", "{garbage}/x.toml")]  # fmt: skip
         + [["topo", "import", "{capture}"]],
     },
+    "report": {"": [["report", "nope"]]},
+    "report bundle": {
+        "run_dir": [["report", "bundle", r, "-o", "{out}.tar.gz"] for r in ("{missing}", "{dir}", "{garbage}", "{run_badplan}",
+                                                                           "{run_emptyresults}", "{run_badresults}")]  # fmt: skip
+        + [["report", "bundle", "-o", "{out}.tar.gz"]],
+        "output": [["report", "bundle", "{run}", "-o", o] for o in ("{dir}", "{missing}/x.tar.gz", "{out}.zip", "")]
+        + [["report", "bundle", "{run}"]],
+    },
+    "report replay": {
+        "bundle_file": [["report", "replay", b] for b in ("{missing}", "{dir}", "{garbage}", "{tarjunk}", "{empty}")]
+        + [["report", "replay"]],
+        "kernel": [["report", "replay", "{bundle}", "--dir", "{out}", "--kernel", k] for k in ("nope", "lab-6.1-arm64", "{missing}/bzImage")],
+        "target": [["report", "replay", "{bundle}", "--dir", t] for t in ("{dir}", "{missing}/x", "{garbage}")],
+    },
+    "report render": {
+        "source": [["report", "render", s] for s in ("{missing}", "{garbage}", "{dir}", "{tarjunk}", "{run_badplan}",
+                                                     "{run_emptyresults}", "{run_badresults}", "{wrongtype}")]  # fmt: skip
+        + [["report", "render"]],
+        "fmt": [["report", "render", "{run}", "--format", f] for f in ("pdf", "")],
+        "output": [["report", "render", "{run}", "-o", o] for o in ("{dir}", "{missing}/x.html")],
+    },
     "kernel": {"": [["kernel", "nope"]]},
-    "kernel recipes": {"": [["kernel", "recipes", "extra"]]},
+    "kernel recipes": {"": [["kernel", "recipes", "extra"]], "table_format": [["kernel", "recipes", "--format", "x"]]},
     "kernel config": {
         "recipe_name": [["kernel", "config", r] for r in ("nope", "", "../etc")] + [["kernel", "config"]],
         "patches": [["kernel", "config", "lab-6.1", "--patch", p] for p in ("{missing}.patch", "{dir}")],
@@ -124,7 +164,7 @@ CASES: dict[str, dict[str, list[list[str]]]] = {
         "what": [["kernel", "fetch", "ubuntu"], ["kernel", "fetch"]],
         "arch": [["kernel", "fetch", "debian", "--arch", a] for a in ("riscv64", "")],
     },
-    "kernel list": {"": [["kernel", "list", "extra"]]},
+    "kernel list": {"": [["kernel", "list", "extra"]], "table_format": [["kernel", "list", "--format", "x"]]},
     "kernel show": {
         "spec": [["kernel", "show", k] for k in ("nope", "{missing}/bzImage", "{dir}/", "{garbage}", "lab-6.1", "")],
         "arch": [["kernel", "show", "debian", "--arch", "mips"]],
@@ -198,7 +238,11 @@ def bad(tmp_path, monkeypatch):
         shutil.copytree(RUN, r)
         edit(r)
         runs[f"run_{name}"] = str(r)
+    from lab.report import bundle
+
+    bundle.make(RUN, d / "good.tar.gz")
     return {
+        "bundle": str(d / "good.tar.gz"),
         "missing": str(d / "missing"),
         "dir": str(d / "adir"),
         "empty": str(d / "empty"),
@@ -213,6 +257,7 @@ def bad(tmp_path, monkeypatch):
         "capture": str(cap),
         "out": str(tmp_path / "out"),
         "run": str(RUN),
+        "run_cluster": str(RUN.parent / "cluster-wakeup-kunpeng920-2s-mini-debian"),
         **runs,
     }
 

@@ -279,3 +279,33 @@ def test_memprobe_missing_node_is_a_clear_error(bins):
         "memprobe: mbind of 1 MiB to node 1000 failed: Invalid argument "
         "(no such node: see /sys/devices/system/node)"
     ]
+
+
+# --- tracedump (raw ring-buffer pages for trace.dat) ------------------------------
+
+
+def test_tracedump_copies_every_cpus_pages(bins, tmp_path):
+    """A stand-in tracefs of regular files (the real trace_pipe_raw is read the same way,
+    until it says it is empty): every cpuN copied whole, the page size recorded."""
+    fs = tmp_path / "tracing"
+    pages = {0: bytes(range(256)) * 32, 3: b"\x01" * 4096 * 2, 10: b""}
+    for cpu, data in pages.items():
+        (fs / "per_cpu" / f"cpu{cpu}").mkdir(parents=True)
+        (fs / "per_cpu" / f"cpu{cpu}" / "trace_pipe_raw").write_bytes(data)
+    (fs / "per_cpu" / "cpux").mkdir()  # not a CPU: left alone
+    out = tmp_path / "raw"
+    out.mkdir()
+    res = ok(bins["tracedump"], str(fs), str(out))
+    assert res == {"workload": "tracedump", "cpus": 3, "bytes": sum(map(len, pages.values())), "page_size": os.sysconf("SC_PAGE_SIZE")}
+    for cpu, data in pages.items():
+        assert (out / f"cpu{cpu}").read_bytes() == data
+    assert (out / "page_size").read_text().strip() == str(os.sysconf("SC_PAGE_SIZE"))
+
+
+def test_tracedump_contract(bins, tmp_path):
+    cp = run(bins["tracedump"], "--help")
+    assert cp.returncode == 0 and cp.stdout.startswith("usage: tracedump ") and cp.stderr == ""
+    cp = run(bins["tracedump"], "only-one")
+    assert cp.returncode == 2 and cp.stderr.strip().endswith("(see tracedump --help)") and cp.stdout == ""
+    cp = run(bins["tracedump"], str(tmp_path / "nope"), str(tmp_path))
+    assert cp.returncode == 1 and cp.stderr.startswith("tracedump: cannot open ") and cp.stdout == ""

@@ -27,6 +27,7 @@ from click.testing import CliRunner
 from lab import integrity, runner, session, topology
 from lab.backends import qemu as backend
 from lab.cli import main
+from lab.cli.common import to_ascii
 from lab.kernel.artifact import KernelArtifact
 from lab.plan import VmOptions
 from lab.render import qemu as render
@@ -128,7 +129,8 @@ def recheck(run_dir: Path):
 
 def assert_error(r, cause: str) -> None:
     assert r.exit_code == 3, r.output
-    assert "ERROR" in r.output and cause in " ".join(r.output.split()), r.output
+    # Piped output is ASCII (a guest's '\u00b2' shows as its escape): lab.cli.common.to_ascii
+    assert "ERROR" in r.output and to_ascii(cause) in " ".join(r.output.split()), r.output
     assert "Traceback" not in r.output
     assert r.exception is None or isinstance(r.exception, SystemExit), r.exception
 

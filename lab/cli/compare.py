@@ -1,0 +1,133 @@
+"""`lab compare`: A/B evidence, from new interleaved runs or from finished run directories."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+
+from .common import TOPOLOGY, console, text_format_option
+from .vm import KERNEL_HELP, VM_OPTIONS
+
+
+class _SplitAtDashes(click.Command):
+    """Keeps what follows the first ``--`` (B's run directories) apart: click would
+    otherwise drop the ``--`` and run both sides together."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if "--" in args:
+            i = args.index("--")
+            ctx.meta["lab.compare.b"] = args[i + 1 :]
+            args = args[:i]
+        return super().parse_args(ctx, args)
+
+
+def _vm_options(f):
+    for opt in reversed(VM_OPTIONS[1:]):  # all but --kernel, which compare takes twice
+        f = opt(f)
+    return f
+
+
+@click.command("compare", cls=_SplitAtDashes)
+@click.argument("what", nargs=-1, metavar="SCENARIO | RUN_DIR... -- RUN_DIR...")
+@click.option("-t", "--topology", "topo", type=TOPOLOGY, default=None, help="Topology (default: the scenario's first).")
+@click.option("--kernel", "kernels", multiple=True, metavar="KERNEL", help=f"Give it twice: A, then B. {KERNEL_HELP}")
+@_vm_options
+@click.option("--repeat", type=click.IntRange(1, 1000), default=5, show_default=True,
+              help="Runs per kernel, interleaved A B A B ... so host noise hits both.")
+@click.option("--json", "as_json", is_flag=True, help="Print the comparison as JSON (schema lab.compare, see lab/compare.py).")
+@text_format_option
+def compare_cmd(what, topo, kernels, repeat: int, as_json: bool, **vm_kw) -> None:
+    """Compare two kernels on one scenario: per kernel each figure's min / max / mean /
+    stddev and the change in %, pass rates, and whether the difference is significant
+    (Welch's t-test for figures, Fisher's exact test for pass rates).
+
+    \b
+    lab compare SCENARIO --topology T --kernel A --kernel B [--repeat N]
+    lab compare RUN_DIR... -- RUN_DIR...     (finished runs: A's, then B's)
+
+    The tables are plain ASCII within 80 columns, to paste into a mail.  Exit 0 when
+    both sides have judged runs, 3 when a side has none (every run an ERROR)."""
+    from .. import compare
+    from ..errors import UserError
+    from ..plan import VmOptions
+
+    ctx = click.get_current_context()
+    b_dirs = ctx.meta.get("lab.compare.b")
+    if b_dirs is not None:
+        if kernels or topo is not None:
+            raise UserError("lab compare RUN_DIR... -- RUN_DIR... compares finished runs: --kernel and --topology go with SCENARIO")
+        if not what or not b_dirs:
+            raise UserError("lab compare RUN_DIR... -- RUN_DIR... needs run directories on both sides of --")
+        runs_a = [compare.load_run(Path(d)) for d in what]
+        runs_b = [compare.load_run(Path(d)) for d in b_dirs]
+        doc = compare.compare(runs_a, runs_b)
+    else:
+        if len(what) != 1:
+            raise UserError(
+                "give one SCENARIO with --kernel A --kernel B, or finished runs as RUN_DIR... -- RUN_DIR..."
+                if len(what) > 1 else "give a SCENARIO (with --kernel A --kernel B) or RUN_DIR... -- RUN_DIR..."
+            )  # fmt: skip
+        if len(kernels) != 2:
+            raise UserError(f"lab compare {what[0]} needs two --kernel options (A, then B); got {len(kernels)}")
+        from .. import config
+
+        if vm_kw.get("accel") is None:  # not given: the settings file's, else lab's default
+            vm_kw["accel"] = config.load().accel or VmOptions.accel
+        vms = [VmOptions(kernel=k, **vm_kw) for k in kernels]
+        doc = _run_interleaved(what[0], topo, vms, repeat)
+    if as_json:
+        click.echo(json.dumps(doc, indent=1))
+    else:
+        from ..render import compare as render
+
+        click.echo(render.text(doc), nl=False)
+    if not doc["verdict"]["a"]["runs"] or not doc["verdict"]["b"]["runs"]:
+        sys.exit(3)
+
+
+def _run_interleaved(scenario_name: str, topo, vms, repeat: int) -> dict:
+    """Run the scenario on both kernels, A B A B ..., and compare.  The document is also
+    written to a run directory of its own (compare.json, compare.txt, command).  An
+    interrupted comparison lists the runs it made, so they can be compared as they are."""
+    from .. import compare, progress, runner, session, topology
+    from .. import scenario as sc
+    from ..errors import UserError
+    from ..render import compare as render
+
+    s = sc.load(scenario_name)
+    topo = topo or topology.load(s.topologies[0])
+    unmet = s.unmet(topo)
+    if unmet:
+        raise UserError(f"{s.name} cannot run on {topo.name}: the topology lacks {'; '.join(unmet)}")
+    p = progress.for_cli()
+    # As `lab run`: a bad kernel is one line and nothing else (no progress line before it).
+    sessions = [session.prepare(topo, vm, progress=p) for vm in vms]
+    runs: dict[str, list[dict]] = {"A": [], "B": []}
+    try:
+        for i in range(repeat):
+            for label, sess in zip("AB", sessions, strict=True):
+                with p.step(f"[{i + 1}/{repeat}] {label} {sess.kernel.name}", f"{s.name} on {topo.name}"):
+                    o = runner.run_once(s, sess, on_event=lambda t, line: p.update(f"{line.removeprefix('lab: ')} (+{t:.1f}s)"))
+                rec = o.to_dict()
+                runs[label].append(rec)
+                p.note(f"[{i + 1}/{repeat}] {label} {sess.kernel.name}: {o.status}"
+                       + (f" ({o.message})" if o.message else "") + f"; {o.run_dir}")  # fmt: skip
+    except KeyboardInterrupt as e:
+        made = " ".join(str(r["run_dir"]) for r in runs["A"]) + " -- " + " ".join(str(r["run_dir"]) for r in runs["B"])
+        if runs["A"] and runs["B"]:
+            e.add_note(f"the runs made so far can be compared: lab compare {made}")
+        for note in getattr(e, "__notes__", []):
+            console(stderr=True).print(note, markup=False, highlight=False, soft_wrap=True)
+        raise
+    doc = compare.compare(runs["A"], runs["B"], interleaved=True)
+    d = session.new_run_dir("compare", topo, f"{sessions[0].kernel.name}-vs-{sessions[1].kernel.name}")
+    from .. import atomic
+
+    atomic.write_text(d / "compare.json", json.dumps(doc, indent=1), "the comparison")
+    atomic.write_text(d / "compare.txt", render.text(doc), "the comparison")
+    p.note(f"comparison saved in {d}")
+    return doc
+

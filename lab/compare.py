@@ -1,0 +1,339 @@
+"""A/B evidence: two sets of runs of one scenario on one topology, compared.
+
+``compare(a, b)`` is a pure function from run records (``results.json`` as
+``RunOutcome.to_dict()`` writes it) to a comparison document; ``load_run()`` reads one
+run directory's record.  ``lab compare`` prints the document (``lab.render.compare``) or
+writes it as JSON (``--json``); ``lab report render`` reads that JSON back.
+
+Statistics (``ALPHA`` = 0.05, two-sided):
+
+* each numeric figure of each expectation: n, min, max, mean and the *sample* standard
+  deviation (n - 1) per side; the change of B's mean against A's in percent,
+  ``(mean_b - mean_a) / |mean_a| * 100`` (None when A's mean is 0 and B's is not);
+  Welch's t-test (unequal variances).  With fewer than 2 runs on a side the test cannot
+  be done ("too few runs").  When neither side varies at all the t-test is undefined:
+  equal values are "identical", different ones get the exact permutation test's p, which
+  for two constant groups is (2 if n_a == n_b else 1) / C(n_a + n_b, n_a).
+* pass rates (the verdict, and each expectation): Fisher's exact test on
+  [[passed_a, failed_a], [passed_b, failed_b]].  When even the most extreme split the
+  run counts allow (all pass against all fail) could not reach ALPHA, the result is
+  "too few runs", with how many runs per side could.
+
+Runs that were not judged (ERROR, SKIP, or not finished) count on no side of any test:
+they are listed under ``not_judged`` with their reason, never read as a failure.
+
+The JSON document (``SCHEMA`` = "lab.compare", ``VERSION`` = 1)::
+
+    {
+      "schema": "lab.compare", "version": 1,
+      "scenario": str, "topology": str, "alpha": 0.05,
+      "interleaved": bool,               # A B A B ... order (lab compare SCENARIO)
+      "sides": {"a": SIDE, "b": SIDE},
+      "verdict": RATE,                   # PASS rate of whole runs
+      "expectations": [RATE + {"name": str}],
+      "figures": [FIGURE],
+      "not_judged": [{"side": "a"|"b", "run_dir": str|null, "status": str, "message": str}]
+    }
+    SIDE   = {"label": "A"|"B", "kernel": str,   # kernel names joined with "+"
+              "kernel_ids": [str], "runs": int, "passed": int, "failed": int,
+              "not_judged": int, "run_dirs": [str|null], "kernel_info": [dict]}
+    RATE   = {"a": {"passed": int, "runs": int}, "b": {...}, "test": TEST}
+    FIGURE = {"expectation": str, "figure": str,
+              "a": STATS, "b": STATS, "change_pct": float|null, "test": TEST}
+    STATS  = {"n": int, "min": float|null, "max": float|null,
+              "mean": float|null, "stddev": float|null}
+    TEST   = {"method": "welch"|"fisher"|"permutation"|null, "p": float|null,
+              "statistic": float|null,
+              "result": "significant"|"not significant"|"identical"|"too few runs",
+              "why": str}
+
+A later version may add fields; a reader checks ``schema`` and that ``version`` is not
+newer than the one it knows.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from .errors import UserError
+
+SCHEMA = "lab.compare"
+VERSION = 1
+ALPHA = 0.05
+
+SIGNIFICANT = "significant"
+NOT_SIGNIFICANT = "not significant"
+IDENTICAL = "identical"
+TOO_FEW = "too few runs"
+
+JUDGED = ("PASS", "FAIL")
+
+
+# --- reading runs ------------------------------------------------------------------------
+
+
+def load_run(run_dir: Path) -> dict[str, Any]:
+    """*run_dir*'s record (results.json), with ``run_dir`` set to where it was read.  A run
+    that did not finish comes back as an ERROR saying why (it is then not judged); a
+    directory that is no run at all is the user's error."""
+    from . import integrity
+
+    if not run_dir.is_dir():
+        raise UserError(f"{run_dir}: no such run directory")
+    record, why = integrity.read_record(run_dir)
+    if record is None:
+        if not (run_dir / "results.json").exists():
+            raise UserError(f"{run_dir}: not a run directory (no results.json)")
+        record = {"status": "ERROR", "message": why}
+    rec = dict(record)
+    if not rec.get("scenario") or not rec.get("topology"):
+        plan = _plan_names(run_dir)
+        rec.setdefault("scenario", plan.get("scenario"))
+        rec.setdefault("topology", plan.get("topology"))
+    if not rec.get("scenario") or not rec.get("topology"):
+        raise UserError(f"{run_dir}: results.json names no scenario or topology: not a lab run")
+    late = integrity.unfinished(rec)
+    if late:
+        rec["status"], rec["message"] = "ERROR", late
+    rec["run_dir"] = str(run_dir)
+    return rec
+
+
+def _plan_names(run_dir: Path) -> dict[str, Any]:
+    import json
+
+    try:
+        plan = json.loads((run_dir / "plan.json").read_text())
+    except (OSError, ValueError):
+        return {}
+    topo = plan.get("topology") if isinstance(plan, dict) else None
+    return {"topology": topo.get("name") if isinstance(topo, dict) else None}
+
+
+# --- statistics --------------------------------------------------------------------------
+
+
+def summary(values: Sequence[float]) -> dict[str, Any]:
+    """n, min, max, mean and the sample standard deviation (n - 1; 0 for one value)."""
+    if not values:
+        return {"n": 0, "min": None, "max": None, "mean": None, "stddev": None}
+    return {
+        "n": len(values),
+        "min": min(values),
+        "max": max(values),
+        "mean": statistics.fmean(values),
+        "stddev": statistics.stdev(values) if len(values) > 1 else 0.0,
+    }
+
+
+def change_pct(mean_a: float | None, mean_b: float | None) -> float | None:
+    """B's mean against A's, in percent of |A|; None when it has no meaning."""
+    if mean_a is None or mean_b is None:
+        return None
+    if mean_a == 0:
+        return 0.0 if mean_b == 0 else None
+    return (mean_b - mean_a) / abs(mean_a) * 100.0
+
+
+def _test(method: str | None, p: float | None, statistic: float | None, result: str, why: str) -> dict[str, Any]:
+    return {"method": method, "p": p, "statistic": statistic, "result": result, "why": why}
+
+
+def welch(a: Sequence[float], b: Sequence[float], alpha: float = ALPHA) -> dict[str, Any]:
+    """Welch's two-sided t-test of *a* against *b* (see the module's docstring for the
+    cases where it is undefined)."""
+    if len(a) < 2 or len(b) < 2:
+        return _test(None, None, None, TOO_FEW, f"Welch's t-test needs 2 runs per side, has {len(a)} and {len(b)}")
+    if len(set(a)) == 1 and len(set(b)) == 1:
+        if a[0] == b[0]:
+            return _test(None, 1.0, None, IDENTICAL, "every run gave the same value")
+        p = (2 if len(a) == len(b) else 1) / math.comb(len(a) + len(b), len(a))
+        res = SIGNIFICANT if p < alpha else TOO_FEW
+        why = "each side gave one value in every run: exact permutation test"
+        if res == TOO_FEW:
+            why += f" (p={p:.3g} is the smallest {len(a)} and {len(b)} runs can give)"
+        return _test("permutation", p, None, res, why)
+    import warnings
+
+    from scipy import stats
+
+    with warnings.catch_warnings():  # one constant side: scipy warns of precision, the test stands
+        warnings.simplefilter("ignore", RuntimeWarning)
+        r = stats.ttest_ind(list(a), list(b), equal_var=False)
+    p, t = float(r.pvalue), float(r.statistic)
+    return _test("welch", p, t, SIGNIFICANT if p < alpha else NOT_SIGNIFICANT, "Welch's t-test")
+
+
+def fisher(passed_a: int, runs_a: int, passed_b: int, runs_b: int, alpha: float = ALPHA) -> dict[str, Any]:
+    """Fisher's exact test (two-sided) of two pass rates."""
+    from scipy import stats
+
+    if runs_a == 0 or runs_b == 0:
+        return _test(None, None, None, TOO_FEW, f"no judged runs on side {'A' if runs_a == 0 else 'B'}")
+    best = _fisher_p(runs_a, 0, 0, runs_b)
+    r = stats.fisher_exact([[passed_a, runs_a - passed_a], [passed_b, runs_b - passed_b]])
+    p = float(r.pvalue)
+    if best >= alpha:
+        need = runs_needed(alpha)
+        return _test("fisher", p, None, TOO_FEW,
+                     f"even {runs_a}/{runs_a} against 0/{runs_b} would give p={best:.2g}; "
+                     f"{need} runs per side can show a difference at {alpha:g}")  # fmt: skip
+    if p < alpha:
+        return _test("fisher", p, None, SIGNIFICANT, "Fisher's exact test")
+    return _test("fisher", p, None, IDENTICAL if passed_a * runs_b == passed_b * runs_a else NOT_SIGNIFICANT,
+                 "Fisher's exact test")  # fmt: skip
+
+
+def _fisher_p(a: int, b: int, c: int, d: int) -> float:
+    from scipy import stats
+
+    return float(stats.fisher_exact([[a, b], [c, d]]).pvalue)
+
+
+def runs_needed(alpha: float = ALPHA) -> int:
+    """The fewest runs per side for which all-pass against all-fail is significant."""
+    n = 1
+    while _fisher_p(n, 0, 0, n) >= alpha:
+        n += 1
+    return n
+
+
+# --- the document ------------------------------------------------------------------------
+
+
+def _numeric(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def _side(label: str, runs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    kernels: list[str] = []
+    ids: list[str] = []
+    for r in runs:
+        k = str(r.get("kernel") or "?")
+        if k not in kernels:
+            kernels.append(k)
+        kid = (r.get("kernel_info") or {}).get("id")
+        if kid and kid not in ids:
+            ids.append(str(kid))
+    return {
+        "label": label,
+        "kernel": "+".join(kernels) or "?",
+        "kernel_ids": ids,
+        "runs": len(runs),
+        "passed": sum(r.get("status") == "PASS" for r in runs),
+        "failed": sum(r.get("status") == "FAIL" for r in runs),
+        "not_judged": sum(r.get("status") not in JUDGED for r in runs),
+        "run_dirs": [r.get("run_dir") for r in runs],
+        "kernel_info": [dict(r.get("kernel_info") or {}) for r in runs],
+    }
+
+
+def _same(runs_a: Sequence[Mapping[str, Any]], runs_b: Sequence[Mapping[str, Any]], field: str, fields: str) -> str:
+    """The one *field* value (scenario, topology) all runs share; refused naming two
+    runs that differ."""
+    first: Mapping[str, Any] | None = None
+    for r in [*runs_a, *runs_b]:
+        if first is None:
+            first = r
+        elif r.get(field) != first.get(field):
+            def where(x: Mapping[str, Any]) -> str:
+                return f"{x.get('run_dir') or 'a run'} is {x.get(field)}"
+
+            raise UserError(f"cannot compare runs of different {fields}: {where(first)}, {where(r)}")
+    return str(first.get(field)) if first else "?"
+
+
+def compare(
+    runs_a: Sequence[Mapping[str, Any]],
+    runs_b: Sequence[Mapping[str, Any]],
+    *,
+    interleaved: bool = False,
+    alpha: float = ALPHA,
+) -> dict[str, Any]:
+    """The comparison document of *runs_a* (A) against *runs_b* (B); see the module's
+    docstring.  Runs of different scenarios or topologies are refused, naming both."""
+    if not runs_a or not runs_b:
+        raise UserError("lab compare needs runs on both sides (A -- B)")
+    scenario = _same(runs_a, runs_b, "scenario", "scenarios")
+    topology = _same(runs_a, runs_b, "topology", "topologies")
+    judged = {"a": [r for r in runs_a if r.get("status") in JUDGED], "b": [r for r in runs_b if r.get("status") in JUDGED]}
+
+    def rate(passed: dict[str, int], runs: dict[str, int]) -> dict[str, Any]:
+        return {
+            "a": {"passed": passed["a"], "runs": runs["a"]},
+            "b": {"passed": passed["b"], "runs": runs["b"]},
+            "test": fisher(passed["a"], runs["a"], passed["b"], runs["b"], alpha),
+        }
+
+    verdict = rate(
+        {s: sum(r.get("status") == "PASS" for r in judged[s]) for s in "ab"}, {s: len(judged[s]) for s in "ab"}
+    )
+
+    # Expectations and figures in the order the runs list them (A's first, then B's own).
+    exp_names: list[str] = []
+    fig_keys: list[tuple[str, str]] = []
+    ok: dict[str, dict[str, list[bool]]] = {}
+    values: dict[tuple[str, str], dict[str, list[float]]] = {}
+    for side in "ab":
+        for r in judged[side]:
+            for e in r.get("expectations") or []:
+                name = str(e.get("name"))
+                if name not in ok:
+                    exp_names.append(name)
+                    ok[name] = {"a": [], "b": []}
+                ok[name][side].append(e.get("status") == "PASS")
+                for k, v in (e.get("figures") or {}).items():
+                    if not _numeric(v):
+                        continue
+                    key = (name, str(k))
+                    if key not in values:
+                        fig_keys.append(key)
+                        values[key] = {"a": [], "b": []}
+                    values[key][side].append(float(v))
+    expectations = [
+        {"name": n, **rate({s: sum(ok[n][s]) for s in "ab"}, {s: len(ok[n][s]) for s in "ab"})} for n in exp_names
+    ]
+    figures = []
+    for name, fig in fig_keys:
+        va, vb = values[(name, fig)]["a"], values[(name, fig)]["b"]
+        sa, sb = summary(va), summary(vb)
+        figures.append({
+            "expectation": name, "figure": fig, "a": sa, "b": sb,
+            "change_pct": change_pct(sa["mean"], sb["mean"]), "test": welch(va, vb, alpha),
+        })  # fmt: skip
+    not_judged = [
+        {"side": side, "run_dir": r.get("run_dir"), "status": str(r.get("status")), "message": str(r.get("message") or "")}
+        for side, runs in (("a", runs_a), ("b", runs_b))
+        for r in runs
+        if r.get("status") not in JUDGED
+    ]
+    return {
+        "schema": SCHEMA,
+        "version": VERSION,
+        "scenario": scenario,
+        "topology": topology,
+        "alpha": alpha,
+        "interleaved": interleaved,
+        "sides": {"a": _side("A", runs_a), "b": _side("B", runs_b)},
+        "verdict": verdict,
+        "expectations": expectations,
+        "figures": figures,
+        "not_judged": not_judged,
+    }
+
+
+def check_document(doc: Any, where: str = "the comparison") -> dict[str, Any]:
+    """*doc* is a comparison document this lab can read, or a UserError says why (for
+    readers of ``lab compare --json``'s output)."""
+    if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
+        raise UserError(f"{where}: not a lab compare document (no \"schema\": \"{SCHEMA}\")")
+    v = doc.get("version")
+    if not isinstance(v, int) or v < 1:
+        raise UserError(f"{where}: field 'version' must be a positive integer, got {v!r}")
+    if v > VERSION:
+        raise UserError(f"{where}: written by a newer lab (compare version {v}; this lab reads up to {VERSION})")
+    return doc

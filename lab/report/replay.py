@@ -1,0 +1,149 @@
+"""`lab report replay`: rerun a bundle's scenario on its topology and kernel.
+
+The kernel is got or rebuilt from the bundle's identity: Debian's prebuilt kernel
+(whatever version this host has, the difference noted), a recipe rebuilt from the
+recipe, fragments and patches the bundle carries (lab's store reuses a build with the
+same inputs), or the kernel the user names with ``kernel=`` (a --kernel-tree run's
+kernel was the developer's tree, which a bundle carries as a describe and a diff).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .. import progress as progress_mod
+from ..errors import UserError
+from .bundle import Bundle, extract
+
+
+@dataclass
+class Replay:
+    bundle: Bundle
+    before: dict[str, Any]  # the bundle's results.json
+    after: Any  # runner.RunOutcome
+    notes: list[str] = field(default_factory=list)
+
+
+def open_bundle(path: Path, target: Path | None = None) -> Bundle:
+    """Extract *path* into *target*, or into a new directory in lab's runs folder."""
+    from ..paths import runs_dir
+
+    if target is None:
+        # Their own folder: an opened bundle is not a run directory (tools that glob the
+        # runs folder for runs never meet one).
+        base = runs_dir() / "bundles"
+        base.mkdir(parents=True, exist_ok=True)
+        stem = path.name.removesuffix(".gz").removesuffix(".tar").removesuffix(".tgz")
+        target = base / f"{time.strftime('%Y%m%d-%H%M%S')}-{stem[:40]}"
+        n = 1
+        while target.exists():
+            n += 1
+            target = target.with_name(f"{target.name.rsplit('~', 1)[0]}~{n}")
+    return extract(path, target)
+
+
+def results_of(b: Bundle) -> dict[str, Any]:
+    p = b.run_dir / "results.json"
+    try:
+        d = json.loads(p.read_text())
+    except (OSError, ValueError) as e:
+        raise UserError(f"{p}: the bundle's results cannot be read ({e})") from None
+    if not isinstance(d, dict):
+        raise UserError(f"{p}: the bundle's results are not a JSON object")
+    return d
+
+
+def kernel_spec(b: Bundle, override: str | None, progress=None) -> tuple[str, list[str]]:
+    """The --kernel that gets or rebuilds the bundle's kernel here, and notes on what differs."""
+    from ..kernel import resolve
+
+    k = b.kernel
+    kind = k.get("kind")
+    arch = b.manifest.get("arch") or _plan(b).get("arch", "x86_64")
+    notes: list[str] = []
+    prog = progress_mod.of(progress)
+    if override:
+        from ..kernel import recipe as krecipe
+
+        try:  # a name lab does not know is refused before anything starts
+            resolve(override, arch, build=False)
+        except UserError:  # a recipe of this arch not built yet is built by the run
+            if override not in krecipe.names() or krecipe.load(override).arch != arch:
+                raise
+        return override, [f"kernel given on the command line: {override} (the bundle's: {k.get('name')} {k.get('release')})"]
+    if kind == "debian":
+        try:
+            have = resolve("debian", arch, build=False)
+        except UserError:  # not fetched here yet
+            have = resolve("debian", arch, build=True, progress=prog)  # a step of its own
+        ver = have.metadata.get("inputs", {}).get("version")
+        if have.release != k.get("release") or (k.get("version") and ver != k.get("version")):
+            notes.append(f"Debian kernel differs: the bundle ran {k.get('package')} {k.get('version')} ({k.get('release')}), "
+                         f"this host has {have.metadata.get('inputs', {}).get('package')} {ver} ({have.release})")
+        return have.id, notes
+    if kind == "recipe":
+        kdir = b.root / "kernel" / "kernels"
+        name = str(k.get("recipe") or k.get("name"))
+        if not (kdir / name / "recipe.toml").is_file():
+            raise UserError(f"{b.root}: the bundle's kernel is recipe {name} but it carries no kernel/kernels/{name}/recipe.toml")
+        from ..kernel import build as kbuild
+        from ..kernel import recipe as krecipe
+
+        r = krecipe.load(name, kernels_dir=kdir)
+        art = kbuild.lookup_built(r)
+        if art is None:
+            with prog.step("kernel", f"building {name} from the bundle's recipe"):
+                art = kbuild.build(r, progress=prog.callback())
+        want = k.get("config_sha256")
+        got = art.metadata.get("hashes", {}).get("config_sha256")
+        if want and got and want != got:
+            notes.append(f"the rebuilt kernel's .config differs from the bundle's (sha256 {got[:12]} vs {want[:12]}): see kernel/config")
+        return art.id, notes
+    tree = k.get("tree") or {}
+    if kind == "tree":
+        raise UserError(
+            f"the bundle's kernel was built from a kernel tree ({tree.get('git_describe')}, uncommitted diff "
+            f"{tree.get('diff_sha256')}; kernel/tree.diff holds the diff when it was still there): build that tree "
+            "and give --kernel IMAGE|STORE-ID"
+        )
+    raise UserError(f"the bundle's kernel is an image file ({k.get('name')}, {k.get('release')}): give --kernel IMAGE with the same kernel")
+
+
+def _plan(b: Bundle) -> dict[str, Any]:
+    try:
+        d = json.loads((b.run_dir / "plan.json").read_text())
+    except (OSError, ValueError) as e:
+        raise UserError(f"{b.run_dir}/plan.json: the bundle's plan cannot be read ({e})") from None
+    return d if isinstance(d, dict) else {}
+
+
+def replay(b: Bundle, kernel: str | None = None, progress=None) -> Replay:
+    """Rerun bundle *b*: same topology spec, scenario source, VM options; the kernel
+    from kernel_spec().  Returns the bundle's results next to the new outcome."""
+    from .. import runner, session, topology
+    from .. import scenario as sc
+    from ..plan import VmOptions
+
+    before = results_of(b)
+    topo_file, scen_file = b.file("topology"), b.file("scenario")
+    if topo_file is None or scen_file is None:
+        missing = "topology spec" if topo_file is None else "scenario source"
+        raise UserError(f"{b.root}: the bundle carries no {missing}; it cannot be replayed")
+    topo = topology.load(topo_file)
+    s = sc.load_file(scen_file)
+    plan = _plan(b)
+    opts = VmOptions.from_dict(plan.get("options") or {})
+    spec, notes = kernel_spec(b, kernel, progress=progress)
+    opts = dataclasses.replace(opts, kernel=spec)
+    sess = session.prepare(topo, opts, progress=progress)
+    if progress is not None:
+        with progress.step("replay", f"{s.name} on {topo.name} ({sess.kernel.name})"):
+            after = runner.run_once(s, sess, on_event=lambda t, line: progress.update(line.removeprefix("lab: ")))
+    else:
+        after = runner.run_once(s, sess)
+    return Replay(b, before, after, notes)

@@ -1,0 +1,213 @@
+"""lab compare's model: statistics against values worked out by hand, the document on
+recorded runs, the refusals, and the text it prints (golden file)."""
+
+import copy
+import json
+import math
+import os
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from lab import compare
+from lab.cli import main
+from lab.errors import UserError
+from lab.render import compare as render
+
+RUNS = Path(__file__).parent.parent / "fixtures" / "runs"
+GOLDEN = Path(__file__).parent.parent / "golden" / "compare"
+LLC_LAB = RUNS / "llc-spread-pinned-zen3-2s-mini-lab-6.1"
+LLC_LATE = RUNS / "llc-spread-pinned-zen3-2s-mini-lab-6.1-late-migration"
+LLC_DEB = RUNS / "llc-spread-pinned-zen3-2s-mini-debian"
+CLUSTER = RUNS / "cluster-wakeup-kunpeng920-2s-mini-debian"
+
+
+# --- statistics against known values ------------------------------------------------------
+
+
+def test_summary_uses_the_sample_stddev():
+    s = compare.summary([2.0, 4.0, 4.0, 4.0, 5.0, 5.0, 7.0, 9.0])
+    # sum of squared deviations from the mean 5 is 32; 32 / 7 = 4.571..., sqrt = 2.138
+    assert s["n"] == 8 and s["min"] == 2 and s["max"] == 9 and s["mean"] == 5
+    assert s["stddev"] == pytest.approx(math.sqrt(32 / 7))
+    assert compare.summary([3.0])["stddev"] == 0 and compare.summary([])["mean"] is None
+
+
+def test_welch_against_the_formula():
+    a, b = [1.0, 2.0, 3.0, 4.0, 5.0], [2.0, 4.0, 6.0, 8.0, 10.0]
+    # by hand: means 3 and 6, sample variances 2.5 and 10; se^2 = 2.5/5 + 10/5 = 2.5
+    # t = -3 / sqrt(2.5) = -1.8974; Welch-Satterthwaite df = 2.5^2 / (0.5^2/4 + 2^2/4) = 5.8824
+    t = -3 / math.sqrt(2.5)
+    df = 2.5**2 / (0.5**2 / 4 + 2.0**2 / 4)
+    from scipy.stats import t as tdist
+
+    r = compare.welch(a, b)
+    assert r["method"] == "welch" and r["statistic"] == pytest.approx(t)
+    assert r["p"] == pytest.approx(2 * tdist.sf(abs(t), df))  # R: t.test(a, b) p-value = 0.1075
+    assert r["p"] == pytest.approx(0.1075, abs=5e-4)
+    assert r["result"] == compare.NOT_SIGNIFICANT
+    # Student's t-test (equal variances, df 8) would give p = 0.0944: not what is used
+    assert abs(r["p"] - 0.0944) > 0.005
+
+
+def test_welch_significant_and_undefined_cases():
+    r = compare.welch([10.0, 10.5, 9.5, 10.2, 9.8], [20.0, 21.0, 19.0, 20.5, 19.5])
+    assert r["result"] == compare.SIGNIFICANT and r["p"] < 1e-6
+    assert compare.welch([1.0], [1.0, 2.0])["result"] == compare.TOO_FEW
+    assert compare.welch([3.0, 3.0], [3.0, 3.0, 3.0])["result"] == compare.IDENTICAL
+    # constant and different: the exact permutation p is 2 / C(10, 5) = 2/252 for 5 + 5
+    r = compare.welch([2.0] * 5, [4.0] * 5)
+    assert r["method"] == "permutation" and r["p"] == pytest.approx(2 / 252) and r["result"] == compare.SIGNIFICANT
+    r = compare.welch([2.0] * 2, [4.0] * 2)  # 2/6: two runs a side cannot tell
+    assert r["p"] == pytest.approx(1 / 3) and r["result"] == compare.TOO_FEW
+
+
+def test_fisher_against_known_values():
+    # The lady tasting tea: [[3, 1], [1, 3]], two-sided p = 34/70 = 0.4857
+    r = compare.fisher(3, 4, 1, 4)
+    assert r["p"] == pytest.approx(34 / 70) and r["result"] == compare.NOT_SIGNIFICANT
+    # 5/5 against 0/5: p = 2 / C(10, 5) = 0.0079
+    r = compare.fisher(5, 5, 0, 5)
+    assert r["p"] == pytest.approx(2 / 252) and r["result"] == compare.SIGNIFICANT
+    # 3/3 against 0/3: p = 2/20 = 0.1, and that is the best 3 runs a side can do
+    r = compare.fisher(3, 3, 0, 3)
+    assert r["p"] == pytest.approx(0.1) and r["result"] == compare.TOO_FEW and "4 runs per side" in r["why"]
+    assert compare.runs_needed() == 4  # 4/4 against 0/4: 2/70 = 0.029
+    assert compare.fisher(5, 5, 5, 5)["result"] == compare.IDENTICAL
+    assert compare.fisher(2, 2, 0, 0)["result"] == compare.TOO_FEW
+
+
+def test_change_pct():
+    # seed 002: 325.9673 -> 378.9117 is 16.24%
+    assert compare.change_pct(325.9673, 378.9117) == pytest.approx(16.24, abs=0.005)
+    assert compare.change_pct(-2.0, -1.0) == pytest.approx(50.0)
+    assert compare.change_pct(0.0, 0.0) == 0.0 and compare.change_pct(0.0, 1.0) is None
+
+
+# --- the document on recorded runs --------------------------------------------------------
+
+
+def _runs(d: Path, n: int, **change) -> list[dict]:
+    """*n* copies of a recorded run, each a distinct run directory name."""
+    rec = compare.load_run(d)
+    out = []
+    for i in range(n):
+        r = copy.deepcopy(rec)
+        r["run_dir"] = f"{d}#{i}"
+        r.update(change)
+        out.append(r)
+    return out
+
+
+def test_compare_recorded_runs():
+    a = [compare.load_run(LLC_LAB), compare.load_run(LLC_LATE), *_runs(LLC_LAB, 3)]
+    b = _runs(LLC_DEB, 5)
+    doc = compare.compare(a, b, interleaved=True)
+    assert doc["schema"] == "lab.compare" and doc["version"] == compare.VERSION
+    assert doc["scenario"] == "llc-spread-pinned" and doc["topology"] == "zen3-2s-mini"
+    assert doc["sides"]["a"]["kernel"] == "lab-6.1" and doc["sides"]["b"]["kernel"] == "debian"
+    pile = next(e for e in doc["expectations"] if e["name"] == "targets distinct (no pile-up)")
+    assert (pile["a"], pile["b"]) == ({"passed": 5, "runs": 5}, {"passed": 0, "runs": 5})
+    assert pile["test"]["result"] == compare.SIGNIFICANT and pile["test"]["p"] == pytest.approx(2 / 252)
+    s0 = next(f for f in doc["figures"] if f["figure"] == "socket0")
+    assert s0["a"]["mean"] == 2 and s0["b"]["mean"] == 4 and s0["change_pct"] == pytest.approx(100.0)
+    assert s0["test"]["result"] == compare.SIGNIFICANT
+    json.dumps(doc)  # the document is JSON as it is
+
+
+def test_not_judged_runs_count_on_no_side(tmp_path):
+    a = _runs(LLC_LAB, 4)
+    b = [*_runs(LLC_DEB, 4), *_runs(LLC_DEB, 1, status="ERROR", message="guest never reported ready")]
+    doc = compare.compare(a, b)
+    assert doc["verdict"]["b"] == {"passed": 0, "runs": 4}
+    assert doc["sides"]["b"]["not_judged"] == 1
+    assert doc["not_judged"][0]["message"] == "guest never reported ready"
+    assert "guest never reported ready" in render.text(doc)
+
+
+def test_unfinished_run_is_not_judged(tmp_path):
+    d = tmp_path / "run"
+    d.mkdir()
+    rec = json.loads((LLC_LAB / "results.json").read_text())
+    rec["status"] = "RUNNING"
+    rec["integrity"] = {"stage": "boot", "pid": 2**22 + 1, "host": "elsewhere"}
+    (d / "results.json").write_text(json.dumps(rec))
+    r = compare.load_run(d)
+    assert r["status"] == "ERROR" and "did not finish" in r["message"]
+
+
+def test_different_scenarios_or_topologies_are_refused():
+    with pytest.raises(UserError, match=f"different scenarios: {LLC_LAB} is llc-spread-pinned, {CLUSTER} is cluster-wakeup"):
+        compare.compare([compare.load_run(LLC_LAB)], [compare.load_run(CLUSTER)])
+    other = _runs(LLC_DEB, 1, topology="zen3-2s")
+    with pytest.raises(UserError, match="different topologies: .* is zen3-2s-mini, .* is zen3-2s$"):
+        compare.compare([compare.load_run(LLC_LAB)], other)
+
+
+def test_not_a_run_directory(tmp_path):
+    with pytest.raises(UserError, match="not a run directory"):
+        compare.load_run(tmp_path)
+    with pytest.raises(UserError, match="no such run directory"):
+        compare.load_run(tmp_path / "nope")
+
+
+def test_check_document():
+    doc = compare.compare(_runs(LLC_LAB, 2), _runs(LLC_DEB, 2))
+    assert compare.check_document(doc) is doc
+    with pytest.raises(UserError, match="newer lab"):
+        compare.check_document({**doc, "version": compare.VERSION + 1}, "x.json")
+    with pytest.raises(UserError, match="not a lab compare document"):
+        compare.check_document({"runs": []}, "x.json")
+
+
+# --- the text ------------------------------------------------------------------------------
+
+
+def _golden(name: str, text: str) -> None:
+    p = GOLDEN / name
+    if os.environ.get("LAB_REGEN"):
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(text)
+    assert text == p.read_text(), f"{p} differs (LAB_REGEN=1 to regenerate, then review the diff)"
+
+
+def _plain(text: str) -> None:
+    for line in text.splitlines():
+        assert line.isascii() and len(line) <= 80, repr(line)
+
+
+def test_text_golden():
+    a = [compare.load_run(LLC_LAB), compare.load_run(LLC_LATE), *_runs(LLC_LAB, 3)]
+    b = [*_runs(LLC_DEB, 4), *_runs(LLC_DEB, 1, status="ERROR", message="guest never reported ready")]
+    doc = compare.compare(a, b, interleaved=True)
+    for r in doc["not_judged"]:
+        r["run_dir"] = Path(r["run_dir"]).name  # the golden file must not depend on the checkout
+    t = render.text(doc)
+    _plain(t)
+    _golden("llc-spread-pinned.txt", t)
+
+
+def test_compare_run_dirs_cli():
+    r = CliRunner().invoke(main, ["compare", str(LLC_LAB), str(LLC_LATE), "--", str(LLC_DEB)])
+    assert r.exit_code == 0, r.output
+    _plain(r.output)
+    assert "A: lab-6.1 (2 runs" in r.output and "B: debian (1 runs" in r.output and "too few" in r.output
+    r = CliRunner().invoke(main, ["compare", "--json", str(LLC_LAB), "--", str(LLC_DEB)])
+    assert r.exit_code == 0 and json.loads(r.output)["schema"] == "lab.compare"
+
+
+@pytest.mark.parametrize(
+    "args, match",
+    [
+        ([str(LLC_LAB), "--", str(CLUSTER)], "different scenarios"),
+        ([str(LLC_LAB), str(LLC_DEB)], "--"),
+        ([str(LLC_LAB), "--"], "both sides"),
+        (["/nonexistent/run", "--", str(LLC_DEB)], "no such run directory"),
+        (["llc-spread-pinned", "--kernel", "debian"], "two --kernel"),
+    ],
+)
+def test_compare_bad_input_is_one_line(args, match):
+    r = CliRunner().invoke(main, ["compare", *args])
+    assert r.exit_code == 2, r.output
+    assert r.output.startswith("lab: error: ") and len(r.output.strip().splitlines()) == 1 and match in r.output, r.output
