@@ -87,6 +87,18 @@ CHECKS: dict[str, Check] = {
     "lab kernel rm NAME": Check("run", setup="store_entry"),
     "lab kernel config lab-6.1": Check("args", why="unpacks linux-source-6.1 and runs make olddefconfig: minutes cold"),
     "lab kernel fetch debian": Check("run"),
+    "lab report bundle RUN_DIR -o bug.tar.gz": Check("run", setup="run_dir"),
+    "lab report replay bug.tar.gz": Check(
+        "covered", by="tests/vm/test_report_vm.py::test_bundle_replays_to_the_same_verdict",
+        why="bundles a real run, removes the run, its spec and scenario file, replays the bundle and needs the same "
+        "verdict and figures",
+    ),
+    "lab report render RUN_DIR": Check("run", setup="run_dir"),
+    "lab report render bug.tar.gz --format markdown": Check("run", setup="bundle"),
+    "lab report render RUN_DIR --format html -o run.html": Check("run", setup="run_dir"),
+    "lab compare --json RUN_DIR... -- RUN_DIR... > ab.json && lab report render ab.json --format html -o ab.html": Check(
+        "run", setup="run_dir",
+    ),
 }
 
 

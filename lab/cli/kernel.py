@@ -216,7 +216,7 @@ def list_cmd(as_json: bool) -> None:
         feats = ", ".join(sorted(a.features)) or "-"
         built = a.metadata.get("built_at", "")[:16].replace("T", " ")
         if narrow:
-            name = a.label + (f"\n  picked by: {picked[a.id]}" if a.id in picked else "") + (f"\n  features: {feats}" if a.features else "")
+            name = a.label + (f"\n  {picked[a.id]}" if a.id in picked else "") + (f"\n  features: {feats}" if a.features else "")
             t.add_row(name, a.arch, a.release, size, built[:10])
         else:
             t.add_row(a.label, a.arch, a.release, size, feats, built, picked.get(a.id, "-"))

@@ -57,9 +57,12 @@ def _scratch(tmp_path: Path, check, cmd: str) -> tuple[str, dict[str, str]]:
     if check.setup == "capture":
         subprocess.run(["lab", "topo", "capture", "-o", "mybox.tar.gz"], cwd=tmp_path, env=env, check=True,
                        capture_output=True)  # fmt: skip
-    elif check.setup == "run_dir":
+    elif check.setup in ("run_dir", "bundle"):
         shutil.copytree(RUN_FIXTURE, tmp_path / "run")
-        cmd = cmd.replace("RUN_DIR", "run")
+        cmd = cmd.replace("RUN_DIR...", "run").replace("RUN_DIR", "run")  # compare: the run against itself
+        if check.setup == "bundle":
+            subprocess.run(["lab", "report", "bundle", "run", "-o", "bug.tar.gz"], cwd=tmp_path, env=env, check=True,
+                           capture_output=True)  # fmt: skip
     elif check.setup == "store_entry":
         # A store of its own holding one build: removing it touches no real kernel.
         env["LAB_CACHE"] = str(tmp_path / "cache")
