@@ -32,6 +32,8 @@ class VmOptions:
     tcg_threads: str = "auto"  # auto | single | multi
     bringup: str = "auto"  # auto | boot | hotplug
     append: str = ""  # more kernel command line, after lab's
+    backend: str = "qemu"  # qemu | libvirt | vng: what runs the VM (lab.backends)
+    connect: str = ""  # --backend libvirt: the libvirt URI ("" is qemu:///system)
 
     def to_dict(self) -> dict[str, str]:
         return asdict(self)

@@ -62,7 +62,22 @@ def prepare(topo: Topology, options: VmOptions, *, build: bool = True, progress=
     if kernel.arch != topo.arch:
         raise UserError(f"kernel {kernel.name} is {kernel.arch}, topology {topo.name} is {topo.arch}")
     plan = render.plan(topo, h, options, kernel_features=features(kernel), kernel=kernel.ref())
-    return Session(plan, kernel)
+    return Session(for_backend(plan), kernel)
+
+
+def for_backend(plan: VmPlan) -> VmPlan:
+    """*plan* as its backend runs it: refused naming what the backend cannot express
+    (and the version that can), notes for what it runs differently."""
+    if plan.options.backend == "libvirt":
+        from .backends import libvirt
+        from .render import libvirt as render_libvirt
+
+        return render_libvirt.adapt(plan, libvirt.library_version())
+    if plan.options.backend == "vng":
+        from .render import vng
+
+        return vng.adapt(plan)
+    return plan
 
 
 def features(kernel: KernelArtifact) -> frozenset[str]:
@@ -131,3 +146,11 @@ def dry_run_argv(s: Session) -> list[str]:
     from .backends import qemu as backend
 
     return backend.dry_run_argv(s.plan, s.kernel)
+
+
+def dry_run(s: Session) -> str:
+    """What a boot of *s* starts with its backend: the QEMU argv (run in the run
+    directory), the libvirt domain XML or the vng command ($RUN_DIR: the run directory)."""
+    from . import backends
+
+    return backends.dry_run(s.plan, s.kernel)

@@ -21,10 +21,16 @@ def vm_options(f):
     """The VM options every VM command takes, passed to the command as one ``vm: VmOptions``."""
 
     @functools.wraps(f)
-    def command(*args, kernel_spec, accel, cpu_model, tcg_threads, bringup, append, **kw):
+    def command(*args, kernel_spec, accel, cpu_model, tcg_threads, bringup, append, backend, connect, **kw):
+        from ..errors import UserError
         from ..plan import VmOptions
 
-        vm = VmOptions(kernel=kernel_spec, accel=accel, cpu_model=cpu_model, tcg_threads=tcg_threads, bringup=bringup, append=append)
+        if connect and backend != "libvirt":
+            raise UserError(f"--connect {connect}: a libvirt URI, for --backend libvirt (not {backend})")
+        vm = VmOptions(
+            kernel=kernel_spec, accel=accel, cpu_model=cpu_model, tcg_threads=tcg_threads, bringup=bringup, append=append,
+            backend=backend, connect=connect,
+        )  # fmt: skip
         return f(*args, vm=vm, **kw)
 
     for opt in reversed(VM_OPTIONS):
@@ -52,6 +58,14 @@ VM_OPTIONS = (
         "--append", default="", metavar="ARGS",
         help="More kernel command line, after lab's (so it overrides lab's choices, e.g. 'mitigations=auto').",
     ),
+    click.option(
+        "--backend", type=click.Choice(["qemu", "libvirt", "vng"]), default="qemu", show_default=True,
+        help="What runs the VM: QEMU directly, a libvirt transient domain, or virtme-ng (README: Backends).",
+    ),
+    click.option(
+        "--connect", default="", metavar="URI",
+        help="--backend libvirt: the libvirt URI (default qemu:///system; qemu+ssh://host/system).",
+    ),
 )  # fmt: skip
 
 
@@ -66,16 +80,23 @@ def boot(topology, vm, dry_run: bool, timeout: float, cmd) -> None:
 
     With CMD, prints its output and exits with its status.
     """
-    from .. import session
+    from .. import backends, session
     from ..backends import qemu as backend
+    from ..errors import UserError
 
     s = session.prepare(topology, vm, build=not dry_run)
     for n in s.plan.notes:
         click.echo(f"lab: {n}", err=True)
     if dry_run:
-        click.echo(shlex.join(session.dry_run_argv(s)))
-        click.echo("lab: run in the run directory: the initramfs, logs and sockets are named relative to it", err=True)
+        if vm.backend == "qemu":
+            click.echo(shlex.join(session.dry_run_argv(s)))
+            click.echo("lab: run in the run directory: the initramfs, logs and sockets are named relative to it", err=True)
+        else:
+            click.echo(session.dry_run(s))
+            click.echo("lab: $RUN_DIR is the run directory", err=True)
         return
+    if not cmd and vm.backend != "qemu":
+        raise UserError(f"an interactive console is --backend qemu only; give a command after -- with --backend {vm.backend}")
     run_dir = session.open_run("boot", s)
     click.echo(f"lab: {topology.name} on {s.kernel.name} ({s.kernel.release}), accel {s.plan.accel} ({s.plan.accel_reason}); run dir {run_dir}", err=True)
     if not cmd:
@@ -83,7 +104,7 @@ def boot(topology, vm, dry_run: bool, timeout: float, cmd) -> None:
         sys.exit(rc)
     # No topology snapshot: the user asked for their command, and every second counts here.
     job = backend.GuestJob(guest_script(cmd), {"LAB_SNAPSHOT": "0"})
-    res = backend.boot(s.plan, s.kernel, run_dir, job, timeout=timeout)
+    res = backends.boot(s.plan, s.kernel, run_dir, job, timeout=timeout)
     # The command's output byte for byte: CRs and bytes that are not UTF-8 included.
     for text, data in ((sys.stdout, res.stdout), (sys.stderr, res.stderr)):
         text.flush()
@@ -122,13 +143,12 @@ def guest_script(cmd: tuple[str, ...] | list[str]) -> str:
 def verify(topology, vm, as_json: bool, strict: bool, timeout: float) -> None:
     """Boot TOPOLOGY and check that the guest kernel sees it: nodes, distances,
     siblings, caches and every CPU's sched-domain tree.  Exit 1 on a mismatch."""
-    from .. import atomic, expect, session, sysfs
-    from ..backends import qemu as backend
+    from .. import atomic, backends, expect, session, sysfs
 
     t0 = time.monotonic()
     s = session.prepare(topology, vm)
     run_dir = session.open_run("verify", s)
-    res = backend.boot(s.plan, s.kernel, run_dir, timeout=timeout)
+    res = backends.boot(s.plan, s.kernel, run_dir, timeout=timeout)
     view = sysfs.read_snapshot(res.out_dir / "guest")
     vd = expect.verify(topology, s.plan, view, cluster_level=s.cluster_level)
     wall = time.monotonic() - t0
@@ -137,6 +157,7 @@ def verify(topology, vm, as_json: bool, strict: bool, timeout: float) -> None:
         "topology": topology.name,
         "accel": s.plan.accel,
         "accel_reason": s.plan.accel_reason,
+        "backend": vm.backend,
         "kernel": {"name": s.kernel.name, "id": s.kernel.id, "release": view.release or s.kernel.release},
         "numbering": vd.numbering,
         "notes": list(s.plan.notes),

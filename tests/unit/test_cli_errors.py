@@ -41,6 +41,9 @@ def _vm(*before: str, unbuilt_ok: bool = False) -> dict[str, list[list[str]]]:
         "bringup": [c for c in choice if c[-2] == "--bringup"],
         "cpu_model": [[*before, "--cpu-model", m] for m in ("", "Skylake Server")] + [[*before, "--cpu-model"]],
         "append": [[*before, "--append"]],
+        "backend": [[*before, "--backend", c] for c in CHOICES] + [[*before, "--backend"]],
+        # a URI without --backend libvirt; no URI
+        "connect": [[*before, "--connect", "qemu:///system"], [*before, "--connect"]],
     }
 
 
