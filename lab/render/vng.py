@@ -94,7 +94,8 @@ def argv(p: VmPlan, files: BootFiles, *, vng: str = "vng", run_dir: Path | str =
             if i != j:
                 a += ["--numa-distance", f"{i},{j}={t.distances[i][j]}"]
     a += ["--append", " ".join(kernel_args(p))]
-    a += ["--qemu-opts", shlex.join(qemu_opts(p, files, run_dir))]
+    # "=": argparse takes a separate value that starts with "-" for an option
+    a += [f"--qemu-opts={shlex.join(qemu_opts(p, files, run_dir))}"]
     if agent:
         a += ["--exec", agent]
     return a

@@ -151,7 +151,7 @@ def test_vng_argv_carries_the_whole_topology():
         assert mem == f"{t.memory_mb[i]}M" and {t.cpus[g].node for g in guest} == {t.node_ids[i]}
     dist = {a[i + 1] for i, x in enumerate(a) if x == "--numa-distance"}
     assert dist == {f"{i},{j}={t.distances[i][j]}" for i in range(t.n_nodes) for j in range(t.n_nodes) if i != j}
-    opts = a[a.index("--qemu-opts") + 1]
+    opts = next(x for x in a if x.startswith("--qemu-opts=")).removeprefix("--qemu-opts=")
     assert opts.startswith(f"-cpu {p.cpu_model} ") and "name=lab.log" in opts and "name=lab.out" in opts
     append = a[a.index("--append") + 1]
     assert "console=" not in append and "rdinit=" not in append and "panic=-1" in append
