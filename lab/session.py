@@ -52,20 +52,23 @@ class Session:
         return val == "y"
 
 
-def prepare(topo: Topology, options: VmOptions, *, build: bool = True, progress=None) -> Session:
-    """Resolve the kernel *options* name (building or fetching it if *build*) and decide
-    the VM for *topo* on this host."""
+def prepare(
+    topo: Topology, options: VmOptions, *, build: bool = True, progress=None, artifact: KernelArtifact | None = None
+) -> Session:
+    """Resolve the kernel *options* name (building or fetching it if *build*; *artifact*:
+    a kernel already built outside lab's store, e.g. by vng) and decide the VM for *topo*
+    on this host."""
     from .kernel import resolve
 
     h = host_mod.probe()
-    kernel = resolve(options.kernel, topo.arch, build=build, progress=progress)
+    kernel = artifact or resolve(options.kernel, topo.arch, build=build, progress=progress)
     if kernel.arch != topo.arch:
         raise UserError(f"kernel {kernel.name} is {kernel.arch}, topology {topo.name} is {topo.arch}")
     plan = render.plan(topo, h, options, kernel_features=features(kernel), kernel=kernel.ref())
-    return Session(for_backend(plan), kernel)
+    return Session(for_backend(plan, kernel), kernel)
 
 
-def for_backend(plan: VmPlan) -> VmPlan:
+def for_backend(plan: VmPlan, kernel: KernelArtifact | None = None) -> VmPlan:
     """*plan* as its backend runs it: refused naming what the backend cannot express
     (and the version that can), notes for what it runs differently."""
     if plan.options.backend == "libvirt":
@@ -76,7 +79,8 @@ def for_backend(plan: VmPlan) -> VmPlan:
     if plan.options.backend == "vng":
         from .render import vng
 
-        return vng.adapt(plan)
+        config = {sym: kernel.config_value(sym) for sym in vng.VNG_NEEDS} if kernel is not None else None
+        return vng.adapt(plan, config)
     return plan
 
 

@@ -100,3 +100,65 @@ def boot(
         tail = qemu.console_tail(console, 5).splitlines()
         raise InfraError(f"vng ended before lab's agent started: {tail[-1] if tail else 'no output'} (vng's output: {console})")
     return qemu.collect(plan, run_dir, files, said, argv, wall)
+
+
+# ---- --kernel-tree: the developer's tree built by `vng --build` -------------------------
+
+
+def tree_out(tree: Path) -> Path:
+    """Where `vng --build` puts *tree*'s objects (O=): lab's cache, one per tree, so
+    rebuilds are incremental and the tree itself is never written."""
+    import hashlib
+
+    from .. import paths
+
+    return paths.cache_dir() / "vng-build" / hashlib.sha256(str(tree).encode()).hexdigest()[:12]
+
+
+def config_problems(config: Path, fragments: list[Path] | tuple[Path, ...]) -> list[str]:
+    """What the built *config* lacks of *fragments*' requests, one line each, naming the
+    fragment line: vng's own minimal config has SCHED_MC off, and a symbol whose
+    dependencies vng's config does not meet silently stays off."""
+    from ..kernel.config import merge, read_config
+
+    got = read_config(config)
+    return [
+        f"CONFIG_{r.name} is {got.get(r.name, 'n')}, {r.where} asks {r.value}"
+        for r in merge(fragments).values()
+        if got.get(r.name, "n") != r.value
+    ]
+
+
+def build_tree(tree: Path, arch: str, *, jobs: int | None = None) -> KernelArtifact:
+    """Build *tree* through `vng --build` (vng's config + lab's fragments, O= in lab's
+    cache), check that every symbol lab's fragments ask for stuck, and return the kernel."""
+    from .. import iterate
+    from ..errors import BuildError
+    from ..kernel import recipe as krecipe
+
+    if arch != "x86_64":
+        raise UserError(f"--backend vng builds and boots x86_64 kernels only (the topology is {arch})")
+    tree = iterate.check_tree(tree, arch)
+    fragments = krecipe.load(iterate.default_recipe(arch)).all_fragments()[:2]  # lab.config, lab-x86_64.config
+    out = tree_out(tree)
+    out.mkdir(parents=True, exist_ok=True)
+    vng = vng_bin()
+    argv = [*render.build_argv(fragments, vng=str(vng), jobs=jobs or os.cpu_count()), f"O={out}"]
+    log = out / "vng-build.log"
+    with open(log, "wb") as f:
+        rc = proc.run(argv, cwd=tree, env=_env(vng), capture=False, check=False, stdout=f, stderr=f).returncode
+    if rc != 0:
+        tail = log.read_text(errors="replace").strip().splitlines()[-20:]
+        raise BuildError(f"vng --build failed (exit {rc}) in {tree} (log: {log})", "\n".join(tail), str(log))
+    problems = config_problems(out / ".config", fragments)
+    if problems:
+        raise BuildError(
+            f"vng --build: {len(problems)} of lab's config requests did not stick, first: {problems[0]} "
+            f"(config: {out / '.config'})",
+            "\n".join(problems),
+        )
+    release = (out / "include" / "config" / "kernel.release").read_text().strip()
+    return KernelArtifact(
+        name=f"vng:{tree.name}", arch=arch, image=out / "arch" / "x86" / "boot" / "bzImage", release=release,
+        modules=None, config=out / ".config", features=frozenset(), id=f"vng-{out.name}-{release}",
+    )  # fmt: skip

@@ -29,6 +29,7 @@ What vng cannot express, and what differs (``adapt()`` refuses or notes it):
 from __future__ import annotations
 
 import shlex
+from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 
@@ -41,12 +42,26 @@ from .qemu import BootFiles, cmdline
 VNG_OWNS = ("console=", "rdinit=")
 
 
-def adapt(p: VmPlan) -> VmPlan:
-    """*p* as virtme-ng runs it, or a UserError naming what vng cannot express."""
+# What a kernel needs for vng to boot it (y or m: vng's initramfs loads modules): the host's
+# root over 9p, vng's overlays on it, and virtio-serial for vng's ports and lab's.
+VNG_NEEDS = ("NET_9P", "NET_9P_VIRTIO", "9P_FS", "OVERLAY_FS", "VIRTIO_PCI", "VIRTIO_CONSOLE")
+
+
+def adapt(p: VmPlan, kernel_config: Mapping[str, str | None] | None = None) -> VmPlan:
+    """*p* as virtme-ng runs it, or a UserError naming what vng cannot express.
+    *kernel_config*: the kernel's values of VNG_NEEDS (None: no config to read)."""
     if p.arch != "x86_64":
         raise UserError(
             f"{p.topo.name}: --backend vng boots the host's root file system (x86_64 here), so it cannot run "
             f"an {p.arch} guest (vng --arch needs a foreign --root, which lab does not make); use --backend qemu"
+        )
+    cfg = kernel_config or {}
+    missing = [s for s in VNG_NEEDS if cfg.get(s) not in (None, "y", "m")]  # None: no config to tell
+    if missing:
+        name = p.kernel.name if p.kernel else "the kernel"
+        raise UserError(
+            f"--backend vng: kernel {name} has no {', '.join('CONFIG_' + s for s in missing)} (y or m), which vng "
+            "needs to mount the host's root over 9p; use --kernel debian or a kernel configured with vng --kconfig"
         )
     notes = [
         *p.notes,

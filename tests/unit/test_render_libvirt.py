@@ -172,3 +172,33 @@ def test_vng_agent_unpacks_layers_in_order():
 def test_vng_build_adds_labs_fragments():
     a = vng.build_argv([Path("/k/lab.config"), Path("/k/lab-x86_64.config")], vng="vng", jobs=2)
     assert a == ["vng", "--build", "--skip-modules", "--config", "/k/lab.config", "--config", "/k/lab-x86_64.config", "--jobs", "2"]
+
+
+def test_vng_refuses_a_kernel_without_9p():
+    p = qemu.plan(topology.load("zen3-2s-mini"), HOST_72, VmOptions(backend="vng"))
+    cfg = dict.fromkeys(vng.VNG_NEEDS, "y") | {"9P_FS": "n", "NET_9P": "n"}
+    with pytest.raises(UserError, match=r"has no CONFIG_NET_9P, CONFIG_9P_FS \(y or m\)"):
+        vng.adapt(p, cfg)
+    assert vng.adapt(p, dict.fromkeys(vng.VNG_NEEDS, "m")).topo is p.topo  # modules: vng's initramfs loads them
+    assert vng.adapt(p, dict.fromkeys(vng.VNG_NEEDS)).topo is p.topo  # no config to read: vng will say
+
+
+def test_vng_built_config_is_checked_against_labs_fragments(tmp_path):
+    """vng's own minimal config has SCHED_MC off: a build where lab's fragment did not
+    stick is named, symbol and fragment line."""
+    from lab.backends.vng import config_problems
+
+    frag = tmp_path / "lab.config"
+    frag.write_text("CONFIG_SCHED_MC=y\nCONFIG_NUMA=y\n# CONFIG_DEBUG_PREEMPT is not set\n")
+    built = tmp_path / ".config"
+    built.write_text("# CONFIG_SCHED_MC is not set\nCONFIG_NUMA=y\n")
+    assert config_problems(built, [frag]) == [f"CONFIG_SCHED_MC is n, {frag}:1 asks y"]
+    built.write_text("CONFIG_SCHED_MC=y\nCONFIG_NUMA=y\n")
+    assert config_problems(built, [frag]) == []
+
+
+def test_vng_kernel_tree_refuses_recipe():
+    tree = Path(__file__).resolve().parents[1] / "fixtures" / "fakelinux"
+    r = CliRunner().invoke(main, ["run", "llc-spread-pinned", "--kernel-tree", str(tree), "--backend", "vng", "--recipe", "lab-6.1"])
+    assert r.exit_code == 2, r.output
+    assert r.output.startswith("lab: error: --recipe builds with lab's build; with --backend vng the tree is built by vng --build")
