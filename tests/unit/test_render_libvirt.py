@@ -202,3 +202,18 @@ def test_vng_kernel_tree_refuses_recipe():
     r = CliRunner().invoke(main, ["run", "llc-spread-pinned", "--kernel-tree", str(tree), "--backend", "vng", "--recipe", "lab-6.1"])
     assert r.exit_code == 2, r.output
     assert r.output.startswith("lab: error: --recipe builds with lab's build; with --backend vng the tree is built by vng --build")
+
+
+def test_interactive_console_is_qemu_only():
+    r = CliRunner().invoke(main, ["boot", "zen3-2s-mini", "--backend", "vng"])
+    assert r.exit_code == 2, r.output
+    assert r.output.strip().splitlines()[-1] == (
+        "lab: error: an interactive console is --backend qemu only; give a command after -- with --backend vng"
+    )
+
+
+def test_boot_dry_run_prints_the_domain(tmp_path):
+    r = CliRunner().invoke(main, ["boot", "xeon-2s22c-mini", "--backend", "libvirt", "--dry-run"])
+    assert r.exit_code == 0, r.output
+    dom = ET.fromstring(r.stdout)
+    assert dom.find("os/initrd").text == "$RUN_DIR/initrd.cpio" and dom.find("features/acpi") is not None
