@@ -34,6 +34,8 @@ class VmOptions:
     bringup: str = "auto"  # auto | boot | hotplug
     append: str = ""  # more kernel command line, after lab's
     qemu: str = "auto"  # auto | system | lab | a QEMU binary (lab.emulators.choose)
+    backend: str = "qemu"  # qemu | libvirt | vng: what runs the VM (lab.backends)
+    connect: str = ""  # --backend libvirt: the libvirt URI ("" is qemu:///system)
 
     def to_dict(self) -> dict[str, str]:
         return asdict(self)

@@ -163,10 +163,11 @@ def run_once(
             job = job_script(s, topo)
             (run_dir / "job.sh").write_text(job)
             t_boot = time.monotonic()
-            from .backends import qemu as backend
+            from . import backends
+            from .backends.qemu import GuestJob
 
             stage("boot")
-            res = backend.boot(sess.plan, sess.kernel, run_dir, backend.GuestJob(job, layers=tuple(layers)), timeout=s.timeout, on_event=said, progress=progress)
+            res = backends.boot(sess.plan, sess.kernel, run_dir, GuestJob(job, layers=tuple(layers)), timeout=s.timeout, on_event=said, progress=progress)
             out.timing["boot_to_agent_s"] = round(res.ready_s or 0, 2)
             out.timing["vm_s"] = round(res.wall_s, 2)
             out.timing["prepare_s"] = round(t_boot - t0, 2)

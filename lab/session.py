@@ -54,20 +54,40 @@ class Session:
         return val == "y"
 
 
-def prepare(topo: Topology, options: VmOptions, *, build: bool = True, progress: Progress | None = None, runs: Path | None = None) -> Session:
+def prepare(
+    topo: Topology, options: VmOptions, *, build: bool = True, progress: Progress | None = None, runs: Path | None = None,
+    artifact: KernelArtifact | None = None,
+) -> Session:
     """Resolve the kernel *options* name (building or fetching it if *build*, a step of
-    *progress*) and decide the VM for *topo* on this host; its run directories go to
-    *runs* (else the default, paths.runs_dir())."""
+    *progress*; *artifact*: a kernel already built outside lab's store, e.g. by vng) and
+    decide the VM for *topo* on this host; its run directories go to *runs* (else the
+    default, paths.runs_dir())."""
     from .kernel import resolve
 
     if build:  # a run will follow: its folder must be usable before a build or fetch
         runs_folder(runs)
     h = host_mod.probe()
-    kernel = resolve(options.kernel, topo.arch, build=build, progress=progress)
+    kernel = artifact or resolve(options.kernel, topo.arch, build=build, progress=progress)
     if kernel.arch != topo.arch:
         raise UserError(f"kernel {kernel.name} is {kernel.arch}, topology {topo.name} is {topo.arch}")
     plan = render.plan(topo, h, options, kernel_features=features(kernel), kernel=kernel.ref())
-    return Session(plan, kernel, runs)
+    return Session(for_backend(plan, kernel), kernel, runs)
+
+
+def for_backend(plan: VmPlan, kernel: KernelArtifact | None = None) -> VmPlan:
+    """*plan* as its backend runs it: refused naming what the backend cannot express
+    (and the version that can), notes for what it runs differently."""
+    if plan.options.backend == "libvirt":
+        from .backends import libvirt
+        from .render import libvirt as render_libvirt
+
+        return render_libvirt.adapt(plan, libvirt.library_version())
+    if plan.options.backend == "vng":
+        from .render import vng
+
+        config = {sym: kernel.config_value(sym) for sym in vng.VNG_NEEDS} if kernel is not None else None
+        return vng.adapt(plan, config)
+    return plan
 
 
 def features(kernel: KernelArtifact) -> frozenset[str]:
@@ -143,3 +163,11 @@ def dry_run_argv(s: Session) -> list[str]:
     from .backends import qemu as backend
 
     return backend.dry_run_argv(s.plan, s.kernel)
+
+
+def dry_run(s: Session) -> str:
+    """What a boot of *s* starts with its backend: the QEMU argv (run in the run
+    directory), the libvirt domain XML or the vng command ($RUN_DIR: the run directory)."""
+    from . import backends
+
+    return backends.dry_run(s.plan, s.kernel)

@@ -49,7 +49,8 @@ PKGS="qemu-system-x86 qemu-system-arm qemu-utils busybox-static cpio file kmod
       python3 python3-venv python3-pip ccache gcc libc6-dev make flex bison bc
       libelf-dev libssl-dev dwarves gcc-aarch64-linux-gnu libc6-dev-arm64-cross
       device-tree-compiler linux-source-6.1 linux-perf rt-tests stress-ng numactl xz-utils zstd
-      git patch chromium fonts-dejavu-core trace-cmd"
+      git patch chromium fonts-dejavu-core trace-cmd
+      libvirt-daemon-system libvirt-dev pkg-config python3-dev"
 
 missing=""
 for p in $PKGS; do
@@ -83,6 +84,13 @@ if [ -n "$missing" ] || [ -n "$add_arm64" ]; then
     fi
 fi
 [ "$ACTION" != "--system" ] || exit 0
+
+# /dev/kvm as Debian's udev rule leaves it (root:kvm 0660), where no udev ran (a container or
+# a microVM): libvirt 9.0 otherwise re-probes QEMU on every domain start ("KVM was enabled
+# when probing ..., but it is not available now" to its qemu user), a minute each under TCG.
+if [ -c /dev/kvm ] && getent group kvm >/dev/null && [ "$(stat -c %G /dev/kvm)" != kvm ]; then
+    $SUDO chgrp kvm /dev/kvm && $SUDO chmod 660 /dev/kvm
+fi
 
 PY=python3
 if [ ! -x .venv/bin/python ]; then

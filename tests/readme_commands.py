@@ -87,6 +87,15 @@ CHECKS: dict[str, Check] = {
     "lab kernel rm NAME": Check("run", setup="store_entry"),
     "lab kernel config lab-6.1": Check("args", why="unpacks linux-source-6.1 and runs make olddefconfig: minutes cold"),
     "lab kernel fetch debian": Check("run"),
+    "lab verify zen3-2s-mini --backend libvirt": Check(
+        "covered", by="tests/vm/test_backends_vm.py::test_verify_through_libvirt",
+        why="runs `lab verify zen3-2s-mini` through --backend libvirt on a libvirtd the test starts, and needs exit 0",
+    ),
+    "lab run llc-spread-pinned --backend vng": Check(
+        "covered", exit=VERDICT, by="tests/vm/test_backends_vm.py::test_scenario_through_vng",
+        why="runs llc-spread-pinned on its default topology through --backend vng and needs a verdict with its reason",
+    ),
+    "lab topo render zen3-2s-mini --format libvirt": Check("run"),
     "lab report bundle RUN_DIR -o bug.tar.gz": Check("run", setup="run_dir"),
     "lab report replay bug.tar.gz": Check(
         "covered", by="tests/vm/test_report_vm.py::test_bundle_replays_to_the_same_verdict",

@@ -168,8 +168,9 @@ class GuestJob:
     label: str = "workload"  # what the script is, as a progress step ("command" for lab boot -- CMD)
 
 
-def build_initrd(dest: Path, plan: VmPlan, kernel: KernelArtifact, job: GuestJob, *, interactive: bool = False) -> Path:
-    """base + the kernel's virtio modules (if it has modules) + extra layers + the job."""
+def initrd_layers(dest: Path, plan: VmPlan, kernel: KernelArtifact, job: GuestJob, *, interactive: bool = False) -> list[Path]:
+    """base + the kernel's virtio modules (if it has modules) + extra layers + the job
+    (written beside *dest*), in the order the kernel unpacks them."""
     base = initramfs.base_layer(plan.arch)
     mods = None
     if kernel.modules is not None:
@@ -177,7 +178,12 @@ def build_initrd(dest: Path, plan: VmPlan, kernel: KernelArtifact, job: GuestJob
         mods = initramfs.modules_layer(kernel.release, paths)
     config = {**plan.guest_env(), **job.config}  # the CPU map: labcpu in the guest reads it
     job_cpio = initramfs.job_layer(dest.with_name("job.cpio"), job.script, config, interactive)
-    return initramfs.assemble(dest, [base, mods, *job.layers, job_cpio])
+    return [p for p in (base, mods, *job.layers, job_cpio) if p is not None]
+
+
+def build_initrd(dest: Path, plan: VmPlan, kernel: KernelArtifact, job: GuestJob, *, interactive: bool = False) -> Path:
+    """The initramfs: initrd_layers() concatenated."""
+    return initramfs.assemble(dest, initrd_layers(dest, plan, kernel, job, interactive=interactive))
 
 
 def prepare(
@@ -286,6 +292,14 @@ def _boot(
         raise InfraError(
             f"QEMU exited with status {returncode}: {msg[-1] if msg else 'no message'} (argv: {run_dir / 'qemu.argv'})"
         )
+    return collect(plan, run_dir, files, said, argv, wall)
+
+
+def collect(plan: VmPlan, run_dir: Path, files: render.BootFiles, said: AgentLog, argv: list[str], wall: float) -> BootResult:
+    """After the VM ended, whatever ran it: the results the guest sent, unpacked and
+    checked whole (nothing is judged on part of them), and boot.json."""
+    assert files.console and files.agent_log and files.results
+    console = run_dir / files.console
     out_dir = run_dir / "out"
     lines = [line for _, line in said.events]
     stream = integrity.check_stream(run_dir / files.results, lines)
@@ -359,13 +373,7 @@ def _run_qemu(
     argv: list[str], run_dir: Path, said: AgentLog, lost: Callable[[str], LostGuest], mon: monitor.Monitor, *,
     ready_within: float, finish_within: float,
 ) -> int | None:
-    """Run QEMU in *run_dir* until it exits, reading the agent's log as it goes; a guest
-    not ready or not finished in time is lost (raised).  Always stops QEMU.
-
-    The deadlines are in host time (host.HostClock): a busy host (other guests, other
-    builds) stretches them by the share of its CPUs the other work took, so a boot
-    that is slow only because the host is shared is not called lost."""
-    t0 = time.monotonic()
+    """Run QEMU in *run_dir* until it exits (see watch()).  Always stops QEMU."""
     with open(run_dir / "qemu.stderr", "wb") as err:
         p = None
         try:
@@ -374,25 +382,40 @@ def _run_qemu(
                     argv, cwd=run_dir, stdin=subprocess_devnull(), stdout=err, stderr=err, start_new_session=True,
                     preexec_fn=_die_with_parent,
                 )  # fmt: skip
-            clock = host_mod.HostClock(p.pid)
-            next_tick, host_s = 1.0, 0.0
-            while True:
-                rc = p.poll()
-                now = time.monotonic() - t0
-                said.read(now)
-                if rc is not None:
-                    return rc
-                if now >= next_tick:
-                    host_s, next_tick = clock.tick(), now + 1.0
-                if said.ready_s is None and host_s > ready_within:
-                    raise lost(f"guest never reported ready within {ready_within:.0f}s{clock.describe()}")
-                if host_s > finish_within:
-                    raise lost(f"guest did not finish within {finish_within:.0f}s{clock.describe()}")
-                time.sleep(0.05)
+            return watch(p.poll, p.pid, said, lost, ready_within=ready_within, finish_within=finish_within)
         finally:
             if p is not None:
                 proc.stop_group(p)
             mon.close()
+
+
+def watch(
+    ended: Callable[[], int | None], pid: int, said: AgentLog, lost: Callable[[str], LostGuest], *,
+    ready_within: float, finish_within: float,
+) -> int | None:
+    """Wait until *ended*() returns the VM's exit status (not None), reading the agent's
+    log as it goes; a guest not ready or not finished in time is lost (raised).  *pid*
+    is the process whose CPU time is the guest's (QEMU's), for the host clock.
+
+    The deadlines are in host time (host.HostClock): a busy host (other guests, other
+    builds) stretches them by the share of its CPUs the other work took, so a boot
+    that is slow only because the host is shared is not called lost."""
+    t0 = time.monotonic()
+    clock = host_mod.HostClock(pid)
+    next_tick, host_s = 1.0, 0.0
+    while True:
+        rc = ended()
+        now = time.monotonic() - t0
+        said.read(now)
+        if rc is not None:
+            return rc
+        if now >= next_tick:
+            host_s, next_tick = clock.tick(), now + 1.0
+        if said.ready_s is None and host_s > ready_within:
+            raise lost(f"guest never reported ready within {ready_within:.0f}s{clock.describe()}")
+        if host_s > finish_within:
+            raise lost(f"guest did not finish within {finish_within:.0f}s{clock.describe()}")
+        time.sleep(0.05)
 
 
 def _die_with_parent() -> None:

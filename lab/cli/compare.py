@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 
 from .common import TOPOLOGY, console, text_format_option
-from .vm import KERNEL_HELP, VM_OPTIONS
+from .vm import KERNEL_HELP, VM_OPTIONS, make_vm_options
 
 
 class _SplitAtDashes(click.Command):
@@ -52,7 +52,6 @@ def compare_cmd(what, topo, kernels, repeat: int, as_json: bool, **vm_kw) -> Non
     both sides have judged runs, 3 when a side has none (every run an ERROR)."""
     from .. import compare
     from ..errors import UserError
-    from ..plan import VmOptions
 
     ctx = click.get_current_context()
     b_dirs = ctx.meta.get("lab.compare.b")
@@ -72,11 +71,7 @@ def compare_cmd(what, topo, kernels, repeat: int, as_json: bool, **vm_kw) -> Non
             )  # fmt: skip
         if len(kernels) != 2:
             raise UserError(f"lab compare {what[0]} needs two --kernel options (A, then B); got {len(kernels)}")
-        from .. import config
-
-        if vm_kw.get("accel") is None:  # not given: the settings file's, else lab's default
-            vm_kw["accel"] = config.load().accel or VmOptions.accel
-        vms = [VmOptions(kernel=k, **vm_kw) for k in kernels]
+        vms = [make_vm_options(kernel_spec=k, **vm_kw) for k in kernels]
         doc = _run_interleaved(what[0], topo, vms, repeat)
     if as_json:
         click.echo(json.dumps(doc, indent=1))

@@ -162,6 +162,10 @@ def _tree_loop(s, topo, vm, tree, recipe, *, watch: bool, repeat: int = 1, per_v
     p = progress.for_cli()
     tree = iterate.check_tree(tree, topo.arch)
     iterate.tree_recipe(tree, topo.arch, recipe)  # a bad --recipe is refused before any work
+    if vm.backend == "vng" and recipe:
+        from ..errors import UserError
+
+        raise UserError("--recipe builds with lab's build; with --backend vng the tree is built by vng --build (vng's config + lab's fragments)")
     last = None
     fp = iterate.fingerprint(tree)
     while True:
@@ -169,9 +173,15 @@ def _tree_loop(s, topo, vm, tree, recipe, *, watch: bool, repeat: int = 1, per_v
         t0 = time.monotonic()
         try:
             with p.step("build", f"{tree} ({info.get('git_describe')}, diff {info.get('diff_sha256')})"):
-                art = iterate.tree_kernel(tree, topo.arch, recipe, progress=p.callback())
+                if vm.backend == "vng":  # vng's own build: its config + lab's fragments, checked (backends.vng)
+                    from ..backends import vng as vng_backend
+
+                    art = vng_backend.build_tree(tree, topo.arch)
+                else:
+                    art = iterate.tree_kernel(tree, topo.arch, recipe, progress=p.callback())
             build_s = time.monotonic() - t0
-            sess = session.prepare(topo, dataclasses.replace(vm, kernel=art.id), runs=runs, progress=p)
+            sess = session.prepare(topo, dataclasses.replace(vm, kernel=art.id), runs=runs, progress=p,
+                                   artifact=art if vm.backend == "vng" else None)  # fmt: skip
             outs = _run_repeated(s, sess, repeat, as_json, kernel_info=info, json_lines=watch, per_verdict=per_verdict, progress=p)
             edit_to_verdict = time.monotonic() - t0
             for o in outs:  # the loop's own figures go into each run's results.json too

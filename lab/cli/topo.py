@@ -112,17 +112,26 @@ def show(spec) -> None:
 
 @topo.command()
 @click.argument("spec", type=TOPOLOGY)
-@click.option("--format", "fmt", type=click.Choice(["qemu", "json"]), default="qemu", show_default=True)
+@click.option("--format", "fmt", type=click.Choice(["qemu", "libvirt", "vng", "json"]), default="qemu", show_default=True)
 @vm_options
 def render(spec, fmt: str, vm) -> None:
-    """The exact QEMU argv a boot of SPEC runs (as `lab boot --dry-run` prints it), or the model as JSON."""
+    """The exact QEMU argv a boot of SPEC runs (as `lab boot --dry-run` prints it), the
+    libvirt domain XML or the vng command of --backend libvirt|vng, or the model as JSON."""
+    import dataclasses
+
     if fmt == "json":
         click.echo(json.dumps(spec.to_dict(), indent=1))
         return
     from .. import session
 
+    if fmt != "qemu":
+        vm = dataclasses.replace(vm, backend=fmt)
     s = session.prepare(spec, vm, build=False)
-    click.echo(shlex.join(session.dry_run_argv(s)))
+    if fmt == "qemu":
+        click.echo(shlex.join(session.dry_run_argv(s)))
+    else:
+        click.echo(session.dry_run(s))
+        click.echo("# $RUN_DIR is the run directory", err=True)
     for n in s.plan.notes:
         click.echo(f"# {n}", err=True)
     if s.plan.numbering_mode == "translated":

@@ -22,22 +22,31 @@ def vm_options(f):
     """The VM options every VM command takes, passed to the command as one ``vm: VmOptions``."""
 
     @functools.wraps(f)
-    def command(*args, kernel_spec, accel, cpu_model, tcg_threads, bringup, append, qemu, **kw):
-        from .. import config
-        from ..plan import VmOptions
-
-        # Not given: the settings file's (~/.config/lab/config.toml), else lab's default.
-        if kernel_spec is None or accel is None:
-            cfg = config.load()
-            kernel_spec = kernel_spec or cfg.kernel or VmOptions.kernel
-            accel = accel or cfg.accel or VmOptions.accel
-        vm = VmOptions(kernel=kernel_spec, accel=accel, cpu_model=cpu_model, tcg_threads=tcg_threads, bringup=bringup, append=append,
-                       qemu=qemu)  # fmt: skip
+    def command(*args, kernel_spec, accel, cpu_model, tcg_threads, bringup, append, qemu, backend, connect, **kw):
+        vm = make_vm_options(kernel_spec=kernel_spec, accel=accel, cpu_model=cpu_model, tcg_threads=tcg_threads,
+                             bringup=bringup, append=append, qemu=qemu, backend=backend, connect=connect)  # fmt: skip
         return f(*args, vm=vm, **kw)
 
     for opt in reversed(VM_OPTIONS):
         command = opt(command)
     return command
+
+
+def make_vm_options(*, kernel_spec: str | None, accel: str | None, connect: str = "", backend: str = "qemu", **rest):
+    """The VmOptions of the VM_OPTIONS as given (every command that takes them, lab
+    compare's two kernels too): what was not given comes from the settings file
+    (~/.config/lab/config.toml), else lab's default."""
+    from .. import config
+    from ..errors import UserError
+    from ..plan import VmOptions
+
+    if connect and backend != "libvirt":
+        raise UserError(f"--connect {connect}: a libvirt URI, for --backend libvirt (not {backend})")
+    if kernel_spec is None or accel is None:
+        cfg = config.load()
+        kernel_spec = kernel_spec or cfg.kernel or VmOptions.kernel
+        accel = accel or cfg.accel or VmOptions.accel
+    return VmOptions(kernel=kernel_spec, accel=accel, backend=backend, connect=connect, **rest)
 
 
 VM_OPTIONS = (
@@ -65,6 +74,14 @@ VM_OPTIONS = (
         help="auto: the system's QEMU where it can express the machine, else one lab built (lab qemu build); "
         "system, lab, or a QEMU binary.",
     ),
+    click.option(
+        "--backend", type=click.Choice(["qemu", "libvirt", "vng"]), default="qemu", show_default=True,
+        help="What runs the VM: QEMU directly, a libvirt transient domain, or virtme-ng (README: Backends).",
+    ),
+    click.option(
+        "--connect", default="", metavar="URI",
+        help="--backend libvirt: the libvirt URI (default qemu:///system; qemu+ssh://host/system).",
+    ),
 )  # fmt: skip
 
 
@@ -86,7 +103,7 @@ def boot(topology, vm, dry_run: bool, timeout: float, tool_list: tuple[str, ...]
     With CMD, prints its output and exits with its status.  In the guest, `labcpu`
     translates CPU ids between the spec's numbering and the guest's.
     """
-    from .. import progress, runner, session
+    from .. import backends, progress, runner, session
     from ..backends import qemu as backend
     from ..errors import UserError
     from ..image import tools as tools_mod
@@ -100,9 +117,15 @@ def boot(topology, vm, dry_run: bool, timeout: float, tool_list: tuple[str, ...]
     for n in s.plan.notes:
         click.echo(f"lab: {n}", err=True)
     if dry_run:
-        click.echo(shlex.join(session.dry_run_argv(s)))
-        click.echo("lab: run in the run directory: the initramfs, logs and sockets are named relative to it", err=True)
+        if vm.backend == "qemu":
+            click.echo(shlex.join(session.dry_run_argv(s)))
+            click.echo("lab: run in the run directory: the initramfs, logs and sockets are named relative to it", err=True)
+        else:
+            click.echo(session.dry_run(s))
+            click.echo("lab: $RUN_DIR is the run directory", err=True)
         return
+    if not cmd and vm.backend != "qemu":
+        raise UserError(f"an interactive console is --backend qemu only; give a command after -- with --backend {vm.backend}")
     run_dir = session.open_run("boot", s)
     click.echo(f"lab: {topology.name} on {s.kernel.name} ({s.kernel.release}), accel {s.plan.accel} ({s.plan.accel_reason}); run dir {run_dir}", err=True)
     note = s.plan.numbering_note()
@@ -115,7 +138,7 @@ def boot(topology, vm, dry_run: bool, timeout: float, tool_list: tuple[str, ...]
         sys.exit(rc)
     # No topology snapshot: the user asked for their command, and every second counts here.
     job = backend.GuestJob(guest_script(cmd), {"LAB_SNAPSHOT": "0"}, layers=tuple(x for x in layers if x is not None), label="command")
-    res = backend.boot(s.plan, s.kernel, run_dir, job, timeout=timeout, progress=p)
+    res = backends.boot(s.plan, s.kernel, run_dir, job, timeout=timeout, progress=p)
     # The command's output byte for byte: CRs and bytes that are not UTF-8 included.
     for text, data in ((sys.stdout, res.stdout), (sys.stderr, res.stderr)):
         text.flush()
@@ -168,15 +191,14 @@ def guest_script(cmd: tuple[str, ...] | list[str]) -> str:
 def verify(topology, vm, as_json: bool, strict: bool, timeout: float, runs) -> None:
     """Boot TOPOLOGY and check that the guest kernel sees it: nodes, distances,
     siblings, caches and every CPU's sched-domain tree.  Exit 1 on a mismatch."""
-    from .. import atomic, expect, progress, session, sysfs
-    from ..backends import qemu as backend
+    from .. import atomic, backends, expect, progress, session, sysfs
 
     t0 = time.monotonic()
     p = progress.for_cli()  # stderr only: stdout is the table or the JSON
     s = session.prepare(topology, vm, progress=p, runs=runs)  # a fetch or build on demand is its own step
     run_dir = session.open_run("verify", s)
     with p.step("verify", topology.name):
-        res = backend.boot(s.plan, s.kernel, run_dir, timeout=timeout, progress=p)
+        res = backends.boot(s.plan, s.kernel, run_dir, timeout=timeout, progress=p)
     view = sysfs.read_snapshot(res.out_dir / "guest")
     vd = expect.verify(topology, s.plan, view, cluster_level=s.cluster_level)
     wall = time.monotonic() - t0
@@ -185,6 +207,7 @@ def verify(topology, vm, as_json: bool, strict: bool, timeout: float, runs) -> N
         "topology": topology.name,
         "accel": s.plan.accel,
         "accel_reason": s.plan.accel_reason,
+        "backend": vm.backend,
         "kernel": {"name": s.kernel.name, "id": s.kernel.id, "release": view.release or s.kernel.release},
         "numbering": vd.numbering,
         "notes": list(s.plan.notes),

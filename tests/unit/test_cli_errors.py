@@ -44,6 +44,9 @@ def _vm(*before: str, unbuilt_ok: bool = False) -> dict[str, list[list[str]]]:
         "cpu_model": [[*before, "--cpu-model", m] for m in ("", "Skylake Server")] + [[*before, "--cpu-model"]],
         "append": [[*before, "--append"]],
         "qemu": [[*before, "--qemu", q] for q in ("", "{missing}", "{dir}", "{garbage}", "{empty}")] + [[*before, "--qemu"]],
+        "backend": [[*before, "--backend", c] for c in CHOICES] + [[*before, "--backend"]],
+        # a URI without --backend libvirt; no URI
+        "connect": [[*before, "--connect", "qemu:///system"], [*before, "--connect"]],
     }
 
 

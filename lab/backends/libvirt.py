@@ -1,0 +1,158 @@
+"""Boot a plan as a transient libvirt domain (libvirt-python), run a job, collect.
+
+The domain is rendered from the same plan and files as the QEMU backend
+(render.libvirt), the guest agent and its virtio-serial ports are the same, and so is
+everything after the VM ends (qemu.collect): only starting and stopping differ.
+
+The domain is transient and started with VIR_DOMAIN_START_AUTODESTROY: libvirtd
+destroys it when lab's connection closes, so a lab killed even by SIGKILL leaves no
+VM behind; lab also destroys it on exit, on error and on Ctrl-C.
+
+Remote URIs (qemu+ssh://host/system): libvirtd on that host opens the kernel, the
+initramfs and the run directory's files at the paths lab names, so they must be the
+same paths there (lab's cache and runs folder on a shared file system, mounted at the
+same place), and QEMU runs there as lab's uid:gid.  Not tested here (no second host).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from .. import proc
+from ..errors import InfraError, LostGuest, UserError
+from ..kernel.artifact import KernelArtifact
+from ..plan import VmPlan
+from ..render import libvirt as render
+from . import qemu
+
+DEFAULT_URI = "qemu:///system"
+
+
+def _module() -> Any:
+    try:
+        import libvirt
+    except ImportError:
+        raise UserError(
+            "--backend libvirt needs libvirt-python (sh scripts/setup.sh installs it, with libvirt-dev and pkg-config)"
+        ) from None
+    return libvirt
+
+
+def _version(n: int) -> tuple[int, int, int]:
+    return (n // 1_000_000, n // 1000 % 1000, n % 1000)
+
+
+def library_version() -> tuple[int, int, int]:
+    """The version of the libvirt library on this host (what `lab topo render` checks
+    against; a boot checks the daemon's own)."""
+    return _version(_module().getVersion())
+
+
+def uri(p: VmPlan) -> str:
+    return p.options.connect or DEFAULT_URI
+
+
+def connect(name: str) -> Any:
+    """An open connection to *name*, or one line naming the URI and libvirt's reason."""
+    libvirt = _module()
+    libvirt.registerErrorHandler(lambda *_: None, None)  # libvirt's own stderr printing: the UserError says it
+    try:
+        return libvirt.open(name)
+    except libvirt.libvirtError as e:
+        raise UserError(f"cannot connect to libvirt at {name}: {e.get_error_message() or e}") from None
+
+
+def domain_xml(plan: VmPlan, files: qemu.render.BootFiles, run_dir: Path) -> str:
+    tag = f"{socket.gethostname()}-{os.getpid()}"
+    return render.domain_xml(
+        plan, files, name=render.domain_name(run_dir, tag), run_dir=run_dir.resolve(), owner=(os.getuid(), os.getgid())
+    )
+
+
+def dry_run_xml(plan: VmPlan, kernel: KernelArtifact) -> str:
+    """The domain XML a boot of *plan* starts, naming its run directory $RUN_DIR."""
+    files = replace(qemu.render.boot_files(plan, qemu.boot_image(kernel, plan.topo.n_cpus)), monitor=None)
+    return render.domain_xml(plan, files, name=render.domain_name("RUN"), owner=(os.getuid(), os.getgid()))
+
+
+def boot(
+    plan: VmPlan,
+    kernel: KernelArtifact,
+    run_dir: Path,
+    job: qemu.GuestJob | None = None,
+    *,
+    timeout: float = 600,
+    on_event: Callable[[float, str], None] | None = None,
+) -> qemu.BootResult:
+    """Start *plan* as a transient domain, run *job*, wait, collect.  Always destroys it."""
+    libvirt = _module()
+    where = uri(plan)
+    conn = connect(where)
+    try:
+        render.adapt(plan, _version(conn.getLibVersion()))  # the daemon's version, not only ours
+        files = replace(qemu.prepare(plan, kernel, run_dir, job or qemu.GuestJob()), monitor=None)  # libvirt owns QEMU's monitor
+        assert files.console and files.agent_log and files.results
+        xml = domain_xml(plan, files, run_dir)
+        (run_dir / "domain.xml").write_text(xml)
+        console = run_dir / files.console
+        said = qemu.AgentLog(run_dir / files.agent_log, plan, console, on_event)
+
+        def lost(what: str) -> LostGuest:
+            return LostGuest(f"{what}{said.last_word()} (console: {console})", qemu.console_tail(console))
+
+        t0 = time.monotonic()
+        dom = None
+        try:
+            with proc.signals_held():  # dom is set before an interrupt can unwind
+                try:
+                    dom = conn.createXML(xml, libvirt.VIR_DOMAIN_START_AUTODESTROY)
+                except libvirt.libvirtError as e:
+                    raise InfraError(
+                        f"libvirt at {where} could not start the domain: {e.get_error_message() or e} "
+                        f"(domain XML: {run_dir / 'domain.xml'})"
+                    ) from None
+            pid = _qemu_pid(dom.name(), where)
+
+            def ended() -> int | None:
+                try:
+                    return None if dom.isActive() else 0
+                except libvirt.libvirtError:  # a transient domain is gone once it stops
+                    return 0
+
+            qemu.watch(ended, pid, said, lost, ready_within=qemu.boot_timeout(plan), finish_within=timeout)
+        finally:
+            if dom is not None:
+                _destroy(libvirt, dom)
+        wall = time.monotonic() - t0
+        return qemu.collect(plan, run_dir, files, said, ["virsh", "-c", where, "create", str(run_dir / "domain.xml")], wall)
+    finally:
+        try:
+            conn.close()
+        except libvirt.libvirtError:
+            pass
+
+
+def _destroy(libvirt: Any, dom: Any) -> None:
+    try:
+        if dom.isActive():
+            dom.destroy()
+    except libvirt.libvirtError:  # already gone: the guest's reboot ended it
+        pass
+
+
+def _qemu_pid(name: str, where: str) -> int:
+    """QEMU's pid for the host clock when libvirtd runs it on this host; else lab's own
+    (a remote guest's CPU time is not ours to see: its deadlines count in wall time)."""
+    if where.startswith("qemu:///"):
+        for d in ("/run/libvirt/qemu", "/var/run/libvirt/qemu"):
+            try:
+                return int(Path(d, f"{name}.pid").read_text().split()[0])
+            except (OSError, ValueError, IndexError):
+                continue
+    return os.getpid()

@@ -1,0 +1,169 @@
+"""Plan -> libvirt domain XML.  Pure functions: no files, no connection, no host probing.
+
+The domain is the QEMU backend's boot, said in libvirt's words: the same ``VmPlan``
+(made by ``render.qemu.plan()``), the same ``BootFiles`` and the same kernel command
+line (``render.qemu.cmdline()``), so a topology is decided once whatever runs it.
+``adapt()`` says what a libvirt version cannot express (refused, naming the version
+that can) or runs differently (a note in the plan); ``domain_xml()`` renders.
+
+Traps this avoids:
+
+* ``<features><acpi/></features>`` is not optional: without it libvirt starts QEMU
+  with ``-no-acpi`` (x86) and the guest has no SRAT/SLIT, so it sees one node, or
+  every distance as 20 (``lab verify`` catches that, "node N distances").
+* ``<memballoon model='none'/>``, ``<controller type='usb' model='none'/>``: libvirt
+  adds both otherwise; the QEMU backend runs with ``-nodefaults`` and no such devices.
+* ``<seclabel type='static' model='dac' relabel='no'>`` with lab's own uid:gid: QEMU
+  runs as the user lab runs as, so it reads lab's cache and writes the run directory
+  (libvirt's default qemu user cannot enter /root or a home directory, and relabelling
+  would chown lab's cached kernel).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+from xml.etree import ElementTree as ET
+
+from .. import cpulist
+from ..errors import UserError
+from ..plan import VmPlan
+from .qemu import BootFiles, cmdline
+
+# libvirt versions that first express something (for the refusal messages).
+LIBVIRT_CLUSTERS = (10, 1, 0)  # <topology clusters=...>
+LIBVIRT_DIES = (6, 1, 0)  # <topology dies=...>
+LIBVIRT_MIN = (6, 1, 0)  # what lab's domain XML needs at all (dies; distances since 3.10)
+
+ARCH = {"x86_64": "x86_64", "arm64": "aarch64"}
+RUN_DIR_PLACEHOLDER = "$RUN_DIR"  # where a rendered domain names the run directory (lab topo render)
+
+
+def _v(v: tuple[int, int, int]) -> str:
+    return ".".join(map(str, v))
+
+
+def adapt(p: VmPlan, version: tuple[int, int, int]) -> VmPlan:
+    """*p* as libvirt *version* runs it, or a UserError naming what it cannot express
+    and the version that can."""
+    s = p.topo.shape
+    assert s is not None  # render.qemu.plan() refused irregular machines
+    if version < LIBVIRT_MIN:
+        raise UserError(f"{p.topo.name}: lab's domain XML needs libvirt {_v(LIBVIRT_MIN)}+ (<topology dies=...>); this is libvirt {_v(version)}")
+    sockets, dies, clusters, cores, threads = topology(p)
+    if clusters > 1 and version < LIBVIRT_CLUSTERS:
+        what = "LLCs" if p.arch == "arm64" and not p.topo.has_clusters else "clusters"
+        raise UserError(
+            f"{p.topo.name}: {clusters} {what} per socket need <topology clusters=...>, libvirt "
+            f"{_v(LIBVIRT_CLUSTERS)}+; this is libvirt {_v(version)} (use --backend qemu)"
+        )
+    notes = list(p.notes)
+    threads_run = p.tcg_threads
+    if p.accel == "tcg" and p.tcg_threads != "multi":
+        # libvirt (up to 11.x) has no setting for -accel tcg,thread=: QEMU's default runs,
+        # one thread per vCPU for x86_64 and arm64 guests on an x86_64 host.
+        threads_run = "multi"
+        notes.append(
+            f"libvirt cannot set TCG threading (-accel tcg,thread=): QEMU's default, one thread per vCPU, "
+            f"runs instead of thread={p.tcg_threads} (slower to boot {p.topo.n_cpus} vCPUs on this host; "
+            "same topology)"
+        )
+    return replace(p, tcg_threads=threads_run, notes=tuple(notes))
+
+
+def topology(p: VmPlan) -> tuple[int, int, int, int, int]:
+    """(sockets, dies, clusters per die, cores per cluster, threads) as QEMU's -smp of *p* has them."""
+    s = p.topo.shape
+    assert s is not None
+    if p.arch == "x86_64":
+        return s.sockets, s.llcs_per_socket, 1, s.cores_per_llc, s.threads_per_core
+    return s.sockets, 1, s.llcs_per_socket * s.clusters_per_llc, s.cores_per_cluster, s.threads_per_core
+
+
+def domain_name(run_dir: Path | str, tag: str = "") -> str:
+    """A name no other lab's domain has: the run directory's name (unique on this host)
+    and *tag* (host and pid, for libvirtd hosts several labs share)."""
+    base = Path(run_dir).name
+    return f"lab-{tag}-{base}" if tag else f"lab-{base}"
+
+
+def domain_xml(
+    p: VmPlan, files: BootFiles, *, name: str, run_dir: Path | str = RUN_DIR_PLACEHOLDER, owner: tuple[int, int] = (0, 0)
+) -> str:
+    """The transient domain booting *p* with *files*; the run directory's files are
+    named under *run_dir* (libvirt wants absolute paths), QEMU runs as *owner* (uid, gid)."""
+    sockets, dies, clusters, cores, threads = topology(p)
+
+    def path(f: Path) -> str:
+        return str(f) if f.is_absolute() else f"{run_dir}/{f}"
+
+    dom = ET.Element("domain", type="kvm" if p.accel == "kvm" else "qemu")
+    ET.SubElement(dom, "name").text = name
+    ET.SubElement(dom, "description").text = f"lab: {p.topo.name}; transient, destroyed when lab ends"
+    ET.SubElement(dom, "memory", unit="MiB").text = str(p.memory_mb)
+    ET.SubElement(dom, "vcpu", placement="static").text = str(p.topo.n_cpus)
+    ET.SubElement(dom, "memoryBacking").append(ET.Element("source", type="anonymous"))  # memory-backend-ram, as -object
+    os_ = ET.SubElement(dom, "os")
+    ET.SubElement(os_, "type", arch=ARCH[p.arch], machine=p.machine.split(",")[0]).text = "hvm"
+    ET.SubElement(os_, "kernel").text = path(files.kernel)
+    ET.SubElement(os_, "initrd").text = path(files.initrd)
+    if files.dtb is not None:
+        ET.SubElement(os_, "dtb").text = path(files.dtb)
+    ET.SubElement(os_, "cmdline").text = cmdline(p)
+    feats = ET.SubElement(dom, "features")
+    ET.SubElement(feats, "acpi")  # without it: -no-acpi, and the guest loses its NUMA distances
+    if p.arch == "arm64":  # explicit: libvirt's default GIC depends on the host, QEMU's is v2
+        ET.SubElement(feats, "gic", version=p.machine.split("gic-version=")[1].split(",")[0] if "gic-version=" in p.machine else "2")
+    dom.append(_cpu(p, sockets, dies, clusters, cores, threads))
+    ET.SubElement(dom, "clock", offset="utc")
+    for ev in ("on_poweroff", "on_reboot", "on_crash"):  # the agent's reboot ends the VM (QEMU's -no-reboot)
+        ET.SubElement(dom, ev).text = "destroy"
+    dev = ET.SubElement(dom, "devices")
+    ET.SubElement(dev, "controller", type="usb", model="none")
+    ET.SubElement(dev, "controller", type="virtio-serial", index="0")
+    if files.console is not None:
+        serial = ET.SubElement(dev, "serial", type="file")
+        ET.SubElement(serial, "source", path=path(files.console))
+        ET.SubElement(serial, "target", port="0")
+    else:
+        serial = ET.SubElement(dev, "serial", type="pty")
+        ET.SubElement(serial, "target", port="0")
+    for f, port in ((files.agent_log, "lab.log"), (files.results, "lab.out")):
+        if f is None:
+            continue
+        ch = ET.SubElement(dev, "channel", type="file")
+        ET.SubElement(ch, "source", path=path(f))
+        ET.SubElement(ch, "target", type="virtio", name=port)
+    ET.SubElement(dev, "memballoon", model="none")
+    sec = ET.SubElement(dom, "seclabel", type="static", model="dac", relabel="no")
+    ET.SubElement(sec, "label").text = f"+{owner[0]}:+{owner[1]}"
+    ET.indent(dom)
+    return ET.tostring(dom, encoding="unicode") + "\n"
+
+
+def _cpu(p: VmPlan, sockets: int, dies: int, clusters: int, cores: int, threads: int) -> ET.Element:
+    model, *opts = p.cpu_model.split(",")
+    if model == "host":
+        cpu = ET.Element("cpu", mode="host-passthrough", check="none", migratable="off")
+    else:
+        cpu = ET.Element("cpu", mode="custom", match="exact", check="none")
+        ET.SubElement(cpu, "model", fallback="forbid").text = model
+    for o in opts:  # "-feat" / "feat=off" off, "feat=on" / "+feat" on, as QEMU's -cpu takes them
+        name, _, val = o.lstrip("+-").partition("=")
+        off = o.startswith("-") or val == "off"
+        ET.SubElement(cpu, "feature", policy="disable" if off else "require", name=name)
+    topo = {"sockets": sockets, "dies": dies, "cores": cores, "threads": threads}
+    if clusters > 1:
+        topo = {"sockets": sockets, "dies": dies, "clusters": clusters, "cores": cores, "threads": threads}
+    ET.SubElement(cpu, "topology", {k: str(v) for k, v in topo.items()})
+    numa = ET.SubElement(cpu, "numa")
+    t = p.topo
+    for i, node in enumerate(t.node_ids):
+        # Guest CPU i is topo.cpus[i] (QEMU numbers vCPUs socket/die/core/thread, and so
+        # does the spec's model): a cell's cpus are the guest indices of its node's CPUs.
+        guest = [g for g, c in enumerate(t.cpus) if c.node == node]
+        cell = ET.SubElement(numa, "cell", id=str(i), cpus=cpulist.format(guest), memory=str(t.memory_mb[i]), unit="MiB")
+        dist = ET.SubElement(cell, "distances")
+        for j in range(t.n_nodes):
+            ET.SubElement(dist, "sibling", id=str(j), value=str(t.distances[i][j]))
+    return cpu

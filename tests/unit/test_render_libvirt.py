@@ -1,0 +1,219 @@
+"""libvirt rendering: golden domain XML per catalog topology (the same plan as the QEMU
+argv), what libvirt 9.0 cannot express, and the vng command line.
+
+Regenerate the golden files after an intended change with:
+    LAB_REGEN=1 .venv/bin/pytest tests/unit/test_render_libvirt.py
+and review the diff.
+"""
+
+import os
+from pathlib import Path
+from xml.etree import ElementTree as ET
+
+import pytest
+from click.testing import CliRunner
+
+from lab import cpulist, topology
+from lab import host as host_mod
+from lab.cli import main
+from lab.errors import UserError
+from lab.plan import VmOptions
+from lab.render import libvirt, qemu, vng
+
+HOST_72 = host_mod.Host(arch="x86_64", cpus=2, qemu={"x86_64": (7, 2, 0), "arm64": (7, 2, 0)}, kvm=False, kvm_reason="test host")
+HOST_KVM = host_mod.Host(arch="x86_64", cpus=64, qemu={"x86_64": (9, 2, 0), "arm64": (9, 2, 0)}, kvm=True, kvm_reason="ok")
+GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "libvirt"
+LIBVIRT_90 = (9, 0, 0)
+
+
+def plan(name, host=HOST_72, version=LIBVIRT_90, **opts):
+    p = qemu.plan(topology.load(name), host, VmOptions(backend="libvirt", **opts))
+    return libvirt.adapt(p, version)
+
+
+def xml(p) -> str:
+    files = qemu.boot_files(p, Path("/KERNEL"))
+    return libvirt.domain_xml(p, files, name="lab-RUN", run_dir="/RUN", owner=(1000, 1000))
+
+
+def render(name: str) -> str:
+    try:
+        p = plan(name)
+    except UserError as e:
+        return f"refused: {e}\n"
+    return xml(p) + "".join(f"<!-- {n} -->\n" for n in p.notes)
+
+
+@pytest.mark.parametrize("name", topology.catalog_names())
+def test_golden_domain_xml(name):
+    got = render(name)
+    path = GOLDEN / f"{name}.xml"
+    if os.environ.get("LAB_REGEN") == "1":
+        path.write_text(got)
+    assert path.exists(), f"no golden file {path}; run LAB_REGEN=1 pytest {__file__}"
+    assert got == path.read_text(), f"{name}: domain XML changed; if intended, LAB_REGEN=1 and review the diff"
+
+
+@pytest.mark.parametrize("name", [n for n in topology.catalog_names() if not render(n).startswith("refused")])
+def test_domain_is_the_plans_machine(name):
+    """Every vCPU in exactly its spec node, the spec's distances for every ordered pair,
+    the -smp shape, and ACPI on (without it the guest reads every distance as 20)."""
+    t = topology.load(name)
+    p = plan(name)
+    dom = ET.fromstring(xml(p))
+    assert dom.find("features/acpi") is not None
+    topo = dom.find("cpu/topology").attrib
+    n = 1
+    for k in ("sockets", "dies", "clusters", "cores", "threads"):
+        n *= int(topo.get(k, 1))
+    assert n == t.n_cpus == int(dom.find("vcpu").text)
+    assert f"{t.n_cpus},sockets={topo['sockets']}" in p.smp
+    seen = []
+    cells = dom.findall("cpu/numa/cell")
+    assert len(cells) == t.n_nodes
+    for i, cell in enumerate(cells):
+        guest = cpulist.parse(cell.get("cpus"))
+        assert {t.cpus[g].node for g in guest} == {t.node_ids[i]}
+        seen += guest
+        got = [int(s.get("value")) for s in cell.findall("distances/sibling")]
+        assert tuple(got) == tuple(t.distances[i])
+    assert sorted(seen) == list(range(t.n_cpus))
+    assert sum(int(c.get("memory")) for c in cells) == int(dom.find("memory").text)
+    assert dom.find("os/cmdline").text == qemu.cmdline(p)  # one kernel command line for both backends
+    ports = {c.find("target").get("name"): c.find("source").get("path") for c in dom.findall("devices/channel")}
+    assert ports == {"lab.log": "/RUN/agent.log", "lab.out": "/RUN/results.tar"}
+
+
+def test_arm64_clusters_need_libvirt_10_1():
+    with pytest.raises(UserError, match=r"kunpeng920-2s-mini: 4 clusters per socket need .*libvirt 10\.1\.0\+; this is libvirt 9\.0\.0"):
+        plan("kunpeng920-2s-mini")
+    p = plan("kunpeng920-2s-mini", version=(10, 1, 0))
+    dom = ET.fromstring(xml(p))
+    assert dom.find("cpu/topology").attrib == {"sockets": "2", "dies": "1", "clusters": "4", "cores": "4", "threads": "1"}
+    assert dom.find("os/type").get("arch") == "aarch64" and dom.find("features/gic").get("version") == "3"
+
+
+def test_tcg_threading_is_named_when_libvirt_cannot_set_it():
+    p = plan("zen3-2s-mini")  # 32 vCPUs on 2 host CPUs: the QEMU backend runs thread=single
+    assert p.tcg_threads == "multi"
+    assert any("libvirt cannot set TCG threading" in n for n in p.notes)
+
+
+def test_kvm_domain_passes_the_host_cpu():
+    p = plan("zen3-2s-mini", host=HOST_KVM)
+    dom = ET.fromstring(xml(p))
+    assert dom.get("type") == "kvm" and dom.find("cpu").get("mode") == "host-passthrough"
+
+
+def test_render_cli_libvirt_and_vng():
+    r = CliRunner().invoke(main, ["topo", "render", "zen3-2s-mini", "--format", "libvirt"])
+    assert r.exit_code == 0, r.output
+    dom = ET.fromstring(r.stdout)
+    assert dom.find("cpu/topology").attrib == {"sockets": "2", "dies": "4", "cores": "2", "threads": "2"}
+    r = CliRunner().invoke(main, ["topo", "render", "zen3-2s-mini", "--format", "vng"])
+    assert r.exit_code == 0, r.output
+    assert "--cpus 32,sockets=2,dies=4,cores=2,threads=2" in r.stdout
+
+
+def test_render_cli_refuses_what_libvirt_cannot_express():
+    r = CliRunner().invoke(main, ["topo", "render", "kunpeng920-2s-mini", "--format", "libvirt"])
+    assert r.exit_code == 2
+    assert r.output.startswith("lab: error: kunpeng920-2s-mini: 4 clusters per socket") and "libvirt 10.1.0+" in r.output
+    assert "Traceback" not in r.output and len(r.output.strip().splitlines()) == 1
+
+
+def test_connect_goes_with_the_libvirt_backend():
+    r = CliRunner().invoke(main, ["verify", "zen3-2s-mini", "--connect", "qemu:///system"])
+    assert r.exit_code == 2 and "--connect qemu:///system: a libvirt URI, for --backend libvirt" in r.output
+
+
+def test_unreachable_uri_is_one_line():
+    uri = "qemu+unix:///system?socket=/nonexistent/lab-test.sock"
+    r = CliRunner().invoke(main, ["boot", "zen3-2s-mini", "--backend", "libvirt", "--connect", uri, "--", "true"])
+    assert r.exit_code == 2, r.output
+    line = r.output.strip().splitlines()[-1]
+    assert line.startswith(f"lab: error: cannot connect to libvirt at {uri}: ") and "/nonexistent/lab-test.sock" in line
+
+
+# ---- vng ---------------------------------------------------------------------------------
+
+
+def test_vng_argv_carries_the_whole_topology():
+    p = vng.adapt(qemu.plan(topology.load("numa4-96-mini"), HOST_72, VmOptions(backend="vng")))
+    a = vng.argv(p, qemu.boot_files(p, Path("/KERNEL")), run_dir="/RUN", agent="sh /RUN/vng-agent.sh")
+    t = p.topo
+    assert a[a.index("--cpus") + 1] == p.smp
+    numa = [a[i + 1] for i, x in enumerate(a) if x == "--numa"]
+    assert len(numa) == t.n_nodes
+    for i, spec in enumerate(numa):
+        mem, *cpus = spec.split(",")
+        guest = cpulist.parse(",".join(c.removeprefix("cpus=") for c in cpus))
+        assert mem == f"{t.memory_mb[i]}M" and {t.cpus[g].node for g in guest} == {t.node_ids[i]}
+    dist = {a[i + 1] for i, x in enumerate(a) if x == "--numa-distance"}
+    assert dist == {f"{i},{j}={t.distances[i][j]}" for i in range(t.n_nodes) for j in range(t.n_nodes) if i != j}
+    opts = next(x for x in a if x.startswith("--qemu-opts=")).removeprefix("--qemu-opts=")
+    assert opts.startswith(f"-cpu {p.cpu_model} ") and "name=lab.log" in opts and "name=lab.out" in opts
+    append = a[a.index("--append") + 1]
+    assert "console=" not in append and "rdinit=" not in append and "panic=-1" in append
+    assert a[-2:] == ["--exec", "sh /RUN/vng-agent.sh"]
+
+
+def test_vng_refuses_arm64():
+    p = qemu.plan(topology.load("kunpeng920-2s-mini"), HOST_72, VmOptions(backend="vng"))
+    with pytest.raises(UserError, match="--backend vng boots the host's root file system"):
+        vng.adapt(p)
+
+
+def test_vng_agent_unpacks_layers_in_order():
+    s = vng.agent_script([Path("/c/base.cpio"), Path("/r/job.cpio")])
+    assert s.index("/c/base.cpio") < s.index("/r/job.cpio") < s.index("exec chroot /tmp/lab-root /init")
+
+
+def test_vng_build_adds_labs_fragments():
+    a = vng.build_argv([Path("/k/lab.config"), Path("/k/lab-x86_64.config")], vng="vng", jobs=2)
+    assert a == ["vng", "--build", "--skip-modules", "--config", "/k/lab.config", "--config", "/k/lab-x86_64.config", "--jobs", "2"]
+
+
+def test_vng_refuses_a_kernel_without_9p():
+    p = qemu.plan(topology.load("zen3-2s-mini"), HOST_72, VmOptions(backend="vng"))
+    cfg = dict.fromkeys(vng.VNG_NEEDS, "y") | {"9P_FS": "n", "NET_9P": "n"}
+    with pytest.raises(UserError, match=r"has no CONFIG_NET_9P, CONFIG_9P_FS \(y or m\)"):
+        vng.adapt(p, cfg)
+    assert vng.adapt(p, dict.fromkeys(vng.VNG_NEEDS, "m")).topo is p.topo  # modules: vng's initramfs loads them
+    assert vng.adapt(p, dict.fromkeys(vng.VNG_NEEDS)).topo is p.topo  # no config to read: vng will say
+
+
+def test_vng_built_config_is_checked_against_labs_fragments(tmp_path):
+    """vng's own minimal config has SCHED_MC off: a build where lab's fragment did not
+    stick is named, symbol and fragment line."""
+    from lab.backends.vng import config_problems
+
+    frag = tmp_path / "lab.config"
+    frag.write_text("CONFIG_SCHED_MC=y\nCONFIG_NUMA=y\n# CONFIG_DEBUG_PREEMPT is not set\n")
+    built = tmp_path / ".config"
+    built.write_text("# CONFIG_SCHED_MC is not set\nCONFIG_NUMA=y\n")
+    assert config_problems(built, [frag]) == [f"CONFIG_SCHED_MC is n, {frag}:1 asks y"]
+    built.write_text("CONFIG_SCHED_MC=y\nCONFIG_NUMA=y\n")
+    assert config_problems(built, [frag]) == []
+
+
+def test_vng_kernel_tree_refuses_recipe():
+    tree = Path(__file__).resolve().parents[1] / "fixtures" / "fakelinux"
+    r = CliRunner().invoke(main, ["run", "llc-spread-pinned", "--kernel-tree", str(tree), "--backend", "vng", "--recipe", "lab-6.1"])
+    assert r.exit_code == 2, r.output
+    assert r.output.startswith("lab: error: --recipe builds with lab's build; with --backend vng the tree is built by vng --build")
+
+
+def test_interactive_console_is_qemu_only():
+    r = CliRunner().invoke(main, ["boot", "zen3-2s-mini", "--backend", "vng"])
+    assert r.exit_code == 2, r.output
+    assert r.output.strip().splitlines()[-1] == (
+        "lab: error: an interactive console is --backend qemu only; give a command after -- with --backend vng"
+    )
+
+
+def test_boot_dry_run_prints_the_domain(tmp_path):
+    r = CliRunner().invoke(main, ["boot", "xeon-2s22c-mini", "--backend", "libvirt", "--dry-run"])
+    assert r.exit_code == 0, r.output
+    dom = ET.fromstring(r.stdout)
+    assert dom.find("os/initrd").text == "$RUN_DIR/initrd.cpio" and dom.find("features/acpi") is not None

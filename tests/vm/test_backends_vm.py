@@ -1,0 +1,183 @@
+"""The libvirt and virtme-ng backends boot the same plan as the QEMU backend: `lab verify`
+passes through each on zen3-2s-mini, the seed scenario runs to a verdict under the same
+contract as through QEMU (tests/vm/test_scenarios_vm.py), `lab verify` through
+libvirt catches a domain that lost ACPI (every distance 20), and a libvirt domain is
+destroyed when lab is interrupted.
+
+libvirt: the tests use the libvirtd at qemu:///system, starting libvirtd (and virtlogd)
+if none answers, and stopping what they started."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from lab.cli import main
+
+URI = "qemu:///system"
+DAEMONS = ("virtlogd", "libvirtd")
+
+
+def _answers() -> bool:
+    try:
+        import libvirt
+    except ImportError:
+        return False
+    libvirt.registerErrorHandler(lambda *_: None, None)
+    try:
+        libvirt.open(URI).close()
+        return True
+    except libvirt.libvirtError:
+        return False
+
+
+def lab_domains() -> list[str]:
+    import libvirt
+
+    conn = libvirt.open(URI)
+    try:
+        return [d.name() for d in conn.listAllDomains() if d.name().startswith("lab-")]
+    finally:
+        conn.close()
+
+
+@pytest.fixture(scope="module")
+def libvirtd():
+    if shutil.which("libvirtd") is None:
+        pytest.skip("libvirtd missing: apt-get install libvirt-daemon-system (scripts/setup.sh does)")
+    pytest.importorskip("libvirt", reason="libvirt-python missing: pip install -e . (scripts/setup.sh does)")
+    started: list[int] = []
+    if not _answers():
+        if Path("/run/systemd/system").is_dir():
+            subprocess.run(["systemctl", "start", "libvirtd"], check=True)
+        else:
+            for d in DAEMONS:
+                pidfile = Path(f"/run/{d}.pid")
+                if subprocess.run(["pgrep", "-x", d], capture_output=True).returncode != 0:
+                    subprocess.run([d, "-d"], check=True)
+                    for _ in range(100):
+                        if pidfile.exists():
+                            started.append(int(pidfile.read_text().split()[0]))
+                            break
+                        time.sleep(0.1)
+        for _ in range(300):
+            if _answers():
+                break
+            time.sleep(0.1)
+        else:
+            pytest.fail(f"libvirtd started but {URI} does not answer")
+    yield URI
+    for pid in reversed(started):
+        os.kill(pid, signal.SIGTERM)
+
+
+def verify(backend: str, *extra: str) -> tuple[int, dict]:
+    r = CliRunner().invoke(main, ["verify", "zen3-2s-mini", "--backend", backend, "--json", *extra])
+    assert r.exit_code in (0, 1), r.output[-3000:]
+    return r.exit_code, json.loads(r.stdout)
+
+
+def check_verify(backend: str) -> None:
+    rc, doc = verify(backend)
+    assert rc == 0 and doc["ok"] is True and doc["backend"] == backend, doc["checks"]
+    checks = {c["name"]: c for c in doc["checks"]}
+    for name in ("node 0 distances", "node 1 distances", "SMT siblings", "LLC (L3 shared_cpu_list)", "sched-domain levels"):
+        assert checks[name]["ok"], checks[name]
+    for c in doc["checks"]:  # only the vendor effect may deviate (Debian's kernel), and it says so
+        assert c["ok"] or "vendor effect" in c.get("known_deviation", ""), c
+
+
+def check_scenario(backend: str) -> None:
+    """llc-spread-pinned on zen3-2s-mini with Debian's kernel, one run: a verdict (never an
+    ERROR) with the same contract as through QEMU (tests/vm/test_scenarios_vm.py): PASS,
+    or FAIL with every failed expectation giving the scenario's stated reason.  Debian's
+    guest has node_reclaim_distance 30 < the spec's 32, so the NUMA domain has no
+    SD_BALANCE_FORK and the threads stay on the socket the forking parent is on: most
+    single runs FAIL, and a run where the parent (pinned to both sockets) moves between
+    forks passes (seen through vng: 1 of 2), so one run's verdict is not asserted."""
+    runs = Path(os.environ["LAB_RUNS"])
+    argv = ["run", "llc-spread-pinned", "--topology", "zen3-2s-mini", "--backend", backend, "--runs-per-verdict", "1"]
+    r = CliRunner().invoke(main, argv)
+    assert r.exit_code in (0, 1), r.output[-3000:]
+    run_dir = sorted(runs.glob("*-llc-spread-pinned-*"))[-1]
+    res = json.loads((run_dir / "results.json").read_text())
+    assert res["status"] == ("PASS" if r.exit_code == 0 else "FAIL"), res
+    assert res["expectations"] and list((run_dir / "out").glob("trace.*.txt"))
+    failed = [e for e in res["expectations"] if e["status"] == "FAIL"]
+    assert all("node_reclaim_distance" in e["note"] for e in failed), failed
+    plan = json.loads((run_dir / "plan.json").read_text())
+    assert plan["options"]["backend"] == backend
+
+
+def test_verify_through_libvirt(debian_kernel, libvirtd):
+    check_verify("libvirt")
+    assert not lab_domains()
+
+
+def test_scenario_through_libvirt(debian_kernel, libvirtd):
+    check_scenario("libvirt")
+    assert not lab_domains()
+
+
+def test_verify_through_libvirt_catches_lost_acpi(debian_kernel, libvirtd, monkeypatch):
+    """The trap seen on this host: a domain without <features><acpi/> makes libvirt start
+    QEMU with -no-acpi, and the guest reads no SLIT (every distance 20, or one node)."""
+    from lab.render import libvirt as render
+
+    real = render.domain_xml
+    monkeypatch.setattr(render, "domain_xml", lambda *a, **kw: real(*a, **kw).replace("<acpi />", ""))
+    rc, doc = verify("libvirt")
+    assert rc == 1 and doc["ok"] is False
+    failed = {c["name"] for c in doc["checks"] if not c["ok"] and not c.get("known_deviation")}
+    assert failed & {"NUMA nodes", "node 0 distances", "node 1 distances"}, failed
+
+
+def test_libvirt_domain_is_destroyed_on_ctrl_c(debian_kernel, libvirtd, tmp_path):
+    """SIGINT while the guest runs: lab destroys its transient domain and exits."""
+    err = tmp_path / "stderr"
+    env = {**os.environ, "LAB_RUNS": str(tmp_path / "runs")}
+    argv = [str(Path(sys.executable).parent / "lab"), "boot", "zen3-2s-mini", "--backend", "libvirt", "--", "sleep", "600"]
+    with open(err, "wb") as e:
+        p = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=e, env=env)
+        try:
+            deadline = time.monotonic() + 300
+            while not [d for d in lab_domains() if f"-{p.pid}-" in d]:
+                assert p.poll() is None, err.read_text()[-2000:]
+                assert time.monotonic() < deadline, "the domain never started"
+                time.sleep(0.5)
+            p.send_signal(signal.SIGINT)
+            p.wait(timeout=60)
+        finally:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    assert p.returncode != 0
+    assert not [d for d in lab_domains() if f"-{p.pid}-" in d]
+
+
+@pytest.fixture(scope="module")
+def vng_installed():
+    from lab.backends import vng
+    from lab.errors import UserError
+
+    try:
+        vng.vng_bin()
+    except UserError as e:
+        pytest.skip(str(e))
+
+
+def test_verify_through_vng(debian_kernel, vng_installed):
+    check_verify("vng")
+
+
+def test_scenario_through_vng(debian_kernel, vng_installed):
+    check_scenario("vng")
