@@ -139,10 +139,11 @@ def main(verbose: bool) -> None:
 
 
 def _register() -> None:
-    from . import kernel, topo, vm
+    from . import kernel, matrix, topo, vm
 
     main.add_command(topo.topo)
     main.add_command(kernel.kernel)
+    main.add_command(matrix.matrix)
     for cmd in vm.COMMANDS:
         main.add_command(cmd)
     try:
