@@ -500,7 +500,7 @@ class Runner:
 
     def identity(self) -> dict[str, Any]:
         """What merge compares: the definition, every input's hash, the kernels' ids."""
-        return {**self.m.definition(), "inputs": dict(sorted(self.m.inputs.items())), "kernel_ids": dict(sorted(self.kernel_ids.items()))}
+        return {**self.m.definition(), "kernel_ids": dict(sorted(self.kernel_ids.items())), "inputs": dict(sorted(self.m.inputs.items()))}
 
     # ---- the run ----
     def run(self) -> list[CellResult]:
@@ -716,13 +716,14 @@ def read_doc(d: Path) -> dict[str, Any]:
     return doc
 
 
-def _difference(a: dict[str, Any], b: dict[str, Any], prefix: str = "") -> str:
-    for k in sorted(set(a) | set(b)):
+def _difference(a: dict[str, Any], b: dict[str, Any], prefix: str = "") -> tuple[str, Any, Any] | None:
+    """The first key (axes first, in the identity's order) whose values differ."""
+    for k in [*a, *(k for k in b if k not in a)]:
         if a.get(k) != b.get(k):
             if isinstance(a.get(k), dict) and isinstance(b.get(k), dict):
                 return _difference(a[k], b[k], f"{prefix}{k}.")
-            return f"{prefix}{k} is {json.dumps(a.get(k))} in one and {json.dumps(b.get(k))} in the other"
-    return ""
+            return f"{prefix}{k}", a.get(k), b.get(k)
+    return None
 
 
 def merge(dirs: list[Path]) -> dict[str, Any]:
@@ -732,9 +733,12 @@ def merge(dirs: list[Path]) -> dict[str, Any]:
     docs = [(d, read_doc(d)) for d in dirs]
     d0, first = docs[0]
     for d, doc in docs[1:]:
-        why = _difference(first["identity"], doc["identity"])
-        if why:
-            raise UserError(f"{d} and {d0} hold results of different matrices: {why}")
+        diff = _difference(first["identity"], doc["identity"])
+        if diff:
+            k, va, vb = diff
+            raise UserError(
+                f"{d0} and {d} hold results of different matrices: {k} is {json.dumps(va)} in {d0} and {json.dumps(vb)} in {d}"
+            )
     shards = {doc.get("shard") for _, doc in docs}
     ns = {s.split("/")[1] for s in shards if s}
     if len(ns) > 1 or (None in shards and len(docs) > 1):
