@@ -101,10 +101,7 @@ def matrix(ctx, axes, jobs, shard, rerun, output, connect) -> None:
     sh = mx.parse_shard(shard) if shard is not None else None
     _check_backend(axes["backend"], connect)
     m = _expand(axes)
-    out = output or paths.runs_dir() / "matrix"
-    if out.exists() and not out.is_dir():
-        raise UserError(f"-o {out}: not a directory")
-    out.mkdir(parents=True, exist_ok=True)
+    out = _outdir(output or paths.runs_dir() / "matrix")
     p = progress.for_cli()
     runner = mx.Runner(m, out, jobs=jobs, shard=sh, rerun=rerun, connect=tuple(connect), progress=p)
     try:
@@ -116,6 +113,21 @@ def matrix(ctx, axes, jobs, shard, rerun, output, connect) -> None:
     doc = runner.document()
     _show(doc["identity"], results, out, doc)
     sys.exit(mx.exit_code(results))
+
+
+def _outdir(out: Path, make: bool = True) -> Path:
+    """The output directory, made if *make*; a path that cannot be one is bad input."""
+    from ..errors import UserError, storage_error
+
+    for p in (out, *out.parents):
+        if p.exists() and not p.is_dir():
+            raise UserError(f"-o {out}: {p} is not a directory")
+    if make:
+        try:
+            out.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise storage_error(e, "the matrix's output directory", out) or UserError(f"-o {out}: cannot be made: {e.strerror}") from None
+    return out
 
 
 def _check_backend(backend: str, connect) -> None:
@@ -184,12 +196,10 @@ def merge_cmd(dirs, output: Path) -> None:
     different matrices are refused, naming the difference.  A cell no shard reported is
     an ERROR naming the missing shard."""
     from .. import matrix as mx
-    from ..errors import UserError
 
-    if output.exists() and not output.is_dir():
-        raise UserError(f"-o {output}: not a directory")
+    _outdir(output, make=False)
     doc = mx.merge(list(dirs))
-    output.mkdir(parents=True, exist_ok=True)
+    _outdir(output)
     mx.write_outputs(output, doc)
     results = [mx.CellResult.from_dict(d) for d in doc["cells"]]
     _show(doc["identity"], results, output, doc)

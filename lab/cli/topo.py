@@ -114,6 +114,8 @@ def render(spec, fmt: str, vm) -> None:
 
     s = session.prepare(spec, vm, build=False)
     click.echo(shlex.join(session.dry_run_argv(s)))
+    # The argv depends on the kernel (bring-up, TCG threading, boot parameters): say which.
+    click.echo(f"# planned for kernel {s.kernel.name} ({s.kernel.release}, {s.kernel.id}): give --kernel for another", err=True)
     for n in s.plan.notes:
         click.echo(f"# {n}", err=True)
     if s.plan.numbering_mode == "translated":

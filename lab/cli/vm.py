@@ -74,6 +74,7 @@ def boot(topology, vm, dry_run: bool, timeout: float, cmd) -> None:
         click.echo(f"lab: {n}", err=True)
     if dry_run:
         click.echo(shlex.join(session.dry_run_argv(s)))
+        click.echo(f"lab: planned for kernel {s.kernel.name} ({s.kernel.release}, {s.kernel.id})", err=True)
         click.echo("lab: run in the run directory: the initramfs, logs and sockets are named relative to it", err=True)
         return
     run_dir = session.open_run("boot", s)
