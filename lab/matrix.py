@@ -305,6 +305,7 @@ class CellResult:
     message: str = ""  # ERROR / SKIP: why; FAIL: the failed expectation and its first evidence line
     detail: str = ""  # FAIL: every failed expectation with its evidence
     wall_s: float | None = None
+    started_s: float | None = None  # when it started, in seconds from the matrix's start
     passed: int = 0  # runs that passed / ran (--repeat, a majority verdict)
     runs: int = 0
     kernel_id: str = ""
@@ -618,10 +619,12 @@ class Runner:
                         pass
             for r in running:
                 proc.stop_group(r.popen, grace=STOP_GRACE_S)
-                res = self._finish(r)
-                if res.status != "ERROR" or "interrupted" not in res.message:
-                    res = dataclasses.replace(res, status="ERROR", message=f"the cell did not finish: the matrix was interrupted ({why})")
-                self._record(res)
+                res = self._finish(r)  # a cell that gave its verdict as it was stopped keeps it
+                if res.status == "ERROR":
+                    if "interrupted" not in res.message:
+                        res.message = f"the cell did not finish: the matrix was interrupted ({why})"
+                    res.detail = f"the matrix was interrupted ({why}); each running cell was asked to stop"
+                    self._record(res)
             self._write(finished=False)
             raise
 
@@ -658,10 +661,14 @@ class Runner:
         read = lambda f: f.read_bytes().decode(errors="replace") if f.exists() else ""  # noqa: E731
         res = from_lab_run(r.cell, r.popen.returncode, read(out_f), read(log_f))
         res.wall_s = round(time.monotonic() - r.started, 1)
+        res.started_s = round(r.started - self.t0, 1)
         res.key, res.kernel_id, res.log = r.key, res.kernel_id or r.kernel_id, str(log_f)
         if not res.run_dirs:
             runs = self.out / "runs" / r.cell.slug
             res.run_dirs = sorted(str(d) for d in runs.iterdir()) if runs.is_dir() else []
+            said = _run_message(Path(res.run_dirs[-1])) if res.run_dirs and res.status == "ERROR" else ""
+            if said:  # the run's own words: e.g. "interrupted by SIGTERM during boot"
+                res.message = said
         self._record(res)
         return res
 
@@ -678,6 +685,15 @@ class Runner:
 
     def _write(self, finished: bool = True) -> None:
         write_outputs(self.out, self.document(finished=finished))
+
+
+def _run_message(run_dir: Path) -> str:
+    """What a run directory's results.json says went wrong, if it says."""
+    try:
+        doc = json.loads((run_dir / "results.json").read_text())
+    except (OSError, ValueError):
+        return ""
+    return str(doc.get("message") or "") if isinstance(doc, dict) and doc.get("status") == "ERROR" else ""
 
 
 def write_outputs(out: Path, doc: dict[str, Any]) -> None:
