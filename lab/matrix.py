@@ -100,6 +100,7 @@ class Matrix:
     backend: str = "qemu"
     cells: tuple[Cell, ...] = ()
     inputs: dict[str, str] = field(default_factory=dict, compare=False)  # name -> content hash
+    sources: dict[str, str] = field(default_factory=dict, compare=False)  # scenario name -> as given (a name or a file)
 
     @property
     def runnable(self) -> list[Cell]:
@@ -211,6 +212,7 @@ def expand(
         raise unknown("backend", backend, list(BACKENDS))
     s_names, t_names, k_names = scenario_names(scenarios), topology_names(topologies), split(kernels, "kernels")
     scen = {n: sc.load(n) for n in s_names}
+    sources = {s.name: (n if n in sc.names() else str(Path(n).resolve())) for n, s in scen.items()}
     topos = {n: topology.load(n) for n in t_names}
     karch = {k: kernel_arch(k) for k in k_names}
     inputs = {f"scenario:{s.name}": _sha(Path(s.path).read_bytes()) for s in scen.values()}
@@ -232,7 +234,7 @@ def expand(
                 cells.append(Cell(s.name, tn, k, skip))
     return Matrix(
         tuple(s.name for s in scen.values()), tuple(t_names), tuple(k_names), repeat, options or VmOptions(), backend,
-        tuple(cells), inputs,
+        tuple(cells), inputs, sources,
     )  # fmt: skip
 
 
@@ -478,7 +480,8 @@ class Runner:
     def lab_run_argv(self, cell: Cell, kernel_id: str, connect: str | None) -> list[str]:
         """The `lab run` a cell is: w16b's backends plug in through --backend/--connect."""
         o = self.m.options
-        argv = [sys.executable, "-m", "lab", "run", cell.scenario, "--topology", cell.topology, "--kernel", kernel_id,
+        scenario = self.m.sources.get(cell.scenario, cell.scenario)  # a scenario file is passed as its path
+        argv = [sys.executable, "-m", "lab", "run", scenario, "--topology", cell.topology, "--kernel", kernel_id,
                 "--json", "--accel", o.accel, "--cpu-model", o.cpu_model, "--tcg-threads", o.tcg_threads,
                 "--bringup", o.bringup]  # fmt: skip
         if o.append:

@@ -411,3 +411,14 @@ def test_progress_says_done_running_left_and_eta():
     r.jobs = 2
     assert r._status(4, [1, 2], [], []) == "2 done, 0 running, 2 left, ETA ?: "
     assert "ETA 1m40s" in r._status(4, [1, 2], [], [100.0])
+
+
+def test_a_scenario_file_runs_as_its_path_and_counts_by_its_name():
+    path = ROOT / "tests" / "fixtures" / "scenarios" / "pinned_stays.py"
+    m = mx.expand(f"{path},soft-affinity", "xeon-2s22c-mini", "debian")
+    assert m.scenarios == ("pinned-stays", "soft-affinity")
+    cells = {c.scenario: c for c in m.cells}
+    argv = mx.Runner(m, Path("/nonexistent")).lab_run_argv(cells["pinned-stays"], "debian-x", None)
+    assert argv[3:5] == ["run", str(path)] and argv[argv.index("--kernel") + 1] == "debian-x"
+    assert mx.Runner(m, Path("/nonexistent")).lab_run_argv(cells["soft-affinity"], "k", None)[4] == "soft-affinity"
+    assert "--backend" not in argv and "--repeat" not in argv
