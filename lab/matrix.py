@@ -751,8 +751,16 @@ def merge(dirs: list[Path]) -> dict[str, Any]:
     is an ERROR saying which shard is missing: nothing is judged on partial data."""
     docs = [(d, read_doc(d)) for d in dirs]
     d0, first = docs[0]
-    for d, doc in docs[1:]:
-        diff = _difference(first["identity"], doc["identity"])
+    kernel_ids: dict[str, str] = {}  # each shard resolved the kernels its own cells use
+    where: dict[str, Path] = {}
+    for d, doc in docs:
+        ident = {k: v for k, v in doc["identity"].items() if k != "kernel_ids"}
+        diff = _difference({k: v for k, v in first["identity"].items() if k != "kernel_ids"}, ident)
+        for k, v in (doc["identity"].get("kernel_ids") or {}).items():
+            if k in kernel_ids and kernel_ids[k] != v and diff is None:
+                diff, d0 = (f"kernel_ids.{k}", kernel_ids[k], v), where[k]
+            kernel_ids.setdefault(k, v)
+            where.setdefault(k, d)
         if diff:
             k, va, vb = diff
             raise UserError(
@@ -784,7 +792,8 @@ def merge(dirs: list[Path]) -> dict[str, Any]:
         out.append(got)
     results = [CellResult.from_dict(c) for c in out]
     return {
-        "format": FORMAT, "finished": all(doc.get("finished") for _, doc in docs), "identity": first["identity"],
+        "format": FORMAT, "finished": all(doc.get("finished") for _, doc in docs),
+        "identity": {**first["identity"], "kernel_ids": dict(sorted(kernel_ids.items()))},
         "shard": None, "merged_from": [str(d) for d in dirs], "planned": first["planned"],
         "counts": counts(results), "cells": out,
     }  # fmt: skip

@@ -422,3 +422,28 @@ def test_a_scenario_file_runs_as_its_path_and_counts_by_its_name():
     assert argv[3:5] == ["run", str(path)] and argv[argv.index("--kernel") + 1] == "debian-x"
     assert mx.Runner(m, Path("/nonexistent")).lab_run_argv(cells["soft-affinity"], "k", None)[4] == "soft-affinity"
     assert "--backend" not in argv and "--repeat" not in argv
+
+
+def test_shards_of_different_arches_merge_and_a_kernel_id_that_differs_is_refused(tmp_path, fake):
+    from lab.kernel import resolve
+
+    try:
+        resolve("debian", "arm64", build=False)
+    except UserError as e:
+        pytest.skip(f"Debian's arm64 kernel is not fetched ({e})")
+    child, *_ = fake
+    m = mx.expand("numa-balancing", "kunpeng920-2s-mini,xeon-2s22c-mini", "debian")
+    a, b = tmp_path / "a", tmp_path / "b"
+    mx.Runner(m, a, shard=(1, 2), child=child).run()  # the arm64 cell
+    mx.Runner(m, b, shard=(2, 2), child=child).run()  # the x86 one
+    doc = mx.merge([a, b])
+    assert set(doc["identity"]["kernel_ids"]) == {"debian@arm64", "debian@x86_64"}
+    assert doc["counts"]["PASS"] == 2
+    # The same kernel name resolved to another kernel on one runner: not the same matrix.
+    other = tmp_path / "c"
+    mx.Runner(m, other, shard=(1, 2), child=child).run()
+    d = json.loads((other / "matrix.json").read_text())
+    d["identity"]["kernel_ids"]["debian@arm64"] = "debian-6.1.0-99-arm64"
+    (other / "matrix.json").write_text(json.dumps(d))
+    with pytest.raises(UserError, match="kernel_ids.debian@arm64 is .* in .* and \"debian-6.1.0-99-arm64\""):
+        mx.merge([a, b, other])
