@@ -682,7 +682,7 @@ class Runner:
             "format": FORMAT, "finished": finished, "identity": self.identity(),
             "shard": f"{self.shard[0]}/{self.shard[1]}" if self.shard else None,
             "planned": [{"id": c.id, "shard": self.m.shard_of(c, n), "skip": c.skip} for c in self.m.cells],
-            "host": getattr(self, "host", {}), "wall_s": round(time.monotonic() - self.t0, 1),
+            "host": getattr(self, "host", {}), "wall_s": round(time.monotonic() - self.t0, 1), "expected": len(self.cells()),
             "counts": counts(results), "cells": [r.to_dict() for r in results],
         }  # fmt: skip
 
@@ -704,6 +704,8 @@ def write_outputs(out: Path, doc: dict[str, Any]) -> None:
     results = [CellResult.from_dict(d) for d in doc["cells"]]
     ident = doc["identity"]
     title = "lab matrix" + (f" (shard {doc['shard']})" if doc.get("shard") else "")
+    if not doc.get("finished") or len(results) < doc.get("expected", len(results)):
+        title += f": NOT FINISHED, {len(results)} of {doc.get('expected', '?')} cells have a result"
     atomic.write_text(out / MATRIX_FILE, json.dumps(doc, indent=1), "the matrix's results")
     atomic.write_text(out / JUNIT_FILE, junit_report(ident, results), "the matrix's JUnit report")
     atomic.write_text(out / SUMMARY_FILE, summary_markdown(ident, results, title), "the matrix's summary")
@@ -794,7 +796,7 @@ def merge(dirs: list[Path]) -> dict[str, Any]:
     return {
         "format": FORMAT, "finished": all(doc.get("finished") for _, doc in docs),
         "identity": {**first["identity"], "kernel_ids": dict(sorted(kernel_ids.items()))},
-        "shard": None, "merged_from": [str(d) for d in dirs], "planned": first["planned"],
+        "shard": None, "merged_from": [str(d) for d in dirs], "planned": first["planned"], "expected": len(out),
         "counts": counts(results), "cells": out,
     }  # fmt: skip
 

@@ -240,14 +240,16 @@ def test_a_changed_input_runs_the_cell_again(tmp_path, fake, monkeypatch):
 
 
 class StopAfterFirst(Progress):
-    """Ctrl-C once the first cell is done and the second is running."""
+    """Ctrl-C once the first cell is done and the second one's process has started
+    (it has written its pid to the log)."""
 
-    def __init__(self, out: Path):
+    def __init__(self, log: Path):
         super().__init__()
-        self.out = out
+        self.log = log
 
     def _update(self, name, detail):
-        if detail.startswith("1 done, 1 running"):
+        started = self.log.exists() and "soft-affinity@zen3-2s-mini " in self.log.read_text()
+        if detail.startswith("1 done, 1 running") and started:
             raise KeyboardInterrupt
 
 
@@ -256,7 +258,7 @@ def test_interrupt_keeps_finished_cells_and_stops_running_ones(tmp_path, fake):
     m = mx.expand("soft-affinity", "xeon-2s22c-mini,zen3-2s-mini", "debian")
     modes["soft-affinity@zen3-2s-mini@debian"] = "sleep"
     out = tmp_path / "out"
-    r = mx.Runner(m, out, jobs=1, child=child, progress=StopAfterFirst(out))
+    r = mx.Runner(m, out, jobs=1, child=child, progress=StopAfterFirst(log))
     r.jobs_asked = 2
     with pytest.raises(KeyboardInterrupt):
         r.run()
@@ -265,6 +267,7 @@ def test_interrupt_keeps_finished_cells_and_stops_running_ones(tmp_path, fake):
     assert got["soft-affinity@xeon-2s22c-mini@debian"] == ("PASS", "")
     assert got["soft-affinity@zen3-2s-mini@debian"][0] == "ERROR"
     assert "interrupted" in got["soft-affinity@zen3-2s-mini@debian"][1] and not doc["finished"]
+    assert "NOT FINISHED" in (out / "summary.md").read_text().splitlines()[0]
     pid = int(next(ln for ln in log.read_text().splitlines() if ln.startswith("soft-affinity@zen3")).split()[1])
     assert not pid_alive(pid)
 
