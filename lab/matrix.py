@@ -613,7 +613,8 @@ class Runner:
                     p.update(self._status(total, pending, running, walls))
                     time.sleep(0.2)
         except BaseException as e:
-            why = "SIGINT" if isinstance(e, KeyboardInterrupt) else type(e).__name__
+            # lab unwinds on SIGINT, SIGTERM and SIGHUP alike (lab.cli): all three arrive here as KeyboardInterrupt.
+            why = "SIGINT, SIGTERM or SIGHUP" if isinstance(e, KeyboardInterrupt) else f"lab failed: {type(e).__name__}"
             for r in running:  # each stops its VM and writes what it gathered
                 if r.popen.poll() is None:
                     try:
