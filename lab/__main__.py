@@ -1,4 +1,4 @@
-"""`python -m lab`: the `lab` command (git bisect run starts lab's step this way)."""
+"""`python -m lab`: the `lab` command (how `git bisect run` starts lab's step, and `lab matrix` each cell's `lab run`)."""
 
 from .cli import main
 

@@ -11,7 +11,7 @@ import os
 import shlex
 import signal
 import subprocess
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -187,6 +187,21 @@ def stop_group(p: subprocess.Popen, grace: float = 5.0) -> None:
             p.wait(timeout=30)
         except subprocess.TimeoutExpired:  # stuck in the kernel; say so rather than hang
             log.warning("pid %d survived SIGKILL for 30 s; state %s", p.pid, _proc_state(p.pid))
+
+
+def die_with_parent(sig: int = signal.SIGKILL) -> Callable[[], None]:
+    """A preexec_fn: the kernel sends the child *sig* when lab dies, even by SIGKILL
+    (PR_SET_PDEATHSIG).  SIGTERM lets a child that is lab itself unwind and stop its VM."""
+
+    def preexec() -> None:
+        try:
+            import ctypes
+
+            ctypes.CDLL(None, use_errno=True).prctl(1, int(sig), 0, 0, 0)  # PR_SET_PDEATHSIG = 1
+        except Exception:  # noqa: BLE001 - not Linux or no libc: the parent's finally clause still stops it
+            pass
+
+    return preexec
 
 
 def pid_stat(pid: int) -> list[str]:

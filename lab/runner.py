@@ -24,9 +24,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from xml.sax.saxutils import escape
 
-from . import atomic, integrity, session, sysfs
+from . import atomic, integrity, junit, session, sysfs
 from . import scenario as sc
 from .errors import InfraError, LostGuest, UserError
 from .image import initramfs
@@ -284,43 +283,12 @@ def write_results(out: RunOutcome, run_dir: Path, *, final: bool = True) -> None
         out.integrity = _finished_record(out.integrity)
     atomic.write_text(run_dir / "results.json", json.dumps(out.to_dict(), indent=1, default=str), "the run's results")
     if final:
-        atomic.write_text(run_dir / "junit.xml", junit([out]), "the run's JUnit report")
+        atomic.write_text(run_dir / "junit.xml", junit.render([junit.run_suite([out])]), "the run's JUnit report")
 
 
 def _finished_record(integ: dict[str, Any]) -> dict[str, Any]:
     """The integrity record without what only a RUNNING one needs (is lab still at it?)."""
     return {k: v for k, v in integ.items() if k not in ("pid", "pid_start", "host")}
-
-
-def junit(outcomes: list[RunOutcome]) -> str:
-    cases = []
-    fails = errors = skipped = 0
-    for o in outcomes:
-        cls = escape(f"lab.{o.scenario}.{o.topology}.{o.kernel}", {'"': "&quot;"})
-        if o.status == "SKIP":
-            skipped += 1
-            cases.append(f'  <testcase classname="{cls}" name="run"><skipped message="{escape(o.message, {chr(34): "&quot;"})}"/></testcase>')
-            continue
-        if o.status == "ERROR":
-            errors += 1
-            cases.append(
-                f'  <testcase classname="{cls}" name="run" time="{o.timing.get("wall_s", 0)}"><error message="{escape(o.message, {chr(34): "&quot;"})}"/></testcase>'
-            )
-            continue
-        for e in o.expectations:
-            body = ""
-            if not e.ok:
-                fails += 1
-                text = escape("\n".join([e.note, *e.evidence]).strip())
-                body = f'<failure message="{escape(e.name, {chr(34): "&quot;"})}">{text}</failure>'
-            cases.append(f'  <testcase classname="{cls}" name="{escape(e.name, {chr(34): "&quot;"})}">{body}</testcase>')
-    total = len(cases)
-    return (
-        '<?xml version="1.0" encoding="UTF-8"?>\n'
-        f'<testsuite name="lab" tests="{total}" failures="{fails}" errors="{errors}" skipped="{skipped}">\n'
-        + "\n".join(cases)
-        + "\n</testsuite>\n"
-    )
 
 
 @dataclass(frozen=True)

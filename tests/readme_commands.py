@@ -96,6 +96,18 @@ CHECKS: dict[str, Check] = {
         why="runs llc-spread-pinned on its default topology through --backend vng and needs a verdict with its reason",
     ),
     "lab topo render zen3-2s-mini --format libvirt": Check("run"),
+    "lab matrix --topologies all-minis --kernels debian --scenarios all -o out": Check(
+        "args", why="every catalog mini x every seed scenario: 27 min at -j2 on this 2-core host "
+        "(tests/vm/test_matrix_vm.py runs a 2 x 2 matrix at -j2 for real)",
+    ),
+    "lab matrix --topologies all-minis --shard 2/4 -o out/shard-2-4": Check(
+        "args", why="a quarter of the full mini matrix; shards are partitioned and merged in tests/unit/test_matrix.py",
+    ),
+    "lab matrix merge -o merged out/shard-*": Check(
+        "covered", by="tests/unit/test_matrix.py::test_shards_merge_into_the_whole_matrix",
+        why="merges the shards of a matrix into one table and one JUnit file, as the command does",
+    ),
+    "lab matrix plan --format github --topologies all-minis --shards 4": Check("run"),
     "lab report bundle RUN_DIR -o bug.tar.gz": Check("run", setup="run_dir"),
     "lab report replay bug.tar.gz": Check(
         "covered", by="tests/vm/test_report_vm.py::test_bundle_replays_to_the_same_verdict",

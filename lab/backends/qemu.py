@@ -418,14 +418,8 @@ def watch(
         time.sleep(0.05)
 
 
-def _die_with_parent() -> None:
-    """In the child: the kernel kills QEMU if lab dies, even by SIGKILL (PR_SET_PDEATHSIG)."""
-    try:
-        import ctypes
-
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG = 1
-    except Exception:  # noqa: BLE001 - not Linux or no libc: the finally clause still stops QEMU
-        pass
+# In the child: the kernel kills QEMU if lab dies, even by SIGKILL (PR_SET_PDEATHSIG).
+_die_with_parent = proc.die_with_parent(signal.SIGKILL)
 
 
 def subprocess_devnull():

@@ -139,13 +139,14 @@ def main(verbose: bool) -> None:
 
 
 def _register() -> None:
-    from . import compare, kernel, qemu, report, topo, vm
+    from . import compare, kernel, matrix, qemu, report, topo, vm
 
     main.add_command(topo.topo)
     main.add_command(compare.compare_cmd)
     main.add_command(kernel.kernel)
     main.add_command(qemu.qemu)
     main.add_command(report.report)
+    main.add_command(matrix.matrix)
     for cmd in vm.COMMANDS:
         main.add_command(cmd)
     try:

@@ -132,6 +132,8 @@ def render(spec, fmt: str, vm) -> None:
     else:
         click.echo(session.dry_run(s))
         click.echo("# $RUN_DIR is the run directory", err=True)
+    # The plan depends on the kernel (bring-up, TCG threading, boot parameters): say which.
+    click.echo(f"# planned for kernel {s.kernel.name} ({s.kernel.release}, {s.kernel.id}): give --kernel for another", err=True)
     for n in s.plan.notes:
         click.echo(f"# {n}", err=True)
     if s.plan.numbering_mode == "translated":

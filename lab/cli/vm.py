@@ -49,8 +49,10 @@ def make_vm_options(*, kernel_spec: str | None, accel: str | None, connect: str 
     return VmOptions(kernel=kernel_spec, accel=accel, backend=backend, connect=connect, **rest)
 
 
-VM_OPTIONS = (
-    click.option("--kernel", "kernel_spec", default=None, show_default="the settings file's kernel, else debian", help=KERNEL_HELP),
+KERNEL_OPTION = click.option("--kernel", "kernel_spec", default=None, show_default="the settings file's kernel, else debian", help=KERNEL_HELP)
+
+# The VM options but --kernel and the backend (lab matrix has its own --kernels and --backend/--connect).
+RUN_OPTIONS = (
     click.option(
         "--accel", type=click.Choice(["auto", "kvm", "tcg"]), default=None, show_default="the settings file's accel, else auto",
         help="auto picks KVM only where a guest can really run under it.",
@@ -74,6 +76,9 @@ VM_OPTIONS = (
         help="auto: the system's QEMU where it can express the machine, else one lab built (lab qemu build); "
         "system, lab, or a QEMU binary.",
     ),
+)  # fmt: skip
+
+BACKEND_OPTIONS = (
     click.option(
         "--backend", type=click.Choice(["qemu", "libvirt", "vng"]), default="qemu", show_default=True,
         help="What runs the VM: QEMU directly, a libvirt transient domain, or virtme-ng (README: Backends).",
@@ -83,6 +88,8 @@ VM_OPTIONS = (
         help="--backend libvirt: the libvirt URI (default qemu:///system; qemu+ssh://host/system).",
     ),
 )  # fmt: skip
+
+VM_OPTIONS = (KERNEL_OPTION, *RUN_OPTIONS, *BACKEND_OPTIONS)
 
 
 @click.command(context_settings={"ignore_unknown_options": False})
@@ -117,6 +124,7 @@ def boot(topology, vm, dry_run: bool, timeout: float, tool_list: tuple[str, ...]
     for n in s.plan.notes:
         click.echo(f"lab: {n}", err=True)
     if dry_run:
+        click.echo(f"lab: planned for kernel {s.kernel.name} ({s.kernel.release}, {s.kernel.id})", err=True)
         if vm.backend == "qemu":
             click.echo(shlex.join(session.dry_run_argv(s)))
             click.echo("lab: run in the run directory: the initramfs, logs and sockets are named relative to it", err=True)

@@ -52,6 +52,38 @@ def _vm(*before: str, unbuilt_ok: bool = False) -> dict[str, list[list[str]]]:
 
 DRY = ("boot", "xeon-2s22c-mini", "--dry-run")
 
+
+def _matrix_axes(path: str) -> dict[str, list[list[str]]]:
+    """`lab matrix` and `lab matrix plan`: bad axes, options, shards.  Every case must be
+    refused before a cell starts (cells are processes of their own, which the `bad`
+    fixture cannot stop from working)."""
+    cmd = path.split()
+    mx = (*cmd, "--topologies", "xeon-2s22c-mini", "--scenarios", "soft-affinity")
+    vm = {k: v for k, v in _vm(*mx).items() if k != "kernel_spec"}  # --kernels is the axis
+    cases = {
+        "": [[*cmd]],
+        "topologies": [[*cmd, "--topologies", t] for t in [*TOPOLOGIES, "xeon-2s22c-mini,", ""]] + [[*cmd, "--topologies"]],
+        # A kernel of another arch is not bad input here: its cells are skipped, saying why.
+        "kernels": [[*mx, "--kernels", k] for k in ("nope", "{missing}/bzImage", "{dir}/", "{garbage}", "{empty}", "debian,,lab-6.1", "")],
+        "scenarios": [[*mx, "--scenarios", s] for s in ("nope", "{missing}.py", "{garbage}.py", "{dir}", "", "all,")],
+        "repeat": [[*mx, "--repeat", n] for n in ("0", "101", "x", "")],
+        "backend": [[*mx, "--backend", b] for b in ("nope", "")],
+        **vm,
+    }
+    if path == "matrix":
+        cases |= {
+            "jobs": [[*mx, "-j", j] for j in ("0", "-1", "x", "", "1.5")],
+            "shard": [[*mx, "--shard", sh] for sh in ("3/2", "0/2", "a/b", "1/0", "", "2")],
+            "output": [[*mx, "-o", o] for o in ("{garbage}", "{garbage}/x")],
+            "connect": [[*mx, "--connect", "qemu:///system"]],  # without --backend libvirt
+        }
+    else:
+        cases |= {
+            "fmt": [[*mx, "--format", f] for f in ("yaml", "")],
+            "shards": [[*mx, "--shards", n] for n in ("0", "x", "")] + [[*mx, "--format", "github", "--shards", "300"]],
+        }
+    return cases
+
 # {command: {parameter: [bad arguments, ...]}}; "" is a command's arguments as a whole.
 CASES: dict[str, dict[str, list[list[str]]]] = {
     "": {"": [["nope"], ["--nope"], ["-v", "nope"]]},
@@ -182,6 +214,11 @@ CASES: dict[str, dict[str, list[list[str]]]] = {
         "specs": [["kernel", "rm", k] for k in ("nope", "0000", "")] + [["kernel", "rm"]],
         "arch": [["kernel", "rm", "nope", "--arch", a] for a in ("mips", "")],
     },
+    **{path: _matrix_axes(path) for path in ("matrix", "matrix plan")},
+    "matrix merge": {
+        "dirs": [["matrix", "merge", d] for d in ("{missing}", "{dir}", "{garbage}")] + [["matrix", "merge"]],
+        "output": [["matrix", "merge", "-o", o, "{dir}"] for o in ("{garbage}", "{garbage}/x")],
+    },
 }
 
 # Values any string is good for: nothing to refuse at the command line.
@@ -291,7 +328,8 @@ def test_bad_input_is_one_line_and_exit_2(args, bad):
         assert python not in out, out
 
 
-@pytest.mark.parametrize("args", [DRY, ("topo", "render", "xeon-2s22c-mini"), ("topo", "show", "xeon-2s22c-mini")])
+@pytest.mark.parametrize("args", [DRY, ("topo", "render", "xeon-2s22c-mini"), ("topo", "show", "xeon-2s22c-mini"),
+                                  ("matrix", "plan", "--topologies", "xeon-2s22c-mini", "--scenarios", "soft-affinity")])
 def test_the_cases_start_from_good_arguments(args, bad):
     r = CliRunner().invoke(main, list(args))
     assert r.exit_code == 0, r.output

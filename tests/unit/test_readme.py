@@ -102,6 +102,8 @@ def _parse(argv: list[str]) -> click.Context:
     cmd: click.Command = main
     ctx = cmd.make_context("lab", list(argv))
     while isinstance(cmd, click.Group):
+        if cmd.invoke_without_command and not [*ctx._protected_args, *ctx.args]:
+            break  # a group that is a command too (lab matrix), given no subcommand
         name, sub, rest = cmd.resolve_command(ctx, [*ctx._protected_args, *ctx.args])
         assert sub is not None and name is not None, argv
         cmd = sub

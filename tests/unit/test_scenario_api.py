@@ -1,6 +1,5 @@
-"""The scenario API: loading errors as file:line, requirements, junit and --repeat aggregation."""
+"""The scenario API: loading errors as file:line, requirements and --repeat aggregation (JUnit: test_junit.py)."""
 
-import xml.etree.ElementTree as ET
 
 import pytest
 from click.testing import CliRunner
@@ -63,13 +62,6 @@ def test_skip_when_topology_lacks_requirement():
 def outcome(status, figs=None, ok=True):
     e = sc.Expectation("targets distinct", ok, evidence=["line <&>"], figures=figs or {})
     return runner.RunOutcome("s", "t", "k", status, None, expectations=[e] if status in ("PASS", "FAIL") else [], message="boom")
-
-
-def test_junit_counts_and_escapes():
-    xml = runner.junit([outcome("PASS"), outcome("FAIL", ok=False), outcome("ERROR"), outcome("SKIP")])
-    root = ET.fromstring(xml)
-    assert root.get("failures") == "1" and root.get("errors") == "1" and root.get("skipped") == "1"
-    assert "line <&>" in "".join(root.itertext())
 
 
 def test_repeat_aggregate():

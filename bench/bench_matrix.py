@@ -1,0 +1,58 @@
+"""The full mini matrix's wall time: every catalog mini x every scenario that fits, on
+one kernel, at each -j given (default 1 and 2), every cell run afresh (--rerun).
+
+    .venv/bin/python bench/bench_matrix.py [--jobs 1,2] [--kernels debian]
+
+Writes bench/results/bench_matrix-<time>.json: per -j the wall time, the host's load
+average before and after (the host is shared: say it with the figure), and each cell's
+status and wall time.  The cells run one after another per -j, never two -j at once.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+LAB = str(Path(sys.executable).parent / "lab")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--jobs", default="1,2", help="the -j values, in order")
+    ap.add_argument("--kernels", default="debian")
+    ap.add_argument("--topologies", default="all-minis")
+    a = ap.parse_args()
+    rows = []
+    for j in [int(x) for x in a.jobs.split(",")]:
+        with tempfile.TemporaryDirectory(prefix="bench-matrix-") as tmp:
+            out = Path(tmp) / "m"
+            load0 = os.getloadavg()
+            t0 = time.monotonic()
+            argv = [LAB, "matrix", "--topologies", a.topologies, "--kernels", a.kernels, "-j", str(j), "--rerun", "-o", str(out)]
+            print("$", " ".join(argv), flush=True)
+            rc = subprocess.run(argv).returncode
+            wall = time.monotonic() - t0
+            doc = json.loads((out / "matrix.json").read_text())
+            rows.append({
+                "jobs": j, "rc": rc, "wall_s": round(wall, 1), "load_before": load0, "load_after": os.getloadavg(),
+                "counts": doc["counts"],
+                "cells": {c["id"]: {"status": c["status"], "wall_s": c["wall_s"]} for c in doc["cells"]},
+            })  # fmt: skip
+            print(f"-j {j}: {wall:.0f}s, {doc['counts']}, load {load0[0]:.1f} -> {os.getloadavg()[0]:.1f}", flush=True)
+    res = HERE / "results"
+    res.mkdir(exist_ok=True)
+    path = res / f"bench_matrix-{time.strftime('%Y%m%d-%H%M%S')}.json"
+    path.write_text(json.dumps({"host_cores": os.cpu_count(), "kernels": a.kernels, "runs": rows}, indent=1))
+    print(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

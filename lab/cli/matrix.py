@@ -1,0 +1,211 @@
+"""`lab matrix`, `lab matrix plan`, `lab matrix merge`."""
+
+from __future__ import annotations
+
+import functools
+import sys
+from pathlib import Path
+
+import click
+
+from .common import console
+from .vm import RUN_OPTIONS
+
+# The VM options of `lab run` but --kernel (the matrix's --kernels axis replaces it) and
+# the backend (the matrix's --backend, and --connect repeated to spread cells over hosts).
+_VM_FLAGS = RUN_OPTIONS
+
+
+def axis_options(f):
+    """The axes and run options `lab matrix` and `lab matrix plan` share; the command
+    gets them as one ``axes: dict``."""
+
+    @functools.wraps(f)
+    def command(*args, topologies, kernels, scenarios, repeat, backend, accel, cpu_model, tcg_threads, bringup, append, qemu, **kw):
+        from ..plan import VmOptions
+
+        axes = {
+            "topologies": topologies, "kernels": kernels, "scenarios": scenarios, "repeat": repeat, "backend": backend,
+            "options": VmOptions(accel=accel or VmOptions.accel, cpu_model=cpu_model, tcg_threads=tcg_threads, bringup=bringup,
+                                 append=append, qemu=qemu),
+        }  # fmt: skip
+        return f(*args, axes=axes, **kw)
+
+    for opt in reversed(_VM_FLAGS):
+        command = opt(command)
+    opts = (
+        click.option("--topologies", default=None, metavar="A,B|all-minis|all", help="Topologies: catalog names or spec files, or all-minis."),
+        click.option("--kernels", default="debian", show_default=True, metavar="K1,K2", help="Kernels (the table's columns): debian, recipes, store ids, image paths."),
+        click.option("--scenarios", default="all", show_default=True, metavar="S1,S2|all", help="Scenarios."),
+        click.option("--repeat", type=click.IntRange(1, 100), default=1, show_default=True,
+                     help="Runs per cell, each its own verdict; the cell passes when all pass."),
+        click.option("--backend", default="qemu", show_default=True, metavar="qemu|libvirt|vng", help="How each cell's VM is run."),
+    )  # fmt: skip
+    for opt in reversed(opts):
+        command = opt(command)
+    return command
+
+
+def _expand(axes):
+    from .. import matrix
+    from ..errors import UserError
+
+    if axes["topologies"] is None:
+        raise UserError("lab matrix: give --topologies (names, or all-minis)")
+    return matrix.expand(
+        axes["scenarios"], axes["topologies"], axes["kernels"], repeat=axes["repeat"], options=axes["options"],
+        backend=axes["backend"],
+    )  # fmt: skip
+
+
+def _args(axes) -> list[str]:
+    """The `lab matrix` arguments that make the same matrix (for the CI's jobs)."""
+    from ..plan import VmOptions
+
+    out = ["--topologies", axes["topologies"], "--kernels", axes["kernels"], "--scenarios", axes["scenarios"]]
+    if axes["repeat"] > 1:
+        out += ["--repeat", str(axes["repeat"])]
+    if axes["backend"] != "qemu":
+        out += ["--backend", axes["backend"]]
+    default = VmOptions()
+    for name, flag in (("accel", "--accel"), ("cpu_model", "--cpu-model"), ("tcg_threads", "--tcg-threads"), ("bringup", "--bringup"), ("append", "--append"), ("qemu", "--qemu")):
+        v = getattr(axes["options"], name)
+        if v != getattr(default, name):
+            out += [flag, v]
+    return out
+
+
+@click.group("matrix", invoke_without_command=True)
+@axis_options
+@click.option("-j", "--jobs", type=click.IntRange(1, 256), default=None,
+              help="VMs at once (default: as many as the host's cores carry at one busy TCG thread each and its free memory holds).")
+@click.option("--shard", default=None, metavar="I/N", help="Run only shard I of N (a deterministic slice of the cells).")
+@click.option("--rerun", is_flag=True, help="Run every cell again, even one already judged with the same inputs.")
+@click.option("-o", "--output", type=click.Path(path_type=Path), default=None,
+              help="Output directory (default: runs/matrix); cells judged there before with the same inputs are reused.")
+@click.option("--connect", multiple=True, metavar="URI", help="With --backend libvirt: a libvirt URI; repeat to spread the cells over hosts.")
+@click.pass_context
+def matrix(ctx, axes, jobs, shard, rerun, output, connect) -> None:
+    """Run scenarios x topologies x kernels, each cell a `lab run`: a summary table, and
+    junit.xml, matrix.json and summary.md in the output directory.
+
+    Exit 0 when every cell passed or was skipped, 1 when one failed, 3 when one could not
+    be judged (ERROR)."""
+    from .. import matrix as mx
+    from .. import paths, progress
+    from ..errors import UserError
+
+    if ctx.invoked_subcommand is not None:
+        given = [p.opts[-1] for p in ctx.command.params if ctx.get_parameter_source(p.name) != click.core.ParameterSource.DEFAULT]
+        if given:
+            raise UserError(f"lab matrix {ctx.invoked_subcommand}: give {', '.join(given)} after `{ctx.invoked_subcommand}`")
+        return
+    sh = mx.parse_shard(shard) if shard is not None else None
+    _check_backend(axes["backend"], connect)
+    m = _expand(axes)
+    out = _outdir(output or paths.runs_dir() / "matrix")
+    p = progress.for_cli()
+    runner = mx.Runner(m, out, jobs=jobs, shard=sh, rerun=rerun, connect=tuple(connect), progress=p)
+    try:
+        results = runner.run()
+    except KeyboardInterrupt as e:
+        e.add_note(f"the cells that finished are in {out}")
+        console(stderr=True).print(f"lab: the cells that finished are in {out}", markup=False, highlight=False)
+        raise
+    doc = runner.document()
+    _show(doc["identity"], results, out, doc)
+    sys.exit(mx.exit_code(results))
+
+
+def _outdir(out: Path, make: bool = True) -> Path:
+    """The output directory, made if *make*; a path that cannot be one is bad input."""
+    from ..errors import UserError, storage_error
+
+    for p in (out, *out.parents):
+        if p.exists() and not p.is_dir():
+            raise UserError(f"-o {out}: {p} is not a directory")
+    if make:
+        try:
+            out.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise storage_error(e, "the matrix's output directory", out) or UserError(f"-o {out}: cannot be made: {e.strerror}") from None
+    return out
+
+
+def _check_backend(backend: str, connect) -> None:
+    """The backends plug into each cell's `lab run`: refuse what this lab's cannot do."""
+    from ..errors import UserError
+    from .run import run_cmd
+
+    if backend != "qemu" and "backend" not in {p.name for p in run_cmd.params}:
+        raise UserError(f"--backend {backend}: this lab's `lab run` has only the qemu backend")
+    if connect and backend != "libvirt":
+        raise UserError("--connect URI goes with --backend libvirt")
+
+
+def _show(ident, results, out: Path, doc) -> None:
+    from rich.markup import escape
+    from rich.table import Table
+
+    from .. import matrix as mx
+
+    c = console()
+    colour = {"PASS": "green", "FAIL": "red", "ERROR": "red", "SKIP": "yellow"}
+    t = Table(title="lab matrix" + (f" (shard {doc['shard']})" if doc.get("shard") else ""), title_justify="left")
+    t.add_column("scenario")
+    t.add_column("topology")
+    for k in ident["kernels"]:
+        t.add_column(escape(k))
+    for s, tp, labels in mx.table_rows(ident, results):
+        t.add_row(escape(s), escape(tp), *(f"[{colour.get(x.split()[0], 'white')}]{escape(x)}[/]" for x in labels))
+    c.print(t)
+    for r in results:
+        if r.status != "PASS":
+            c.print(f"[{colour[r.status]}]{r.status}[/] {escape(r.cell.id)}: {escape(r.message)}", soft_wrap=True)
+    n = mx.counts(results)
+    reused = sum(r.reused for r in results)
+    host = doc.get("host") or {}
+    jobs = f", up to {host['jobs']} at once on {host['cpus']} cores" if host else ""
+    c.print(
+        f"{len(results)} cells: {n['PASS']} PASS, {n['FAIL']} FAIL, {n['ERROR']} ERROR, {n['SKIP']} SKIP"
+        f"{f' ({reused} reused)' if reused else ''}; {doc.get('wall_s', 0):.0f}s{jobs}; "
+        f"{out / mx.JUNIT_FILE}, {out / mx.MATRIX_FILE}, {out / mx.SUMMARY_FILE}",
+        markup=False, highlight=False, soft_wrap=True,
+    )  # fmt: skip
+
+
+@matrix.command("plan")
+@axis_options
+@click.option("--format", "fmt", type=click.Choice(["github", "gitlab", "json"]), default="json", show_default=True,
+              help="github: a strategy.matrix include list (JSON); gitlab: a child pipeline with parallel:matrix; json: every cell.")
+@click.option("--shards", type=click.IntRange(1, 10_000), default=None,
+              help="Jobs to split the cells into (default: one per cell that runs, at most what the CI allows).")
+def plan_cmd(axes, fmt: str, shards: int | None) -> None:
+    """The matrix's cells as a CI system's job matrix: each job runs
+    `lab matrix ... --shard I/N`, and `lab matrix merge` puts them together."""
+    from .. import matrix as mx
+
+    m = _expand(axes)
+    click.echo(mx.plan(m, fmt, shards=shards, args=_args(axes)))
+
+
+@matrix.command("merge")
+@click.argument("dirs", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option("-o", "--output", type=click.Path(path_type=Path), default=Path("matrix-merged"), show_default=True,
+              help="Where the merged junit.xml, matrix.json and summary.md go.")
+def merge_cmd(dirs, output: Path) -> None:
+    """Combine shard outputs of one matrix into one table and one JUnit file; results of
+    different matrices are refused, naming the difference.  A cell no shard reported is
+    an ERROR naming the missing shard."""
+    from .. import matrix as mx
+
+    _outdir(output, make=False)
+    doc = mx.merge(list(dirs))
+    _outdir(output)
+    mx.write_outputs(output, doc)
+    results = [mx.CellResult.from_dict(d) for d in doc["cells"]]
+    _show(doc["identity"], results, output, doc)
+    sys.exit(mx.exit_code(results))
+
+
+COMMANDS = [matrix]

@@ -1,0 +1,881 @@
+"""`lab matrix`: scenarios x topologies x kernels, each cell one `lab run`.
+
+The expansion (``expand``) is a pure function of the axes: every cell in a fixed order,
+the ones a scenario's requirements exclude (or whose kernel is another arch) skipped
+with the reason.  ``shard(i, n)`` is a deterministic slice of the runnable cells, so a
+CI system's jobs (``plan``: GitHub's ``strategy.matrix``, GitLab's ``parallel:matrix``)
+or several hosts run the rest, and ``merge`` puts their results back into one table
+and one JUnit file, refusing results of different matrices.
+
+Each cell runs as its own ``lab run --json`` process (``python -m lab``), in a session of
+its own: lab's runner already guarantees that a run stops its VM and writes what it
+gathered when it fails or is interrupted, and a process per cell means a cell that
+crashes takes nothing else with it.  The parent never runs a VM itself; on Ctrl-C or
+SIGTERM it asks every running cell to stop (SIGTERM: the child unwinds as on Ctrl-C),
+records them as interrupted, and keeps every finished cell.  A child whose parent dies
+gets SIGTERM from the kernel (PR_SET_PDEATHSIG), and its QEMU gets SIGKILL the same way.
+
+Concurrency (``capacity``): cells run while the VMs running use at most one busy
+host thread per host core (a single-threaded TCG guest is one thread, an MTTCG or KVM
+guest one per vCPU; one VM always runs, however big) and fit in the memory free at the
+start.  More busy threads than cores only stretch every guest: lab's deadlines stretch
+with the CPU share other work takes (host.HostClock), but only down to a quarter, and
+a shared host's other work counts too.  ``-j N`` caps the VMs at once below that.
+
+A cell's result is kept in ``OUT/cells/<cell>.json`` with a key over its inputs (the
+topology spec's bytes, the kernel's store id, the scenario's source, lab's own source,
+the VM options, the backend, --repeat): a later matrix into the same directory reuses a
+judged cell (PASS, FAIL, SKIP) whose key is unchanged, unless --rerun.  An ERROR is
+never reused: it judged nothing.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from . import atomic, junit, proc
+from .errors import LabError, UserError, unknown
+from .plan import VmOptions
+from .progress import Progress
+from .progress import of as progress_of
+
+FORMAT = 1
+MATRIX_FILE = "matrix.json"
+JUNIT_FILE = "junit.xml"
+SUMMARY_FILE = "summary.md"
+BACKENDS = ("qemu", "libvirt", "vng")
+EXIT = {"PASS": 0, "SKIP": 0, "FAIL": 1, "ERROR": 3}
+QEMU_OVERHEAD_MB = 256  # QEMU's own memory beside the guest's (TCG's code cache included)
+STOP_GRACE_S = 60.0  # an interrupted cell's lab run: time to stop QEMU and write its results
+REUSED = ("PASS", "FAIL", "SKIP")
+
+
+# ---- axes and expansion ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Cell:
+    scenario: str
+    topology: str
+    kernel: str  # the kernel as the axis names it (a column of the table)
+    skip: str = ""  # why it does not run anywhere (the scenario's requirements, the arch)
+
+    @property
+    def id(self) -> str:
+        return f"{self.scenario}@{self.topology}@{self.kernel}"
+
+    @property
+    def slug(self) -> str:
+        """A file name for the cell: its id with anything but [A-Za-z0-9._@-] as _, and a
+        hash when that changed it (two ids never share a file)."""
+        s = re.sub(r"[^A-Za-z0-9._@-]", "_", self.id)
+        if s != self.id:
+            s += "-" + hashlib.sha256(self.id.encode()).hexdigest()[:8]
+        return s
+
+
+@dataclass(frozen=True)
+class Matrix:
+    """The axes as given (names in order, duplicates dropped), the run options, and the
+    cells they expand to."""
+
+    scenarios: tuple[str, ...]
+    topologies: tuple[str, ...]
+    kernels: tuple[str, ...]
+    repeat: int = 1
+    options: VmOptions = field(default_factory=VmOptions)  # its kernel is unused: the axis says
+    backend: str = "qemu"
+    cells: tuple[Cell, ...] = ()
+    inputs: dict[str, str] = field(default_factory=dict, compare=False)  # name -> content hash
+    sources: dict[str, str] = field(default_factory=dict, compare=False)  # scenario name -> as given (a name or a file)
+
+    @property
+    def runnable(self) -> list[Cell]:
+        return [c for c in self.cells if not c.skip]
+
+    def definition(self) -> dict[str, Any]:
+        """What makes two matrices the same matrix (merge compares these)."""
+        opts = {k: v for k, v in self.options.to_dict().items() if k != "kernel"}
+        return {
+            "scenarios": list(self.scenarios), "topologies": list(self.topologies), "kernels": list(self.kernels),
+            "repeat": self.repeat, "options": opts, "backend": self.backend,
+        }  # fmt: skip
+
+    def shard(self, i: int, n: int) -> list[Cell]:
+        """Shard *i* of *n* (1-based): every n-th runnable cell from the i-th, so each shard
+        gets a share of every scenario and the slices never depend on the host."""
+        return self.runnable[i - 1 :: n]
+
+    def shard_of(self, cell: Cell, n: int) -> int | None:
+        run = self.runnable
+        return run.index(cell) % n + 1 if cell in run else None
+
+
+def split(value: str, what: str) -> list[str]:
+    """A comma-separated axis, duplicates dropped; an empty entry is an error."""
+    items = [x.strip() for x in value.split(",")]
+    if not value.strip() or any(not x for x in items):
+        raise UserError(f"--{what}: {value!r}: give names separated by commas, none empty")
+    return list(dict.fromkeys(items))
+
+
+def topology_names(value: str) -> list[str]:
+    from . import topology
+
+    if value.strip() == "all-minis":
+        return [n for n in topology.catalog_names() if n.endswith("-mini")]
+    if value.strip() == "all":
+        return topology.catalog_names()
+    return split(value, "topologies")
+
+
+def scenario_names(value: str) -> list[str]:
+    from . import scenario as sc
+
+    if value.strip() == "all":
+        return sc.names()
+    return split(value, "scenarios")
+
+
+def kernel_arch(spec: str) -> str | None:
+    """The arch of the kernel *spec* names, without building it (None: any, as `debian`
+    is one per arch); an unknown name is refused with the nearest ones."""
+    from . import arch as archs
+    from .kernel import recipe as krecipe
+    from .kernel import resolve, store
+
+    if spec == "debian":
+        return None
+    if spec in krecipe.names():
+        return krecipe.load(spec).arch
+    p = Path(spec).expanduser()
+    if "/" in spec or p.is_file():
+        if not p.is_file():
+            raise UserError(f"--kernels: kernel image {p} does not exist")
+        with open(p, "rb") as f:
+            a = archs.from_kernel_image(f.read(1 << 20))
+        if a is None:
+            raise UserError(f"--kernels: {p} is not a kernel image lab can boot")
+        return a.name
+    if len(spec) >= 4 or spec.startswith("debian-"):
+        found = store.get(spec)
+        if found is not None:
+            return found.arch
+    resolve(spec, "x86_64", build=False)  # raises: unknown, with the nearest names
+    raise unknown("kernel", spec, krecipe.names())
+
+
+def _sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+@cache
+def lab_source_hash() -> str:
+    """lab's version and a hash of its own source: a changed lab may judge differently."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    root = Path(__file__).resolve().parent
+    h = hashlib.sha256()
+    for p in sorted(root.rglob("*")):
+        if p.is_file() and p.suffix in (".py", ".sh", ".c") and "__pycache__" not in p.parts:
+            h.update(str(p.relative_to(root)).encode() + b"\0" + p.read_bytes() + b"\0")
+    try:
+        v = version("lab")
+    except PackageNotFoundError:
+        v = "0"
+    return f"{v}+{h.hexdigest()[:12]}"
+
+
+def expand(
+    scenarios: str, topologies: str, kernels: str, *, repeat: int = 1, options: VmOptions | None = None,
+    backend: str = "qemu",
+) -> Matrix:
+    """The cells of scenarios x topologies x kernels, in that order; every name checked
+    (an unknown one is refused with the nearest names), nothing built or booted."""
+    from . import scenario as sc
+    from . import topology
+
+    if backend not in BACKENDS:
+        raise unknown("backend", backend, list(BACKENDS))
+    s_names, t_names, k_names = scenario_names(scenarios), topology_names(topologies), split(kernels, "kernels")
+    scen = {n: sc.load(n) for n in s_names}
+    sources = {s.name: (n if n in sc.names() else str(Path(n).resolve())) for n, s in scen.items()}
+    topos = {n: topology.load(n) for n in t_names}
+    karch = {k: kernel_arch(k) for k in k_names}
+    inputs = {f"scenario:{s.name}": _sha(Path(s.path).read_bytes()) for s in scen.values()}
+    for n in topos:
+        inputs[f"topology:{n}"] = _sha(topology.resolve(n).read_bytes())
+    inputs["lab"] = lab_source_hash()
+    cells = []
+    for sn in s_names:
+        s = scen[sn]
+        for tn in t_names:
+            t = topos[tn]
+            unmet = s.unmet(t)
+            for k in k_names:
+                skip = ""
+                if unmet:
+                    skip = f"{t.name} lacks {'; '.join(unmet)}"
+                elif karch[k] is not None and karch[k] != t.arch:
+                    skip = f"kernel {k} is {karch[k]}, {t.name} is {t.arch}"
+                cells.append(Cell(s.name, tn, k, skip))
+    return Matrix(
+        tuple(s.name for s in scen.values()), tuple(t_names), tuple(k_names), repeat, options or VmOptions(), backend,
+        tuple(cells), inputs, sources,
+    )  # fmt: skip
+
+
+def parse_shard(spec: str) -> tuple[int, int]:
+    """``I/N`` with 1 <= I <= N."""
+    m = re.fullmatch(r"\s*(\d+)\s*/\s*(\d+)\s*", spec or "")
+    if not m:
+        raise UserError(f"--shard {spec!r}: give I/N, shard I of N, e.g. 1/4")
+    i, n = int(m[1]), int(m[2])
+    if n < 1 or not 1 <= i <= n:
+        raise UserError(f"--shard {spec}: I must be from 1 to N (N at least 1), e.g. 1/{max(n, 2)}")
+    return i, n
+
+
+# ---- capacity -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Cost:
+    """What one cell's VM takes from the host while it runs."""
+
+    threads: int  # busy host threads: 1 for single-threaded TCG, else one per vCPU
+    memory_mb: int
+
+
+def cost_of(plan) -> Cost:
+    threads = 1 if plan.accel == "tcg" and plan.tcg_threads == "single" else plan.topo.n_cpus
+    return Cost(threads, plan.memory_mb + QEMU_OVERHEAD_MB)
+
+
+def mem_available_mb(meminfo: str | None = None) -> int:
+    """MemAvailable from /proc/meminfo, in MiB (what can be used without swapping)."""
+    try:
+        text = meminfo if meminfo is not None else Path("/proc/meminfo").read_text()
+    except OSError:
+        return 0
+    m = re.search(r"^MemAvailable:\s+(\d+)\s+kB", text, re.M)
+    return int(m[1]) // 1024 if m else 0
+
+
+def default_jobs(host_cpus: int, mem_mb: int, costs: list[Cost]) -> int:
+    """How many cells at once by default: as many VMs as the host's cores carry at one
+    busy thread each (for the largest cell), and as fit in the free memory; at least 1."""
+    if not costs:
+        return 1
+    by_cpu = max(1, host_cpus // max(c.threads for c in costs))
+    by_mem = max(1, mem_mb // max(c.memory_mb for c in costs)) if mem_mb > 0 else 1
+    return max(1, min(by_cpu, by_mem))
+
+
+def can_start(running: list[Cost], c: Cost, *, jobs: int, host_cpus: int, mem_mb: int) -> bool:
+    """Whether a cell costing *c* may start beside *running*: under -j, at most one busy
+    thread per host core and within the free memory; one VM always may run alone."""
+    if not running:
+        return True
+    if len(running) >= jobs:
+        return False
+    threads = sum(r.threads for r in running) + c.threads
+    mem = sum(r.memory_mb for r in running) + c.memory_mb
+    return threads <= host_cpus and (mem_mb <= 0 or mem <= mem_mb)
+
+
+# ---- results --------------------------------------------------------------------------------
+
+
+@dataclass
+class CellResult:
+    cell: Cell
+    status: str  # PASS | FAIL | ERROR | SKIP
+    message: str = ""  # ERROR / SKIP: why; FAIL: the failed expectation and its first evidence line
+    detail: str = ""  # FAIL: every failed expectation with its evidence
+    wall_s: float | None = None
+    started_s: float | None = None  # when it started, in seconds from the matrix's start
+    passed: int = 0  # runs that passed / ran (--repeat, a majority verdict)
+    runs: int = 0
+    kernel_id: str = ""
+    key: str = ""
+    run_dirs: list[str] = field(default_factory=list)
+    reused: bool = False
+    log: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        d = dataclasses.asdict(self)
+        d["cell"] = dataclasses.asdict(self.cell)
+        d["id"] = self.cell.id
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> CellResult:
+        known = {f.name for f in dataclasses.fields(cls)}
+        kw = {k: v for k, v in d.items() if k in known and k != "cell"}
+        return cls(Cell(**d["cell"]), **kw)
+
+    def label(self) -> str:
+        """The table's word for the cell: the status, with the pass count when it took
+        more than one run."""
+        if self.runs > 1 and self.status in ("PASS", "FAIL"):
+            return f"{self.status} {self.passed}/{self.runs}"
+        return self.status
+
+
+def from_lab_run(cell: Cell, rc: int | None, stdout: str, log_text: str) -> CellResult:
+    """A cell's result from its `lab run --json` process: the verdict it printed, or,
+    when it printed none, why (its one-line error, an interruption, a crash)."""
+    doc = None
+    try:
+        doc = json.loads(stdout) if stdout.strip() else None
+    except ValueError:
+        doc = None
+    if isinstance(doc, dict) and doc.get("status") == "SKIP":
+        return CellResult(cell, "SKIP", str(doc.get("message", "")))
+    runs = doc.get("runs") if isinstance(doc, dict) else None
+    if isinstance(doc, dict) and isinstance(runs, list) and runs and rc in (0, 1, 3):
+        statuses = [str(r.get("status")) for r in runs]
+        verdict = doc.get("verdict") if isinstance(doc.get("verdict"), dict) else None
+        if verdict:
+            status = str(verdict.get("status"))
+        elif "ERROR" in statuses:
+            status = "ERROR"
+        elif "FAIL" in statuses:
+            status = "FAIL"
+        else:
+            status = statuses[-1]
+        # The run that stands for the verdict: the last one that agrees with it.
+        standing = next((r for r in reversed(runs) if r.get("status") == status), runs[-1])
+        res = CellResult(cell, status, passed=statuses.count("PASS"), runs=len(runs))
+        res.run_dirs = [str(r.get("run_dir")) for r in runs if r.get("run_dir")]
+        res.kernel_id = str((standing.get("kernel_info") or {}).get("id", ""))
+        if status == "FAIL":
+            from types import SimpleNamespace
+
+            exps = [
+                SimpleNamespace(name=str(e.get("name", "")), ok=e.get("status") == "PASS", note=str(e.get("note") or ""),
+                                evidence=[str(x) for x in e.get("evidence") or []])
+                for e in standing.get("expectations") or []
+            ]  # fmt: skip
+            res.message, res.detail = junit.failure_message(exps)
+        elif status != "PASS":
+            res.message = str(standing.get("message") or f"the run is {status}")
+        return res
+    said = [ln for ln in log_text.splitlines() if ln.startswith("lab: error: ")]
+    if rc == 2 and said:
+        return CellResult(cell, "ERROR", said[-1].removeprefix("lab: error: "))
+    if rc in (130, -signal.SIGINT, -signal.SIGTERM):
+        return CellResult(cell, "ERROR", "the cell did not finish: interrupted")
+    return CellResult(cell, "ERROR", f"lab run exited {rc} without a verdict: {proc.tail(log_text) or 'no output'}")
+
+
+# ---- renderers (pure) ------------------------------------------------------------------------
+
+
+def table_rows(m: dict[str, Any], results: list[CellResult]) -> list[tuple[str, str, list[str]]]:
+    """(scenario, topology, one label per kernel) for each row of the summary table."""
+    by_id = {r.cell.id: r for r in results}
+    rows = []
+    seen = set()
+    for r in results:
+        key = (r.cell.scenario, r.cell.topology)
+        if key in seen:
+            continue
+        seen.add(key)
+        labels = []
+        for k in m["kernels"]:
+            got = by_id.get(Cell(key[0], key[1], k).id)
+            labels.append(got.label() if got else "-")
+        rows.append((key[0], key[1], labels))
+    return rows
+
+
+def counts(results: list[CellResult]) -> dict[str, int]:
+    return {s: sum(r.status == s for r in results) for s in ("PASS", "FAIL", "ERROR", "SKIP")}
+
+
+def summary_markdown(m: dict[str, Any], results: list[CellResult], title: str = "lab matrix") -> str:
+    """The summary table as Markdown (a CI job summary), then why each cell that did not
+    pass did not."""
+    n = counts(results)
+    lines = [
+        f"### {title}", "",
+        f"{len(results)} cells: {n['PASS']} PASS, {n['FAIL']} FAIL, {n['ERROR']} ERROR, {n['SKIP']} SKIP", "",
+        "| scenario | topology | " + " | ".join(_md(k) for k in m["kernels"]) + " |",
+        "|---|---|" + "---|" * len(m["kernels"]),
+    ]  # fmt: skip
+    for s, t, labels in table_rows(m, results):
+        lines.append(f"| {_md(s)} | {_md(t)} | " + " | ".join(labels) + " |")
+    notes = [r for r in results if r.status != "PASS"]
+    if notes:
+        lines += ["", "| cell | status | why |", "|---|---|---|"]
+        for r in notes:
+            lines.append(f"| {_md(r.cell.id)} | {r.status} | {_md(r.message)} |")
+    return "\n".join(lines) + "\n"
+
+
+def _md(s: str) -> str:
+    return junit.xml_text(" ".join(s.split())).replace("|", "\\|")
+
+
+def junit_report(m: dict[str, Any], results: list[CellResult]) -> str:
+    """One testcase per cell, a testsuite per scenario: classname lab.<scenario>.<topology>,
+    name the kernel."""
+    suites: dict[str, list[junit.Case]] = {}
+    for r in results:
+        c = r.cell
+        case = junit.Case(junit.classname(c.scenario, c.topology), c.kernel, r.status, r.wall_s, r.message, r.detail)
+        suites.setdefault(c.scenario, []).append(case)
+    return junit.render([junit.Suite(f"lab.{junit.name_part(s)}", tuple(cs)) for s, cs in suites.items()], name="lab matrix")
+
+
+# ---- running --------------------------------------------------------------------------------
+
+
+@dataclass
+class _Running:
+    cell: Cell
+    popen: subprocess.Popen
+    started: float
+    cost: Cost
+    key: str
+    kernel_id: str
+    files: tuple[Path, Path]  # stdout (the JSON), the log
+    connect: str | None = None
+
+
+class Runner:
+    """Runs a matrix's cells into *out*; ``run()`` returns every cell's result."""
+
+    def __init__(
+        self, m: Matrix, out: Path, *, jobs: int | None = None, shard: tuple[int, int] | None = None,
+        rerun: bool = False, connect: tuple[str, ...] = (), progress: Progress | None = None,
+        child: Callable[[Cell, str, str | None], list[str]] | None = None,
+    ) -> None:  # fmt: skip
+        self.m, self.out, self.jobs_asked, self.shard, self.rerun = m, out, jobs, shard, rerun
+        self.connect = connect
+        self.progress = progress_of(progress)
+        self.child_argv = child or self.lab_run_argv
+        self.results: dict[str, CellResult] = {}
+        self.kernel_ids: dict[str, str] = {}
+        self._kernel_errors: dict[str, LabError] = {}
+        self.jobs = 1
+        self.t0 = time.monotonic()
+
+    # what each cell runs
+    def lab_run_argv(self, cell: Cell, kernel_id: str, connect: str | None) -> list[str]:
+        """The `lab run` a cell is: w16b's backends plug in through --backend/--connect."""
+        o = self.m.options
+        scenario = self.m.sources.get(cell.scenario, cell.scenario)  # a scenario file is passed as its path
+        argv = [sys.executable, "-m", "lab", "run", scenario, "--topology", cell.topology, "--kernel", kernel_id,
+                "--json", "--accel", o.accel, "--cpu-model", o.cpu_model, "--tcg-threads", o.tcg_threads,
+                "--bringup", o.bringup]  # fmt: skip
+        if o.append:
+            argv += ["--append", o.append]
+        if self.m.repeat > 1:
+            argv += ["--repeat", str(self.m.repeat)]
+        if self.m.backend != "qemu":
+            argv += ["--backend", self.m.backend]
+        if connect:
+            argv += ["--connect", connect]
+        return argv
+
+    def cells(self) -> list[Cell]:
+        if self.shard is None:
+            return list(self.m.cells)
+        i, n = self.shard
+        mine = set(self.m.shard(i, n))
+        # Cells skipped everywhere are reported by shard 1, so a merge has them once.
+        return [c for c in self.m.cells if c in mine or (c.skip and i == 1)]
+
+    def identity(self) -> dict[str, Any]:
+        """What merge compares: the definition, every input's hash, the kernels' ids."""
+        return {**self.m.definition(), "kernel_ids": dict(sorted(self.kernel_ids.items())), "inputs": dict(sorted(self.m.inputs.items()))}
+
+    # ---- the run ----
+    def run(self) -> list[CellResult]:
+        from . import host as host_mod
+        from . import session, topology
+
+        cells = self.cells()
+        h = host_mod.probe()
+        todo: list[tuple[Cell, Cost, str, str]] = []  # cell, cost, key, kernel id
+        with self.progress.step("matrix", f"preparing {len(cells)} cells"):
+            for c in cells:
+                if c.skip:
+                    self._record(CellResult(c, "SKIP", c.skip))
+                    continue
+                topo = topology.load(c.topology)
+                try:
+                    kid = self._kernel_id(c.kernel, topo.arch)
+                except LabError as e:  # a recipe that does not build: nothing to judge with it
+                    self._record(CellResult(c, "ERROR", f"kernel {c.kernel}: {' '.join(str(e).split())}"))
+                    continue
+                try:
+                    sess = session.prepare(topo, dataclasses.replace(self.m.options, kernel=kid), build=False)
+                except UserError as e:  # this host's QEMU cannot build the machine
+                    self._record(CellResult(c, "SKIP", f"cannot run here: {' '.join(str(e).split())}"))
+                    continue
+                key = self._key(c, kid)
+                old = self._previous(c, key)
+                if old is not None:
+                    self._record(old)
+                    continue
+                todo.append((c, cost_of(sess.plan), key, kid))
+        mem = mem_available_mb()
+        self.jobs = default_jobs(h.cpus, mem, [t[1] for t in todo]) if self.jobs_asked is None else self.jobs_asked
+        self.host = {"cpus": h.cpus, "mem_available_mb": mem, "jobs": self.jobs}
+        self._write(finished=False)
+        self._schedule(todo, h.cpus, mem)
+        self._write()
+        return self.ordered()
+
+    def _kernel_id(self, spec: str, arch: str) -> str:
+        from .kernel import resolve
+
+        k = f"{spec}@{arch}"
+        if k in self._kernel_errors:  # failed once: not built again for every cell
+            raise self._kernel_errors[k]
+        if k not in self.kernel_ids:
+            try:
+                # A fetch or a build on demand is its own progress step (kernel.resolve).
+                self.kernel_ids[k] = resolve(spec, arch, build=True, progress=self.progress).id
+            except LabError as e:
+                self._kernel_errors[k] = e
+                raise
+        return self.kernel_ids[k]
+
+    def _key(self, c: Cell, kernel_id: str) -> str:
+        inputs = {
+            "scenario": self.m.inputs[f"scenario:{c.scenario}"], "topology": self.m.inputs[f"topology:{c.topology}"],
+            "kernel_id": kernel_id, "lab": self.m.inputs["lab"], "repeat": self.m.repeat,
+            "options": self.m.definition()["options"], "backend": self.m.backend,
+        }  # fmt: skip
+        return _sha(json.dumps(inputs, sort_keys=True).encode())
+
+    def _previous(self, c: Cell, key: str) -> CellResult | None:
+        if self.rerun:
+            return None
+        p = self.out / "cells" / f"{c.slug}.json"
+        try:
+            old = CellResult.from_dict(json.loads(p.read_text()))
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+        if old.key != key or old.status not in REUSED or old.cell != c:
+            return None
+        old.reused = True
+        return old
+
+    def _record(self, r: CellResult) -> None:
+        self.results[r.cell.id] = r
+        if r.key:  # a cell that ran: its own record, for reuse
+            atomic.write_text(self.out / "cells" / f"{r.cell.slug}.json", json.dumps(r.to_dict(), indent=1), "a matrix cell's result")
+
+    def ordered(self) -> list[CellResult]:
+        return [self.results[c.id] for c in self.m.cells if c.id in self.results]
+
+    def _schedule(self, todo: list[tuple[Cell, Cost, str, str]], host_cpus: int, mem: int) -> None:
+        running: list[_Running] = []
+        pending = list(todo)
+        walls: list[float] = []
+        total = len(todo)
+        conns: list[str | None] = [*self.connect] or [None]
+        try:
+            with self.progress.step("matrix", f"{total} cells to run, up to {self.jobs} at once") as p:
+                while pending or running:
+                    for r in list(running):
+                        if r.popen.poll() is not None:
+                            running.remove(r)
+                            res = self._finish(r)
+                            if not res.reused:
+                                walls.append(res.wall_s or 0.0)
+                            p.note(f"{res.status:5} {r.cell.id} ({res.wall_s or 0:.0f}s){': ' + res.message if res.message else ''}")
+                            self._write(finished=False)
+                    while pending and can_start([r.cost for r in running], pending[0][1], jobs=self.jobs, host_cpus=host_cpus, mem_mb=mem):
+                        c, cost, key, kid = pending.pop(0)
+                        # --connect: the connection with the fewest cells running gets the next one.
+                        conn = min(conns, key=lambda u: sum(r.connect == u for r in running))
+                        running.append(self._start(c, cost, key, kid, conn))
+                    p.update(self._status(total, pending, running, walls))
+                    time.sleep(0.2)
+        except BaseException as e:
+            # lab unwinds on SIGINT, SIGTERM and SIGHUP alike (lab.cli): all three arrive here as KeyboardInterrupt.
+            why = "SIGINT, SIGTERM or SIGHUP" if isinstance(e, KeyboardInterrupt) else f"lab failed: {type(e).__name__}"
+            for r in running:  # each stops its VM and writes what it gathered
+                if r.popen.poll() is None:
+                    try:
+                        os.killpg(r.popen.pid, signal.SIGTERM)
+                    except ProcessLookupError:
+                        pass
+            for r in running:
+                proc.stop_group(r.popen, grace=STOP_GRACE_S)
+                res = self._finish(r)  # a cell that gave its verdict as it was stopped keeps it
+                if res.status == "ERROR":
+                    if "interrupted" not in res.message:
+                        res.message = f"the cell did not finish: the matrix was interrupted ({why})"
+                    res.detail = f"the matrix was interrupted ({why}); each running cell was asked to stop"
+                    self._record(res)
+            self._write(finished=False)
+            raise
+
+    def _status(self, total: int, pending: list, running: list[_Running], walls: list[float]) -> str:
+        done = total - len(pending) - len(running)
+        now = time.monotonic()
+        eta = "?"
+        if walls:
+            mean = sum(walls) / len(walls)
+            left = sum(max(0.0, mean - (now - r.started)) for r in running) + mean * len(pending)
+            eta = _dur(left / max(1, min(self.jobs, len(pending) + len(running))))
+        names = ", ".join(r.cell.id for r in running)
+        return f"{done} done, {len(running)} running, {len(pending)} left, ETA {eta}: {names}"
+
+    def _start(self, c: Cell, cost: Cost, key: str, kid: str, conn: str | None) -> _Running:
+        cdir = self.out / "cells"
+        cdir.mkdir(parents=True, exist_ok=True)
+        out_f, log_f = cdir / f"{c.slug}.out", cdir / f"{c.slug}.log"
+        env = {"LAB_RUNS": str((self.out / "runs" / c.slug).resolve()), "PYTHONUNBUFFERED": "1"}
+        with open(out_f, "wb") as so, open(log_f, "wb") as se:
+            p = None
+            try:
+                with proc.signals_held():
+                    p = proc.popen(self.child_argv(c, kid, conn), env=env, stdin=subprocess.DEVNULL, stdout=so, stderr=se,
+                                   start_new_session=True, preexec_fn=proc.die_with_parent(signal.SIGTERM))  # fmt: skip
+            except BaseException:
+                if p is not None:
+                    proc.stop_group(p)
+                raise
+        return _Running(c, p, time.monotonic(), cost, key, kid, (out_f, log_f), conn)
+
+    def _finish(self, r: _Running) -> CellResult:
+        out_f, log_f = r.files
+        read = lambda f: f.read_bytes().decode(errors="replace") if f.exists() else ""  # noqa: E731
+        res = from_lab_run(r.cell, r.popen.returncode, read(out_f), read(log_f))
+        res.wall_s = round(time.monotonic() - r.started, 1)
+        res.started_s = round(r.started - self.t0, 1)
+        res.key, res.kernel_id, res.log = r.key, res.kernel_id or r.kernel_id, str(log_f)
+        if not res.run_dirs:
+            runs = self.out / "runs" / r.cell.slug
+            res.run_dirs = sorted(str(d) for d in runs.iterdir()) if runs.is_dir() else []
+            said = _run_message(Path(res.run_dirs[-1])) if res.run_dirs and res.status == "ERROR" else ""
+            if said:  # the run's own words: e.g. "interrupted by SIGTERM during boot"
+                res.message = said
+        self._record(res)
+        return res
+
+    def document(self, *, finished: bool = True) -> dict[str, Any]:
+        results = self.ordered()
+        n = self.shard[1] if self.shard else 1
+        return {
+            "format": FORMAT, "finished": finished, "identity": self.identity(),
+            "shard": f"{self.shard[0]}/{self.shard[1]}" if self.shard else None,
+            "planned": [{"id": c.id, "shard": self.m.shard_of(c, n), "skip": c.skip} for c in self.m.cells],
+            "host": getattr(self, "host", {}), "wall_s": round(time.monotonic() - self.t0, 1), "expected": len(self.cells()),
+            "counts": counts(results), "cells": [r.to_dict() for r in results],
+        }  # fmt: skip
+
+    def _write(self, finished: bool = True) -> None:
+        write_outputs(self.out, self.document(finished=finished))
+
+
+def _run_message(run_dir: Path) -> str:
+    """What a run directory's results.json says went wrong, if it says."""
+    try:
+        doc = json.loads((run_dir / "results.json").read_text())
+    except (OSError, ValueError):
+        return ""
+    return str(doc.get("message") or "") if isinstance(doc, dict) and doc.get("status") == "ERROR" else ""
+
+
+def write_outputs(out: Path, doc: dict[str, Any]) -> None:
+    """matrix.json, junit.xml and summary.md, each replaced whole."""
+    results = [CellResult.from_dict(d) for d in doc["cells"]]
+    ident = doc["identity"]
+    title = "lab matrix" + (f" (shard {doc['shard']})" if doc.get("shard") else "")
+    if not doc.get("finished") or len(results) < doc.get("expected", len(results)):
+        title += f": NOT FINISHED, {len(results)} of {doc.get('expected', '?')} cells have a result"
+    atomic.write_text(out / MATRIX_FILE, json.dumps(doc, indent=1), "the matrix's results")
+    atomic.write_text(out / JUNIT_FILE, junit_report(ident, results), "the matrix's JUnit report")
+    atomic.write_text(out / SUMMARY_FILE, summary_markdown(ident, results, title), "the matrix's summary")
+
+
+def _dur(s: float) -> str:
+    s = int(round(s))
+    return f"{s // 3600}h{s % 3600 // 60:02d}m" if s >= 3600 else f"{s // 60}m{s % 60:02d}s"
+
+
+def exit_code(results: list[CellResult]) -> int:
+    return max((EXIT[r.status] for r in results), default=0)
+
+
+# ---- merge ----------------------------------------------------------------------------------
+
+
+def read_doc(d: Path) -> dict[str, Any]:
+    p = d / MATRIX_FILE
+    if not p.is_file():
+        raise UserError(f"{d}: not a lab matrix output directory (no {MATRIX_FILE})")
+    try:
+        doc = json.loads(p.read_text())
+        if doc.get("format") != FORMAT or not isinstance(doc.get("identity"), dict):
+            raise ValueError(f"format {doc.get('format')!r}")
+        [CellResult.from_dict(c) for c in doc["cells"]]
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
+        raise UserError(f"{p}: not a matrix result lab can read ({e})") from None
+    return doc
+
+
+def _difference(a: dict[str, Any], b: dict[str, Any], prefix: str = "") -> tuple[str, Any, Any] | None:
+    """The first key (axes first, in the identity's order) whose values differ."""
+    for k in [*a, *(k for k in b if k not in a)]:
+        if a.get(k) != b.get(k):
+            if isinstance(a.get(k), dict) and isinstance(b.get(k), dict):
+                return _difference(a[k], b[k], f"{prefix}{k}.")
+            return f"{prefix}{k}", a.get(k), b.get(k)
+    return None
+
+
+def merge(dirs: list[Path]) -> dict[str, Any]:
+    """One matrix document from shard outputs of the same matrix; results of different
+    matrices are refused naming the first difference.  A planned cell no shard reported
+    is an ERROR saying which shard is missing: nothing is judged on partial data."""
+    docs = [(d, read_doc(d)) for d in dirs]
+    d0, first = docs[0]
+    kernel_ids: dict[str, str] = {}  # each shard resolved the kernels its own cells use
+    where: dict[str, Path] = {}
+    for d, doc in docs:
+        ident = {k: v for k, v in doc["identity"].items() if k != "kernel_ids"}
+        diff = _difference({k: v for k, v in first["identity"].items() if k != "kernel_ids"}, ident)
+        for k, v in (doc["identity"].get("kernel_ids") or {}).items():
+            if k in kernel_ids and kernel_ids[k] != v and diff is None:
+                diff, d0 = (f"kernel_ids.{k}", kernel_ids[k], v), where[k]
+            kernel_ids.setdefault(k, v)
+            where.setdefault(k, d)
+        if diff:
+            k, va, vb = diff
+            raise UserError(
+                f"{d0} and {d} hold results of different matrices: {k} is {json.dumps(va)} in {d0} and {json.dumps(vb)} in {d}"
+            )
+    shards = {doc.get("shard") for _, doc in docs}
+    ns = {s.split("/")[1] for s in shards if s}
+    if len(ns) > 1 or (None in shards and len(docs) > 1):
+        raise UserError(f"{', '.join(map(str, dirs))}: shards of different splits ({', '.join(sorted(str(s) for s in shards))}); merge the shards of one run")
+    seen: dict[str | None, Path] = {}
+    cells: dict[str, dict[str, Any]] = {}
+    for d, doc in docs:
+        s = doc.get("shard")
+        if s in seen:
+            raise UserError(f"shard {s} given twice: {seen[s]} and {d}")
+        seen[s] = d
+        for c in doc["cells"]:
+            cells.setdefault(c["id"], c)
+    n = int(ns.pop()) if ns else 1
+    out = []
+    for p in first["planned"]:
+        got = cells.get(p["id"])
+        if got is None:
+            cell = Cell(*p["id"].split("@", 2))
+            if p.get("skip"):
+                got = CellResult(dataclasses.replace(cell, skip=p["skip"]), "SKIP", p["skip"]).to_dict()
+            else:
+                got = CellResult(cell, "ERROR", f"no result: shard {p.get('shard')}/{n} is not among the merged directories").to_dict()
+        out.append(got)
+    results = [CellResult.from_dict(c) for c in out]
+    return {
+        "format": FORMAT, "finished": all(doc.get("finished") for _, doc in docs),
+        "identity": {**first["identity"], "kernel_ids": dict(sorted(kernel_ids.items()))},
+        "shard": None, "merged_from": [str(d) for d in dirs], "planned": first["planned"], "expected": len(out),
+        "counts": counts(results), "cells": out,
+    }  # fmt: skip
+
+
+# ---- plan (CI) ------------------------------------------------------------------------------
+
+GITHUB_MAX_JOBS = 256  # a GitHub Actions matrix makes at most 256 jobs
+GITLAB_MAX_JOBS = 200  # GitLab's parallel:matrix makes at most 200 jobs
+
+
+def plan(m: Matrix, fmt: str, *, shards: int | None, args: list[str]) -> str:
+    """The expansion for a CI system: *shards* jobs (default one per runnable cell, at
+    most what the CI allows), each running ``lab matrix <args> --shard I/N``."""
+    limit = {"github": GITHUB_MAX_JOBS, "gitlab": GITLAB_MAX_JOBS}.get(fmt, 10_000)
+    n = shards if shards is not None else min(max(1, len(m.runnable)), limit)
+    if n > limit:
+        raise UserError(f"--shards {n}: {fmt} runs at most {limit} jobs in one matrix")
+    jobs = [(i, m.shard(i, n)) for i in range(1, n + 1)]
+    import shlex
+
+    cmd = shlex.join(["lab", "matrix", *args])
+    if fmt == "json":
+        return json.dumps({
+            "definition": m.definition(), "shards": n, "command": cmd,
+            "cells": [{**dataclasses.asdict(c), "id": c.id, "shard": m.shard_of(c, n)} for c in m.cells],
+        }, indent=1)  # fmt: skip
+    if fmt == "github":
+        include = [
+            {"shard": f"{i}/{n}", "dir": f"shard-{i}-{n}", "cells": ", ".join(c.id for c in cs) or "(none: reports the skipped cells)"}
+            for i, cs in jobs
+        ]  # dir: a name for the shard's output and artifact (no "/")
+        return json.dumps({"include": include}, separators=(",", ":"))
+    if fmt == "gitlab":
+        return gitlab_pipeline(cmd, n, [f"{i}/{n}" for i, _ in jobs])
+    raise unknown("plan format", fmt, ["github", "gitlab", "json"])
+
+
+def gitlab_pipeline(cmd: str, n: int, shards: list[str]) -> str:
+    """A child pipeline: one job per shard (``parallel:matrix``), then one that merges
+    them into one JUnit report and prints the table.  Scalars are written as JSON strings,
+    which YAML reads as the same double-quoted strings."""
+    q = json.dumps
+    lines = [
+        "# made by: lab matrix plan --format gitlab (run it again to change the matrix)",
+        "stages: [matrix, merge]",
+        "",
+        ".lab:",
+        "  image: debian:bookworm",
+        "  before_script:",
+        f"    - {q('sh scripts/setup.sh')}",
+        f"    - {q('export PATH=$PWD/.venv/bin:$PATH')}",
+        "",
+        "lab-matrix:",
+        "  extends: .lab",
+        "  stage: matrix",
+        "  parallel:",
+        "    matrix:",
+        f"      - LAB_SHARD: [{', '.join(q(s) for s in shards)}]",
+        "  script:",
+        f"    - {q('SHARD_DIR=matrix-out/shard-$(echo $LAB_SHARD | tr / -)')}",
+        f"    - {q(cmd + ' --shard $LAB_SHARD -o $SHARD_DIR')}",
+        "  artifacts:",  # the merged report is the pipeline's test report: a shard's would count twice
+        "    when: always",
+        "    paths: [matrix-out/]",
+        "",
+        "lab-matrix-merge:",
+        "  extends: .lab",
+        "  stage: merge",
+        "  when: always",
+        "  needs: [lab-matrix]",
+        "  script:",
+        f"    - {q('lab matrix merge -o merged matrix-out/shard-*')}",
+        "  artifacts:",
+        "    when: always",
+        "    paths: [merged/]",
+        "    reports:",
+        f"      junit: {q('merged/junit.xml')}",
+        "",
+    ]
+    del n
+    return "\n".join(lines)
