@@ -146,6 +146,8 @@ def test_help(bins, name):
         ("memprobe", ["-m", "0"], "-m needs an integer"),
         ("memprobe", ["--node", "-1"], "--node needs an integer"),
         ("memprobe", ["-l", "1.5"], "-l needs an integer"),
+        ("memprobe", ["--balancing", "-l", "1"], "--balancing needs --node"),
+        ("memprobe", ["--start-cpus", "x"], "--start-cpus needs a cpulist like 0-3,8, got 'x'"),
     ],
 )
 def test_bad_arguments_one_line_exit_2(bins, name, args, message):
@@ -269,6 +271,33 @@ def test_memprobe_binds_to_node(bins):
     out = ok(bins["memprobe"], "-m", "4", "--node", "0", "-s", "0.1")
     assert out["node"] == 0 and out["loops"] >= 1 and out["total_s"] >= 0.1
     assert out["mem_nodes"] == {"0": out["mem_pages_sampled"]}
+
+
+@pytest.mark.skipif(not HAS_NODE0, reason="host kernel without NUMA (no /sys/.../node0)")
+def test_memprobe_balancing_start_cpus_and_numa_samples(bins):
+    """--balancing binds with MPOL_F_NUMA_BALANCING (the pages stay on the node), --start-cpus
+    only chooses where the setup runs, and each loop samples /proc/self/sched."""
+    first = min(allowed_cpus())
+    out = ok(
+        bins["memprobe"],
+        "-m",
+        "2",
+        "--node",
+        "0",
+        "--balancing",
+        "--start-cpus",
+        str(first),
+        "-l",
+        "3",
+    )
+    assert out["balancing"] is True and out["cpu_start"] == first
+    assert out["mem_nodes"] == {"0": out["mem_pages_sampled"]}
+    assert len(out["numa"]) == 3
+    for t, cpu, pnid, faults in out["numa"]:
+        assert t >= 0 and cpu in allowed_cpus()  # seconds since the start: a fast first loop may round to 0
+        sched = Path("/proc/self/sched").exists()
+        assert (pnid >= -1 and faults >= 0) if sched else (pnid, faults) == (-1, -1)
+    assert [s[0] for s in out["numa"]] == sorted(s[0] for s in out["numa"])
 
 
 def test_memprobe_missing_node_is_a_clear_error(bins):

@@ -293,93 +293,277 @@ def test_perf_summary_parsing():
 
 # ---- preferred-node-migrations (seed 003) ---------------------------------------------------
 
+PNM = "preferred-node-migrations"
+PNM_TOPO = "epyc7551-8n-mini"
+NB_ON = "nb1: NUMA balancing on: the probe is pulled into node 0"
+NB_PREF = "nb1: NUMA balancing on: the probe's hinting faults make node 0 its preferred node"
+NB_OFF = "nb0: NUMA balancing off: nothing NUMA-driven moves the probe"
+
+
+def _guest_cpus(node: int) -> list[int]:
+    """Guest CPU ids of a spec node, with fake_run's guest -> spec map."""
+    topo = topology.load(PNM_TOPO)
+    return [i for i, c in enumerate(topo.cpus) if topo.node_of(c.id) == node]
+
+
+def _switch(cpu: int, ts: float, pid: int, into: bool) -> str:
+    probe = f"memprobe prev_pid={pid}" if not into else f"swapper/{cpu} prev_pid=0"
+    nxt = f"next_comm=memprobe next_pid={pid}" if into else f"next_comm=swapper/{cpu} next_pid=0"
+    comm, p = ("memprobe", pid) if not into else ("<idle>", 0)
+    return line(
+        comm,
+        p,
+        cpu,
+        ts,
+        "sched_switch",
+        f"prev_comm={probe} prev_prio=120 prev_state=R ==> {nxt} next_prio=120",
+    )
+
+
+def _numa_line(kind: str, pid: int, ts: float, src: int, dst: int) -> str:
+    g2n = {c: n for n in range(4) for c in _guest_cpus(n)}
+    if kind == "move":
+        body = f"pid={pid} tgid={pid} ngid=0 src_cpu={src} src_nid={g2n[src]} dst_cpu={dst} dst_nid={g2n[dst]}"
+    else:
+        dn = g2n[dst] if dst >= 0 else -1
+        body = (
+            f"src_pid={pid} src_tgid={pid} src_ngid=0 src_cpu={src} src_nid={g2n[src]} "
+            f"dst_pid=0 dst_tgid=0 dst_ngid=0 dst_cpu={dst} dst_nid={dn}"
+        )
+    return line("memprobe", pid, src, ts, f"sched_{kind}_numa", body)
+
+
+def _probe_phase(
+    ph: str,
+    *,
+    runs: list[tuple[int, float, float]],
+    numa: list[tuple[str, float, int, int]] = (),
+    samples: list[list] | None = None,
+    mem_nodes: dict | None = None,
+    pid: int = 300,
+) -> dict[str, str]:
+    """One phase of the probe: it ran on guest CPU c from t0 to t1 for each (c, t0, t1),
+    NUMA balancing's events (kind, ts, src, dst), memprobe's per-loop samples."""
+    lines = []
+    for cpu, t0, t1 in runs:
+        lines += [(t0, _switch(cpu, t0, pid, True)), (t1, _switch(cpu, t1, pid, False))]
+    for a, b in zip(runs, runs[1:], strict=False):
+        if a[0] != b[0]:
+            body = f"comm=memprobe pid={pid} prio=120 orig_cpu={a[0]} dest_cpu={b[0]}"
+            lines.append(
+                (
+                    b[1] - 0.0001,
+                    line("migration/0", 20, a[0], b[1] - 0.0001, "sched_migrate_task", body),
+                )
+            )
+    lines += [(ts, _numa_line(kind, pid, ts, s, d)) for kind, ts, s, d in numa]
+    js = {
+        "workload": "memprobe",
+        "pid": pid,
+        "loops": 10,
+        "loop_s": 1.9,
+        "mem_nodes": {"0": 2048} if mem_nodes is None else mem_nodes,
+        "balancing": True,
+        "numa": [[1.9, 16, -1, 0]] * 10 if samples is None else samples,
+    }
+    return {
+        f"trace.{ph}.txt": "".join(ln for _, ln in sorted(lines)),
+        f"probe_{ph}.out": json.dumps(js) + "\n",
+        f"probe_{ph}.rc": "0\n",
+        f"phase.{ph}.start": f"{runs[0][1] - 1.0:.2f}\n" if runs else "0\n",
+    }
+
+
+def _pnm_files(
+    nb0: dict[str, str], nb1: dict[str, str], stress: str | None = None
+) -> dict[str, str]:
+    ok = "stress-ng: info:  [1] dispatching hogs: 16 cpu\n" if stress is None else stress
+    knobs = "".join(f"{k}={v}\n" for k, v in module_of(sc.load(PNM)).NB_KNOBS.items())
+    files = {
+        "stress_nb0.out": ok,
+        "stress_nb1.out": ok,
+        "workers": "16\n",
+        "knobs": knobs + "/proc/sys/kernel/numa_balancing=0\n/proc/sys/kernel/numa_balancing=1\n",
+        "vmstat.nb1.before": "numa_hint_faults 10\nnuma_pages_migrated 0\n",
+        "vmstat.nb1.after": "numa_hint_faults 400\nnuma_pages_migrated 12\n",
+    }
+    return {**files, **nb0, **nb1}
+
+
+def _fresh(d: Path) -> Path:
+    d.mkdir()
+    return d
+
+
+def _pulled_nb1(**kw) -> dict[str, str]:
+    """The probe starts on node 2, NUMA balancing makes node 0 preferred, moves it at 5 s."""
+    far, home = _guest_cpus(2)[0], _guest_cpus(0)[1]
+    runs = kw.pop("runs", [(far, 1.0, 5.0), (home, 5.1, 20.0)])
+    numa = kw.pop("numa", [("stick", 3.0, far, -1), ("move", 5.0, far, home)])
+    samples = kw.pop(
+        "samples",
+        [[1.9, far, -1, 0], [3.8, far, 0, 2048]] + [[5.7 + i, home, 0, 4096] for i in range(8)],
+    )
+    return _probe_phase("nb1", runs=runs, numa=numa, samples=samples, **kw)
+
+
+def _quiet_nb0() -> dict[str, str]:
+    far = _guest_cpus(2)[0]
+    return _probe_phase(
+        "nb0", runs=[(far, 1.0, 20.0)], samples=[[1.9 * i, far, -1, 0] for i in range(1, 11)]
+    )
+
 
 def test_preferred_node_recorded_run():
+    """A real run of the scenario's shape (Debian's 6.1 on a shared host): NUMA balancing
+    off leaves the probe alone; on, node 0 becomes its preferred node and it is pulled there."""
     d = RUNS / "preferred-node-migrations-epyc7551-8n-mini-debian"
     o = runner.recheck(d)
     e = by_name(o)
+    assert o.status == json.loads((d / "results.json").read_text())["status"] == "PASS"
     for ph in ("nb0", "nb1"):
         mem = e[f"{ph}: the probe's buffer stayed on node 0"]
         assert mem.ok and mem.figures["pages_sampled"] > 0 and mem.figures["off_node"] == 0
-        tab = e[f"{ph}: migrations observed, classified, table adds up"]
+        tab = e[f"{ph}: the seed's migration table (figures; every migration classified)"]
         f = tab.figures
         assert f["samecore"] + f["same_llc"] + f["samenode"] + f["crossnode"] == f["total"]
         assert f["to_0"] + f["from_0"] <= f["crossnode"]
         assert 0.0 <= f["run_on_node0"] <= 1.0
         assert tab.evidence[-1].startswith("num_migrations: ")
-    assert e["background load ran in both phases (stress-ng --cpu-load 60)"].ok
-    cmp_ = e["NUMA balancing off vs on (figures: the seed's {02} vs {11})"]
-    assert cmp_.figures["loop_s_nb0"] > 0 and cmp_.figures["loop_s_nb1"] > 0
-    assert o.status == json.loads((d / "results.json").read_text())["status"]
-
-
-def _probe_files(ph: str, mem_nodes: dict, migs: list[tuple[int, int]]) -> dict[str, str]:
-    trace = "".join(
-        line(
-            "migration/0",
-            20,
-            a,
-            1.0 + i,
-            "sched_migrate_task",
-            f"comm=memprobe pid=300 prio=120 orig_cpu={a} dest_cpu={b}",
-        )
-        for i, (a, b) in enumerate(migs)
-    )
-    # 2 s on CPU 0 (node 0), then 1 s on CPU 16 (node 2 in smt-last epyc mini numbering)
-    trace += line(
-        "memprobe",
-        300,
-        0,
-        10.0,
-        "sched_switch",
-        "prev_comm=memprobe prev_pid=300 prev_prio=120 prev_state=R ==> next_comm=swapper/0 next_pid=0 next_prio=120",
-    )
-    js = {"workload": "memprobe", "loops": 10, "loop_s": 0.1, "mem_nodes": mem_nodes}
-    return {
-        f"trace.{ph}.txt": trace,
-        f"probe_{ph}.out": json.dumps(js) + "\n",
-        f"probe_{ph}.rc": "0\n",
-    }
-
-
-def test_preferred_node_table_and_memory_checks(tmp_path):
-    topo = topology.load("epyc7551-8n-mini")
-    g = [c.id for c in topo.cpus]  # guest -> spec
-    n0 = [i for i, s in enumerate(g) if topo.node_of(s) == 0]
-    n1 = [i for i, s in enumerate(g) if topo.node_of(s) == 1]
-    core_sib = [
-        i for i, s in enumerate(g) if s != g[n0[0]] and topo.common_level(s, g[n0[0]]) == "core"
-    ][0]
-    migs = [(n0[0], core_sib), (core_sib, n1[0]), (n1[0], n0[0])]
-    ok = "stress-ng: info:  [1] dispatching hogs: 16 cpu\n"
-    files = {"stress_nb0.out": ok, "stress_nb1.out": ok, "workers": "16\n"}
-    files.update(_probe_files("nb0", {"0": 4096}, migs))
-    files.update(_probe_files("nb1", {"0": 4000, "1": 96}, []))
-    o = fake_run(tmp_path, "preferred-node-migrations", "epyc7551-8n-mini", files)
-    t0 = o.by["nb0: migrations observed, classified, table adds up"]
-    assert t0.ok
+    off = e[NB_OFF]
+    assert off.ok and off.figures["probe_numa_faults"] == 0 and off.figures["numa_hint_faults"] == 0
+    pref = e[NB_PREF]
     assert (
-        t0.figures["samecore"],
-        t0.figures["crossnode"],
-        t0.figures["to_0"],
-        t0.figures["from_0"],
-    ) == (1, 2, 1, 1)
-    assert not o.by["nb1: the probe's buffer stayed on node 0"].ok
-    t1 = o.by["nb1: migrations observed, classified, table adds up"]
-    assert not t1.ok and "never migrated" in t1.note
+        pref.ok and pref.figures["probe_numa_faults"] > 0 and pref.figures["numa_hint_faults"] > 0
+    )
+    pull = e[NB_ON]
+    assert pull.ok and pull.figures["pulls"] >= 1 and pull.figures["run_on_node0_after_pull"] > pull.figures["even_share"] == 0.25
+    knobs = e["NUMA balancing's scan delay and periods scaled to the phase (knobs written)"]
+    assert knobs.ok and knobs.figures["scan_period_max_ms"] == "60000->1000"
+
+
+def test_preferred_node_pull_passes(tmp_path):
+    o = fake_run(tmp_path, PNM, PNM_TOPO, _pnm_files(_quiet_nb0(), _pulled_nb1()))
+    assert o.ok, [(e.name, e.note) for e in o.exps if not e.ok]
+    pull = o.by[NB_ON]
+    assert pull.figures["pulls"] == 1 and pull.figures["first_pull_s_after_start"] == 4.0
+    assert pull.figures["run_on_node0_after_pull"] == 1.0 and pull.figures["sched_stick_numa"] == 1
+    assert pull.evidence == ["5.000000 sched_move_numa node 2 -> 0"]
+    assert o.by[NB_PREF].evidence == ["preferred node per loop: -1 x1, 0 x9"]
+    assert o.by[NB_PREF].figures["numa_hint_faults"] == 390
+    t1 = o.by["nb1: the seed's migration table (figures; every migration classified)"].figures
+    assert (t1["crossnode"], t1["to_0"], t1["from_0"], t1["total"]) == (1, 1, 0, 1)
+    cmp_ = o.by[
+        "NUMA balancing off vs on (figures: the seed's {02} vs {11}; TCG timings, not performance)"
+    ]
+    assert cmp_.figures["node0_share_nb0"] == 0.0 and cmp_.figures["node0_share_nb1"] > 0.7
+
+
+def test_preferred_node_fails_without_a_numa_move(tmp_path):
+    """Only the load balancer brought the probe to node 0 (sticks, no move): not a pull."""
+    far = _guest_cpus(2)[0]
+    nb1 = _pulled_nb1(numa=[("stick", 3.0, far, -1), ("stick", 4.0, far, -1)])
+    o = fake_run(tmp_path, PNM, PNM_TOPO, _pnm_files(_quiet_nb0(), nb1))
+    pull = o.by[NB_ON]
+    assert not pull.ok and pull.figures["pulls"] == 0 and pull.figures["sched_stick_numa"] == 2
+    assert "never moved the probe into node 0 (2 sched_stick_numa" in pull.note
+    assert o.by[NB_PREF].ok and not o.ok
+
+
+def test_preferred_node_fails_when_the_pull_does_not_hold(tmp_path):
+    far, home, other = _guest_cpus(2)[0], _guest_cpus(0)[1], _guest_cpus(3)[0]
+    nb1 = _pulled_nb1(runs=[(far, 1.0, 5.0), (home, 5.1, 6.0), (other, 6.1, 20.0)])
+    o = fake_run(tmp_path, PNM, PNM_TOPO, _pnm_files(_quiet_nb0(), nb1))
+    pull = o.by[NB_ON]
+    assert (
+        not pull.ok and pull.figures["pulls"] == 1 and pull.figures["run_on_node0_after_pull"] < 0.1
+    )
+    assert "ran there only 6% of the time, not more than a node's even share (25%)" in pull.note
+
+
+def test_preferred_node_fails_when_balancing_acts_while_off(tmp_path):
+    far, home = _guest_cpus(2)[0], _guest_cpus(0)[1]
+    nb0 = _probe_phase(
+        "nb0",
+        runs=[(far, 1.0, 5.0), (home, 5.1, 20.0)],
+        numa=[("move", 5.0, far, home)],
+        samples=[[1.9, far, -1, 0], [3.8, home, 0, 2048]],
+    )
+    o = fake_run(tmp_path, PNM, PNM_TOPO, _pnm_files(nb0, _pulled_nb1()))
+    off = o.by[NB_OFF]
+    assert (
+        not off.ok
+        and off.figures["sched_move_numa"] == 1
+        and off.figures["probe_numa_faults"] == 2048
+    )
+    assert off.note == "NUMA balancing acted with kernel.numa_balancing=0"
+    # the load balancer's moves alone, with balancing off, are reported, not a failure
+    nb0 = _probe_phase(
+        "nb0", runs=[(far, 1.0, 5.0), (home, 5.1, 20.0)], samples=[[1.9, far, -1, 0]]
+    )
+    o = fake_run(_fresh(tmp_path / "2"), PNM, PNM_TOPO, _pnm_files(nb0, _pulled_nb1()))
+    assert o.by[NB_OFF].ok and o.ok
+    t0 = o.by["nb0: the seed's migration table (figures; every migration classified)"].figures
+    assert (t0["crossnode"], t0["to_0"], t0["total"]) == (1, 1, 1)
+
+
+def test_preferred_node_needs_node0_preferred_and_sched_samples(tmp_path):
+    far = _guest_cpus(2)[0]
+    nb1 = _pulled_nb1(samples=[[1.9, far, -1, 0], [3.8, far, 2, 64]])
+    o = fake_run(tmp_path, PNM, PNM_TOPO, _pnm_files(_quiet_nb0(), nb1))
+    pref = o.by[NB_PREF]
+    assert not pref.ok and pref.note == "the preferred node ended as 2, not the buffer's node 0"
+    nb1 = _pulled_nb1(samples=[[1.9, far, -1, 0]] * 3)
+    o = fake_run(_fresh(tmp_path / "2"), PNM, PNM_TOPO, _pnm_files(_quiet_nb0(), nb1))
+    assert not o.by[NB_PREF].ok and "no hinting faults of the probe's" in o.by[NB_PREF].note
+    nb1 = _pulled_nb1(samples=[])
+    o = fake_run(
+        _fresh(tmp_path / "3"),
+        PNM,
+        PNM_TOPO,
+        _pnm_files(_probe_phase("nb0", runs=[(far, 1.0, 2.0)], samples=[]), nb1),
+    )
+    for name in (NB_PREF, NB_OFF):
+        assert not o.by[name].ok and "CONFIG_SCHED_DEBUG" in o.by[name].note
+
+
+def test_preferred_node_buffer_off_node_fails(tmp_path):
+    nb1 = _pulled_nb1(mem_nodes={"0": 2000, "1": 48})
+    o = fake_run(tmp_path, PNM, PNM_TOPO, _pnm_files(_quiet_nb0(), nb1))
+    mem = o.by["nb1: the probe's buffer stayed on node 0"]
+    assert not mem.ok and mem.figures["off_node"] == 48
+    assert o.by["nb0: the probe's buffer stayed on node 0"].ok
 
 
 def test_preferred_node_failed_background_load_is_stated(tmp_path):
-    files = {
-        "stress_nb0.out": "stress-ng: info:  [1] dispatching hogs: 32 cpu\nstress-ng: info:  [3] stressor terminated with unexpected signal signal 4 'SIGILL'\n",
-        "stress_nb1.out": "",
-    }
-    files.update(_probe_files("nb0", {"0": 1}, [(0, 1)]))
-    files.update(_probe_files("nb1", {"0": 1}, [(0, 1)]))
-    o = fake_run(tmp_path, "preferred-node-migrations", "epyc7551-8n-mini", files)
+    stress = "stress-ng: info:  [1] dispatching hogs: 32 cpu\nstress-ng: info:  [3] stressor terminated with unexpected signal signal 4 'SIGILL'\n"
+    files = _pnm_files(_quiet_nb0(), _pulled_nb1(), stress=stress)
+    files["stress_nb1.out"] = ""
+    o = fake_run(tmp_path, PNM, PNM_TOPO, files)
     e = o.by["background load ran in both phases (stress-ng --cpu-load 60)"]
-    assert not e.ok and "SIGILL" in e.evidence[0] and "no reason to move" in e.note
-    assert e.evidence[1] == "stress_nb1.out: empty"
+    assert not e.ok and "SIGILL" in e.evidence[0] and "do not test the seed's condition" in e.note
+    assert e.evidence[-1] == "stress_nb1.out: empty"
+
+
+def test_preferred_node_knobs_are_scaled_down_and_written_once():
+    """Only NUMA balancing's time knobs differ from the real machine's, each smaller;
+    both phases run the same probe, the sysctl alone differs."""
+    m = module_of(sc.load(PNM))
+    assert set(m.NB_SCALED) == set(m.NB_DEFAULTS)
+    assert all(0 < m.NB_SCALED[k] < m.NB_DEFAULTS[k] for k in m.NB_DEFAULTS)
+    assert set(m.NB_KNOBS) == {f"/sys/kernel/debug/sched/numa_balancing/{k}" for k in m.NB_SCALED}
+    job = sc.load(PNM).steps(topology.load(PNM_TOPO))
+    assert job.count("memprobe -m") == 2 and job.count("--balancing --start-cpus") == 2
+    assert (
+        job.index("scan_period_max_ms")
+        < job.index("numa_balancing 0")
+        < job.index("lab_trace_on nb0")
+    )
+    assert (
+        job.index("lab_trace_off nb0")
+        < job.index("numa_balancing 1")
+        < job.index("lab_trace_on nb1")
+    )
 
 
 # ---- soft-affinity (seed 004) -------------------------------------------------------------
