@@ -139,10 +139,12 @@ def main(verbose: bool) -> None:
 
 
 def _register() -> None:
-    from . import compare, kernel, topo, vm
+    from . import bisect, compare, kernel, topo, vm
 
     main.add_command(topo.topo)
     main.add_command(compare.compare_cmd)
+    main.add_command(bisect.bisect_cmd)
+    main.add_command(bisect.bisect_step_cmd)
     main.add_command(kernel.kernel)
     for cmd in vm.COMMANDS:
         main.add_command(cmd)
