@@ -201,7 +201,8 @@ def judge(s, topo, vm, clone: Path, sha: str, runs: int, recipe: str | None, pro
     info = {"git_describe": sha, "tree": str(clone)}
     while not outcomes or not runner.majority(outcomes, runs).decided:
         n = len(outcomes) + 1
-        with p.step(f"run {n}/{runs}" if runs > 1 else "run", f"{s.name} on {topo.name}"):
+        argv = session.run_argv(s.name, topo, dataclasses.replace(vm, kernel=art.id))
+        with p.step(f"run {n}/{runs}" if runs > 1 else "run", f"{s.name} on {topo.name}"), session.command(argv):
             o = runner.run_once(s, sess, kernel_info=info, on_event=lambda t, line: p.update(f"{line.removeprefix('lab: ')} (+{t:.1f}s)"))
         outcomes.append(o)
         p.note(f"  {sha[:12]} run {n}: {o.status}" + (f" ({o.message})" if o.message else "") + f"; {o.run_dir}")

@@ -24,6 +24,12 @@ def _vm(accel, cpu_model, tcg_threads, bringup, append):
     return VmOptions(accel=accel, cpu_model=cpu_model, tcg_threads=tcg_threads, bringup=bringup, append=append)
 
 
+def _abs(arg: str) -> str:
+    """A name as it is; a file (a scenario or recipe path) as its absolute path."""
+    p = Path(arg)
+    return str(p.resolve()) if ("/" in arg or p.suffix) and p.exists() else arg
+
+
 @click.command("bisect")
 @click.argument("scenario_name", metavar="SCENARIO")
 @click.option("-t", "--topology", "topo", type=TOPOLOGY, default=None, help="Topology (default: the scenario's first).")
@@ -77,7 +83,9 @@ def bisect_cmd(scenario_name, topo, tree, good, bad, repeat, recipe, accel, cpu_
         d = session.new_run_dir("bisect", topo, tree.name)
         steps_log = d / bisect.STEPS
         state = {
-            "scenario": scenario_name, "topology": str(topo.path or topo.name), "runs": runs, "recipe": recipe,
+            # The step runs in the clone (git bisect run's working directory): files by absolute path.
+            "scenario": _abs(scenario_name), "topology": session.topology_arg(topo), "runs": runs,
+            "recipe": _abs(recipe) if recipe else None,
             "clone": str(clone), "steps": str(steps_log),
             "vm": {"accel": accel, "cpu_model": cpu_model, "tcg_threads": tcg_threads, "bringup": bringup, "append": append},
         }  # fmt: skip
