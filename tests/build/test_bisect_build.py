@@ -51,7 +51,7 @@ def history(tmp_path_factory, debian_kernel):
     tree = tmp_path_factory.mktemp("dev") / "linux"
     subprocess.run(["cp", "-al", str(src.tree), str(tree)], check=True)  # hard links: instant
     git(tree, "init", "-q", "-b", "master")
-    git(tree, "add", "-A")
+    git(tree, "add", "-A", "--force")  # Debian's .gitignore ignores the top level (its packaging repo's view)
     git(tree, "commit", "-qm", "Linux 6.1 as Debian ships it (linux-source-6.1)")
     shas = {"base": git(tree, "rev-parse", "HEAD")}
 
