@@ -85,6 +85,23 @@ def compare_cmd(what, topo, kernels, accel, cpu_model, tcg_threads, bringup, app
         sys.exit(3)
 
 
+def _prepare(session, p, topo, label: str, vm):
+    """session.prepare(), its build (if any) shown as a step of its own.  The step opens
+    at the build's first word, so a bad kernel is one line and nothing before it."""
+    import contextlib
+
+    with contextlib.ExitStack() as stack:
+        opened: list[bool] = []
+
+        def said(stage: str, detail: str) -> None:
+            if not opened:
+                opened.append(True)
+                stack.enter_context(p.step(f"kernel {label}", vm.kernel))
+            p.update(f"{stage}: {detail}" if detail else stage)
+
+        return session.prepare(topo, vm, progress=said)
+
+
 def _run_interleaved(scenario_name: str, topo, vms, repeat: int) -> dict:
     """Run the scenario on both kernels, A B A B ..., and compare.  The document is also
     written to a run directory of its own (compare.json, compare.txt, command).  An
@@ -102,8 +119,7 @@ def _run_interleaved(scenario_name: str, topo, vms, repeat: int) -> dict:
     if unmet:
         raise UserError(f"{s.name} cannot run on {topo.name}: the topology lacks {'; '.join(unmet)}")
     p = progress.for_cli()
-    # As `lab run`: a bad kernel is one line and nothing else (no progress line before it).
-    sessions = [session.prepare(topo, vm, progress=p.callback()) for vm in vms]
+    sessions = [_prepare(session, p, topo, label, vm) for label, vm in zip("AB", vms, strict=True)]
     runs: dict[str, list[dict]] = {"A": [], "B": []}
     try:
         for i in range(repeat):
