@@ -17,7 +17,6 @@ import os
 import shutil
 import signal
 import socket
-import statistics
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -339,16 +338,12 @@ def aggregate(outcomes: list[RunOutcome]) -> dict[str, Any]:
             for k, v in e.figures.items():
                 if isinstance(v, (int, float)) and not isinstance(v, bool):
                     figs.setdefault(f"{e.name}: {k}", []).append(float(v))
-    stats = {
-        k: {
-            "min": min(v),
-            "max": max(v),
-            "avg": statistics.fmean(v),
-            "stddev": statistics.pstdev(v) if len(v) > 1 else 0.0,
-            "n": len(v),
-        }
-        for k, v in figs.items()
-    }
+    from .compare import summary  # one definition of the spread, lab compare's (sample stddev)
+
+    stats = {}
+    for k, v in figs.items():
+        s = summary(v)
+        stats[k] = {"min": s["min"], "max": s["max"], "avg": s["mean"], "stddev": s["stddev"], "n": s["n"]}
     per_exp: dict[str, list[bool]] = {}
     for o in ran:
         for e in o.expectations:

@@ -171,3 +171,38 @@ def dry_run(s: Session) -> str:
     from . import backends
 
     return backends.dry_run(s.plan, s.kernel)
+
+
+def topology_arg(topo: Topology) -> str:
+    """What names *topo* to another lab process, whatever its working directory: its
+    catalog name, or its spec file's absolute path."""
+    from .paths import topology_dirs
+
+    path = Path(topo.path).resolve() if topo.path else None
+    if path is None or any(path == (d / f"{topo.name}.toml").resolve() for d in topology_dirs()):
+        return topo.name
+    return str(path)
+
+
+def run_argv(scenario: str, topo: Topology, options: VmOptions, *, runs_per_verdict: int = 1) -> list[str]:
+    """The `lab run` arguments that repeat one run another command made (a run of `lab
+    compare` or `lab bisect`): what its run directory's ``command`` file says."""
+    import dataclasses
+
+    argv = ["run", scenario, "--topology", topology_arg(topo)]
+    for f in dataclasses.fields(options):
+        value = getattr(options, f.name)
+        if f.name == "kernel" or value != f.default:
+            argv += [f"--{f.name.replace('_', '-')}", str(value)]
+    return [*argv, "--runs-per-verdict", str(runs_per_verdict)]
+
+
+@contextlib.contextmanager
+def command(argv: list[str]) -> Iterator[None]:
+    """Run directories made in the block record ``lab *argv*`` as their command."""
+    global ARGV
+    saved, ARGV = ARGV, list(argv)
+    try:
+        yield
+    finally:
+        ARGV = saved

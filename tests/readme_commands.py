@@ -108,6 +108,16 @@ CHECKS: dict[str, Check] = {
         why="merges the shards of a matrix into one table and one JUnit file, as the command does",
     ),
     "lab matrix plan --format github --topologies all-minis --shards 4": Check("run"),
+    "lab compare llc-spread-pinned --kernel lab-6.1 --kernel lab-6.1-no-affinity-imbalance": Check(
+        "args", why="builds two recipes, then 10 interleaved runs (7 min here); tests/vm/test_compare_vm.py runs "
+        "a short comparison for real",
+    ),
+    "lab compare RUN_DIR... -- RUN_DIR...": Check("run", setup="run_dir"),
+    "lab bisect llc-spread-pinned --kernel-tree ~/linux --good v6.1 --bad HEAD": Check(
+        "covered", by="tests/build/test_bisect_build.py::test_bisect_finds_the_revert",
+        why="bisects a history made from linux-source-6.1 whose one commit reverts seed 000's fix (marked handrun: "
+        "four kernel builds)",
+    ),
     "lab report bundle RUN_DIR -o bug.tar.gz": Check("run", setup="run_dir"),
     "lab report replay bug.tar.gz": Check(
         "covered", by="tests/vm/test_report_vm.py::test_bundle_replays_to_the_same_verdict",

@@ -87,6 +87,8 @@ def _run_interleaved(scenario_name: str, topo, vms, repeat: int) -> dict:
     """Run the scenario on both kernels, A B A B ..., and compare.  The document is also
     written to a run directory of its own (compare.json, compare.txt, command).  An
     interrupted comparison lists the runs it made, so they can be compared as they are."""
+    import dataclasses
+
     from .. import compare, progress, runner, session, topology
     from .. import scenario as sc
     from ..errors import UserError
@@ -104,7 +106,8 @@ def _run_interleaved(scenario_name: str, topo, vms, repeat: int) -> dict:
     try:
         for i in range(repeat):
             for label, sess in zip("AB", sessions, strict=True):
-                with p.step(f"[{i + 1}/{repeat}] {label} {sess.kernel.name}", f"{s.name} on {topo.name}"):
+                argv = session.run_argv(s.name, topo, dataclasses.replace(sess.options, kernel=sess.kernel.id))
+                with p.step(f"[{i + 1}/{repeat}] {label} {sess.kernel.name}", f"{s.name} on {topo.name}"), session.command(argv):
                     o = runner.run_once(s, sess, on_event=lambda t, line: p.update(f"{line.removeprefix('lab: ')} (+{t:.1f}s)"))
                 rec = o.to_dict()
                 runs[label].append(rec)

@@ -51,6 +51,7 @@ def _vm(*before: str, unbuilt_ok: bool = False) -> dict[str, list[list[str]]]:
 
 
 DRY = ("boot", "xeon-2s22c-mini", "--dry-run")
+BISECT = ("--kernel-tree", "{lab_repo}", "--good", "HEAD~1", "--bad", "HEAD")  # lab's own git tree: not a kernel
 
 
 def _matrix_axes(path: str) -> dict[str, list[list[str]]]:
@@ -139,6 +140,23 @@ CASES: dict[str, dict[str, list[list[str]]]] = {
                    for n in ("0", "-1", "1001", "", "2.5")],  # fmt: skip
         "table_format": [["compare", "{run}", "--", "{run}", "--format", f] for f in ("html", "")],
     },
+    "bisect": {
+        "scenario_name": [["bisect", "nope", *BISECT], ["bisect", "{garbage}.py", *BISECT], ["bisect"]],
+        "topo": [["bisect", "llc-spread-pinned", "-t", t, *BISECT] for t in TOPOLOGIES],
+        "tree": [["bisect", "llc-spread-pinned", "--kernel-tree", t, "--good", "HEAD~1", "--bad", "HEAD"]
+                 for t in ("{missing}", "{dir}", "{garbage}", "{lab_repo}/lab")]
+        + [["bisect", "llc-spread-pinned", "--good", "HEAD~1", "--bad", "HEAD"], ["bisect", "llc-spread-pinned", *BISECT]],  # fmt: skip
+        "good": [["bisect", "llc-spread-pinned", "--kernel-tree", "{lab_repo}", "--good", g, "--bad", "HEAD"]
+                 for g in ("nope", "", "HEAD", "--output=x")]
+        + [["bisect", "llc-spread-pinned", "--kernel-tree", "{lab_repo}", "--bad", "HEAD"]],  # fmt: skip
+        "bad": [["bisect", "llc-spread-pinned", "--kernel-tree", "{lab_repo}", "--good", "HEAD", "--bad", b]
+                for b in ("nope", "HEAD~1")]
+        + [["bisect", "llc-spread-pinned", "--kernel-tree", "{lab_repo}", "--good", "HEAD"]],  # fmt: skip
+        "repeat": [["bisect", "llc-spread-pinned", *BISECT, "--repeat", n] for n in ("2", "0", "100", "x", "")],
+        "recipe": [["bisect", "llc-spread-pinned", *BISECT, "--recipe", r] for r in ("nope", "lab-6.1-arm64", "{missing}.toml")],
+        **{k: [[*c[:2], *BISECT, *c[2:]] for c in v] for k, v in _vm("bisect", "llc-spread-pinned").items() if k != "kernel_spec"},
+    },
+    "bisect-step": {"state_file": [["bisect-step", f] for f in ("{missing}", "{dir}")] + [["bisect-step"]]},
     "scenarios": {"": [["scenarios", "extra"]], "table_format": [["scenarios", "--format", "html"]]},
     "topo": {"": [["topo", "nope"]]},
     "topo list": {"": [["topo", "list", "extra"]], "table_format": [["topo", "list", "--format", "json"]]},
@@ -297,6 +315,7 @@ def bad(tmp_path, monkeypatch):
         "capture": str(cap),
         "out": str(tmp_path / "out"),
         "run": str(RUN),
+        "lab_repo": str(ROOT),
         "run_cluster": str(RUN.parent / "cluster-wakeup-kunpeng920-2s-mini-debian"),
         **runs,
     }

@@ -211,3 +211,25 @@ def test_compare_bad_input_is_one_line(args, match):
     r = CliRunner().invoke(main, ["compare", *args])
     assert r.exit_code == 2, r.output
     assert r.output.startswith("lab: error: ") and len(r.output.strip().splitlines()) == 1 and match in r.output, r.output
+
+
+def test_each_run_records_the_lab_run_line_that_repeats_it(tmp_path, monkeypatch):
+    """A run made by compare or bisect records `lab run ...` for that one run (its kernel
+    by store id), valid for `lab run` from any directory."""
+    import click
+
+    from lab import session, topology
+    from lab.plan import VmOptions
+
+    spec = tmp_path / "mybox.toml"
+    spec.write_text((Path(__file__).parents[2] / "topologies" / "zen3-2s-mini.toml").read_text())
+    for topo, want in ((topology.load("zen3-2s-mini"), "zen3-2s-mini"), (topology.load(spec), str(spec.resolve()))):
+        argv = session.run_argv("llc-spread-pinned", topo, VmOptions(kernel="0123abcd", append="a=1 b"))
+        assert argv == ["run", "llc-spread-pinned", "--topology", want, "--kernel", "0123abcd", "--append", "a=1 b",
+                        "--runs-per-verdict", "1"]  # fmt: skip
+        run = main.commands["run"]
+        ctx = run.make_context("run", argv[1:])  # lab run parses it
+        assert ctx.params["runs_per_verdict"] == 1 and isinstance(run, click.Command)
+    with session.command(["run", "x"]):
+        d = session.new_run_dir("run", topology.load("zen3-2s-mini"), "k", base=tmp_path / "runs")
+    assert (d / "command").read_text() == "lab run x\n"

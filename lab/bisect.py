@@ -1,0 +1,340 @@
+"""`lab bisect`: the first commit of a kernel tree whose verdict on a scenario is FAIL.
+
+``git bisect run`` drives the search; at each commit it runs lab's step (``python -m lab
+bisect-step STATE``), which builds the commit with the --kernel-tree machinery
+(lab.iterate: mirrored, out of tree, incremental, ccache), runs the scenario up to N
+times and answers in git's terms (``exit_code``):
+
+* PASS (a majority of the N runs) = good, 0; FAIL = bad, 1;
+* a build that fails, or a recipe patch that does not apply there = skip, 125;
+* ERROR (lost guest, incomplete data: nothing judged) = skip, 125, with the reason.
+
+The developer's tree is never written: the bisection runs in a clone lab owns
+(``git clone --shared`` into lab's cache: it reads the developer's objects, writes only
+its own files, and keeps its build objects between bisections).  Both ends are judged
+before bisecting: a good end that fails, or a bad end that passes, is refused saying so.
+Each judged commit is one JSON line in the bisection's ``steps.jsonl``, so the result
+shows both sides' evidence.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import re
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from . import paths, proc
+from .errors import BuildError, InfraError, UserError
+
+GOOD, BAD, SKIP = 0, 1, 125
+STEPS = "steps.jsonl"
+STATE = "bisect.json"
+
+
+def exit_code(status: str) -> int:
+    """git bisect run's answer for a verdict: PASS good, FAIL bad, anything else skip."""
+    return {"PASS": GOOD, "FAIL": BAD}.get(status, SKIP)
+
+
+@dataclass
+class Step:
+    """One commit judged: its verdict from up to *of* runs, or why there is none."""
+
+    sha: str
+    subject: str
+    status: str  # PASS | FAIL | ERROR | BUILD (the build failed or a patch did not apply)
+    reason: str = ""
+    passed: int = 0
+    failed: int = 0
+    of: int = 1
+    runs: list[dict[str, Any]] = field(default_factory=list)  # RunOutcome.to_dict() of each run
+    kernel_id: str = ""
+    build_s: float = 0.0
+    wall_s: float = 0.0
+    role: str = ""  # "good end", "bad end", or "" for a bisection step
+    parent: str = ""  # the first parent's sha
+
+    @property
+    def exit_code(self) -> int:
+        return exit_code(self.status)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Step:
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in names})
+
+    def describe(self) -> str:
+        if self.status in ("PASS", "FAIL"):
+            return f"{self.status} in {self.passed if self.status == 'PASS' else self.failed} of {len(self.runs)} run(s)"
+        return f"{self.status}: {self.reason}"
+
+
+# --- the developer's tree and lab's clone --------------------------------------------------
+
+
+def _git(repo: Path, *args: str, check: bool = True, timeout: float = 600) -> str:
+    return proc.run(["git", "-C", repo, *args], check=check, timeout=timeout).stdout.decode(errors="replace").strip()
+
+
+def commit(tree: Path, rev: str, what: str) -> str:
+    """The full sha of *rev* in *tree*, or a UserError naming the option."""
+    cp = proc.run(["git", "-C", tree, "rev-parse", "--verify", "--quiet", "--end-of-options", f"{rev}^{{commit}}"], check=False)
+    sha = cp.stdout.decode().strip()
+    if cp.returncode != 0 or not re.fullmatch(r"[0-9a-f]{40,64}", sha):
+        raise UserError(f"{what} {rev}: not a commit in {tree}")
+    return sha
+
+
+def check_kernel(tree: Path, sha: str, what: str) -> None:
+    """The commit *sha* holds a kernel tree (read from git, nothing checked out)."""
+    for f in ("Makefile", "Kconfig", "kernel/sched/fair.c"):
+        if proc.run(["git", "-C", tree, "cat-file", "-e", f"{sha}:{f}"], check=False).returncode != 0:
+            raise UserError(f"{what} {sha[:12]}: not a kernel tree there (no {f} in {tree} at that commit)")
+
+
+def check_range(tree: Path, good: str, bad: str) -> None:
+    """*good* must be an ancestor of *bad*, and not the same commit."""
+    if good == bad:
+        raise UserError(f"--good and --bad are the same commit ({good[:12]}): nothing to bisect")
+    cp = proc.run(["git", "-C", tree, "merge-base", "--is-ancestor", good, bad], check=False)
+    if cp.returncode != 0:
+        raise UserError(f"--good {good[:12]} is not an ancestor of --bad {bad[:12]} in {tree}: git bisect needs a good commit before the bad one")
+
+
+def check_tree(tree: Path) -> Path:
+    """*tree* is a git kernel tree (its work tree may be dirty: only commits are judged)."""
+    tree = tree.expanduser().resolve()
+    if not tree.is_dir():
+        raise UserError(f"--kernel-tree {tree}: no such directory")
+    cp = proc.run(["git", "-C", tree, "rev-parse", "--show-toplevel"], check=False)
+    if cp.returncode != 0:
+        raise UserError(f"--kernel-tree {tree}: not a git repository (lab bisect needs the tree's history)")
+    top = Path(cp.stdout.decode().strip())
+    if top.resolve() != tree:
+        raise UserError(f"--kernel-tree {tree}: give the top of the git tree ({top})")
+    return tree
+
+
+def workspace_name(tree: Path) -> str:
+    return f"{_slug(tree.name)}-{hashlib.sha256(str(tree).encode()).hexdigest()[:8]}"
+
+
+def workspace(tree: Path) -> Path:
+    """lab's clone of *tree* for bisecting, made once per tree (its build objects are
+    kept, so later bisections build incrementally).  ``--shared``: the clone reads the
+    developer's object store and writes nothing there.  Callers hold the cache lock
+    ``bisect-<workspace_name>``: one bisection per clone at a time."""
+    dest = paths.cache_dir() / "bisect" / workspace_name(tree)
+    if (dest / ".git").is_dir():
+        return dest
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    paths.clean_stale(dest.parent)
+    tmp = dest.parent / paths.tmp_prefix(dest.name)
+    try:
+        proc.run(["git", "clone", "--shared", "--no-checkout", "--quiet", tree, tmp], timeout=3600)
+        tmp.rename(dest)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return dest
+
+
+def _slug(s: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", s)[:40] or "tree"
+
+
+def checkout(clone: Path, sha: str) -> None:
+    """*clone*'s work tree at *sha*, exactly (nothing left of another commit)."""
+    _git(clone, "checkout", "--quiet", "--force", "--detach", sha, timeout=1800)
+    _git(clone, "clean", "--quiet", "-fdx", timeout=1800)
+
+
+def steps_left(clone: Path) -> int | None:
+    """Roughly how many more steps the bisection in *clone* takes (git's estimate)."""
+    goods = _git(clone, "for-each-ref", "--format=%(objectname)", "refs/bisect/good-*", check=False).split()
+    out = _git(clone, "rev-list", "--bisect-vars", "refs/bisect/bad", "--not", *goods, check=False)
+    m = re.search(r"^bisect_steps=(\d+)", out, re.M)
+    return int(m[1]) if m else None
+
+
+def subject(repo: Path, sha: str) -> str:
+    return _git(repo, "show", "-s", "--format=%s", sha, check=False)
+
+
+# --- judging one commit ---------------------------------------------------------------------
+
+
+def judge(s, topo, vm, clone: Path, sha: str, runs: int, recipe: str | None, progress=None, role: str = "") -> Step:
+    """Build *clone* at *sha* and run *s* until a majority of up to *runs* runs decides.
+    Never raises for what the commit does (a failed build, an ERROR): the Step says it."""
+    import time
+
+    from . import iterate, runner, session
+    from . import progress as progress_mod
+
+    p = progress_mod.of(progress)
+    t0 = time.monotonic()
+    checkout(clone, sha)
+    step = Step(sha, subject(clone, sha), "ERROR", of=runs, role=role, parent=_git(clone, "rev-parse", "--verify", "--quiet", f"{sha}^", check=False))
+    try:
+        with p.step("build", f"{sha[:12]} {step.subject}"):
+            art = iterate.tree_kernel(clone, topo.arch, recipe, progress=p.callback())
+    except BuildError as e:
+        step.status, step.reason = "BUILD", " ".join(str(e).split())
+        step.wall_s = round(time.monotonic() - t0, 1)
+        return step
+    except UserError as e:  # a recipe patch that does not apply to this commit
+        step.status, step.reason = "BUILD", " ".join(str(e).split())
+        step.wall_s = round(time.monotonic() - t0, 1)
+        return step
+    step.kernel_id, step.build_s = art.id, round(time.monotonic() - t0, 1)
+    sess = session.prepare(topo, dataclasses.replace(vm, kernel=art.id))
+    outcomes: list = []
+    info = {"git_describe": sha, "tree": str(clone)}
+    while not outcomes or not runner.majority(outcomes, runs).decided:
+        n = len(outcomes) + 1
+        argv = session.run_argv(s.name, topo, dataclasses.replace(vm, kernel=art.id))
+        with p.step(f"run {n}/{runs}" if runs > 1 else "run", f"{s.name} on {topo.name}"), session.command(argv):
+            o = runner.run_once(s, sess, kernel_info=info, on_event=lambda t, line: p.update(f"{line.removeprefix('lab: ')} (+{t:.1f}s)"))
+        outcomes.append(o)
+        p.note(f"  {sha[:12]} run {n}: {o.status}" + (f" ({o.message})" if o.message else "") + f"; {o.run_dir}")
+    v = runner.majority(outcomes, runs)
+    step.status, step.passed, step.failed = v.status, v.passed, v.failed
+    step.runs = [o.to_dict() for o in outcomes]
+    if v.status == "ERROR":
+        err = next((o for o in outcomes if o.status == "ERROR"), None)
+        step.reason = err.message if err else "no majority"
+    step.wall_s = round(time.monotonic() - t0, 1)
+    return step
+
+
+def record(log: Path, step: Step) -> None:
+    """Append *step* to the bisection's steps.jsonl (one line, written whole)."""
+    with open(log, "a") as f:
+        f.write(json.dumps(step.to_dict(), default=str) + "\n")
+
+
+def read_steps(log: Path) -> list[Step]:
+    try:
+        lines = log.read_text().splitlines()
+    except FileNotFoundError:
+        return []
+    return [Step.from_dict(json.loads(x)) for x in lines if x.strip()]
+
+
+# --- the bisection ----------------------------------------------------------------------------
+
+
+@dataclass
+class Result:
+    first_bad: str | None  # None: skipped commits hide it (then *candidates*)
+    candidates: list[str]
+    steps: list[Step]
+    log: str  # git bisect log
+
+
+_FIRST_BAD = re.compile(r"^([0-9a-f]{40,64}) is the first bad commit", re.M)
+_COULD_BE = re.compile(r"The first bad commit could be any of:\n((?:[0-9a-f]{40,64}\n?)+)")
+
+
+def run_bisect(clone: Path, good: str, bad: str, step_argv: list[str], steps_log: Path) -> Result:
+    """``git bisect run`` in *clone* between *good* and *bad*, each commit judged by
+    *step_argv* (whose progress goes to lab's stderr; git's own chatter is kept for the
+    log).  The clone is reset whatever happens."""
+    import subprocess
+
+    _git(clone, "bisect", "reset", check=False)
+    try:
+        _git(clone, "bisect", "start", bad, good)
+        cp = proc.run(["git", "-C", clone, "bisect", "run", *step_argv], check=False, capture=False,
+                      stdout=subprocess.PIPE, timeout=None)  # fmt: skip
+        out = cp.stdout.decode(errors="replace")
+        blog = _git(clone, "bisect", "log", check=False)
+    finally:
+        _git(clone, "bisect", "reset", check=False)
+    m = _FIRST_BAD.search(out)
+    if m:
+        return Result(m[1], [m[1]], read_steps(steps_log), blog)
+    m2 = _COULD_BE.search(out)
+    if m2:
+        return Result(None, m2[1].split(), read_steps(steps_log), blog)
+    tail = proc.tail(out, 5)
+    raise InfraError(f"git bisect run stopped without an answer (exit {cp.returncode}): {tail}")
+
+
+# --- the report -------------------------------------------------------------------------------
+
+
+def _wrap(s: str, indent: str = "") -> list[str]:
+    """*s* as ASCII lines of at most 80 columns, continuation lines indented."""
+    import textwrap
+
+    s = s.encode("ascii", "replace").decode()
+    return textwrap.wrap(s, 80, initial_indent=indent, subsequent_indent=indent + "  ", break_on_hyphens=False) or [indent]
+
+
+def report(result: Result, *, scenario: str, topology: str, wall_s: float, run_dir: str | None = None) -> str:
+    """The bisection's answer as mail text (ASCII, at most 80 columns): the first bad
+    commit, both sides' evidence, and every commit judged.  A pure function."""
+    by_sha = {st.sha: st for st in result.steps}
+    out: list[str] = []
+    skipped = sum(st.exit_code == SKIP for st in result.steps)
+    middle = sum(not st.role for st in result.steps)
+    if result.first_bad:
+        bad = by_sha.get(result.first_bad)
+        out += _wrap(f"first bad commit: {result.first_bad[:12]} {bad.subject if bad else ''}".rstrip())
+    else:
+        out += _wrap("the first bad commit could not be told apart from skipped commits; it is one of:")
+        for sha in result.candidates:
+            st = by_sha.get(sha)
+            out += _wrap(f"{sha[:12]} {st.subject if st else ''}".rstrip(), "  ")
+    out += _wrap(f"lab bisect {scenario} --topology {topology}: both ends and {middle} step(s) judged, "
+                f"{skipped} skipped, {wall_s:.0f}s")  # fmt: skip
+    if run_dir:
+        out += _wrap(f"steps and runs: {run_dir}")
+    if result.first_bad and result.first_bad in by_sha:
+        bad = by_sha[result.first_bad]
+        good = _good_side(result, bad)
+        out.append("")
+        out += _evidence("bad ", bad)
+        if good is not None:
+            out.append("")
+            out += _evidence("good", good)
+    out.append("")
+    out.append("commits judged:")
+    for st in result.steps:
+        role = f" ({st.role})" if st.role else ""
+        out += _wrap(f"{st.sha[:12]} {st.describe()}{role}: {st.subject}", "  ")
+    return "\n".join(line.rstrip() for line in out) + "\n"
+
+
+def _good_side(result: Result, bad: Step) -> Step | None:
+    """The good side's evidence: *bad*'s parent, which git judged good before naming
+    *bad* (or the good end), else the last good commit judged."""
+    goods = [st for st in result.steps if st.status == "PASS"]
+    parent = next((st for st in goods if st.sha == bad.parent), None)
+    return parent or (goods[-1] if goods else None)
+
+
+def _evidence(label: str, st: Step) -> list[str]:
+    out = _wrap(f"{label} {st.sha[:12]} {st.describe()}: {st.subject}")
+    # The run that stands for the verdict: one that agrees with the majority.
+    run = next((r for r in st.runs if r.get("status") == st.status), st.runs[-1] if st.runs else None)
+    if run is None:
+        return out
+    for e in run.get("expectations") or []:
+        figs = "  ".join(f"{k}={v}" for k, v in (e.get("figures") or {}).items())
+        out += _wrap(f"{e.get('status')} {e.get('name')}: {figs}", "  ")
+        if e.get("status") != "PASS":
+            for line in (e.get("evidence") or [])[:6]:
+                out += _wrap(str(line), "      ")
+    out += _wrap(f"run dir: {run.get('run_dir')}", "  ")
+    return out

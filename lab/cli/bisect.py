@@ -1,0 +1,147 @@
+"""`lab bisect`: git bisect run with lab's verdict, in a clone lab owns."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+
+from .common import TOPOLOGY
+from .vm import VM_OPTIONS
+
+
+def _vm_options(f):
+    for opt in reversed(VM_OPTIONS[1:]):  # all but --kernel: the commits are the kernels
+        f = opt(f)
+    return f
+
+
+def _vm(accel, cpu_model, tcg_threads, bringup, append):
+    from ..plan import VmOptions
+
+    return VmOptions(accel=accel, cpu_model=cpu_model, tcg_threads=tcg_threads, bringup=bringup, append=append)
+
+
+def _abs(arg: str) -> str:
+    """A name as it is; a file (a scenario or recipe path) as its absolute path."""
+    p = Path(arg)
+    return str(p.resolve()) if ("/" in arg or p.suffix) and p.exists() else arg
+
+
+@click.command("bisect")
+@click.argument("scenario_name", metavar="SCENARIO")
+@click.option("-t", "--topology", "topo", type=TOPOLOGY, default=None, help="Topology (default: the scenario's first).")
+@click.option("--kernel-tree", "tree", type=click.Path(path_type=Path), required=True, help="Your kernel tree (a git repository; never written).")
+@click.option("--good", required=True, metavar="REV", help="A commit where the scenario passes.")
+@click.option("--bad", required=True, metavar="REV", help="A later commit where it fails.")
+@click.option("--repeat", type=click.IntRange(1, 99), default=None, metavar="N",
+              help="Runs per commit, the verdict by majority (odd; default: the scenario's verdict_runs).")
+@click.option("--recipe", default=None, help="Config, fragments and patches for each commit (default lab-6.1 / lab-6.1-arm64).")
+@_vm_options
+def bisect_cmd(scenario_name, topo, tree, good, bad, repeat, recipe, accel, cpu_model, tcg_threads, bringup, append) -> None:
+    """Find the first commit between --good and --bad where SCENARIO fails.
+
+    git bisect run drives the search in a clone of your tree in lab's cache; each
+    commit is built like --kernel-tree (incrementally, with ccache) and judged by the
+    majority of N runs.  A commit that does not build, or whose runs are an ERROR, is
+    skipped (git's 125), with the reason.  Both ends are judged first: a good commit
+    that fails (or a bad one that passes) is refused before bisecting.
+
+    Prints the first bad commit with both sides' evidence.  Exit 0 found, 2 bad input
+    (including ends that do not bisect), 3 error (an end that cannot be judged, or
+    skipped commits that hide the answer)."""
+    import time
+
+    from .. import bisect, iterate, lock, progress, session, topology
+    from .. import scenario as sc
+    from ..errors import InfraError, UserError
+
+    t0 = time.monotonic()
+    s = sc.load(scenario_name)
+    topo = topo or topology.load(s.topologies[0])
+    unmet = s.unmet(topo)
+    if unmet:
+        raise UserError(f"{s.name} cannot run on {topo.name}: the topology lacks {'; '.join(unmet)}")
+    runs = repeat if repeat is not None else s.verdict_runs
+    if runs % 2 == 0:
+        raise UserError(f"--repeat {runs}: give an odd number of runs per commit (a majority must exist)")
+    tree = bisect.check_tree(tree)
+    iterate.tree_recipe(tree, topo.arch, recipe)  # a bad --recipe is refused before any work
+    good_sha = bisect.commit(tree, good, "--good")
+    bad_sha = bisect.commit(tree, bad, "--bad")
+    bisect.check_range(tree, good_sha, bad_sha)
+    bisect.check_kernel(tree, good_sha, "--good")
+    bisect.check_kernel(tree, bad_sha, "--bad")
+    vm = _vm(accel, cpu_model, tcg_threads, bringup, append)
+
+    p = progress.for_cli()
+    with lock.cache_lock(f"bisect-{bisect.workspace_name(tree)}", f"bisecting {tree}", timeout=24 * 3600.0):
+        with p.step("clone", f"lab's clone of {tree}"):
+            clone = bisect.workspace(tree)
+        d = session.new_run_dir("bisect", topo, tree.name)
+        steps_log = d / bisect.STEPS
+        state = {
+            # The step runs in the clone (git bisect run's working directory): files by absolute path.
+            "scenario": _abs(scenario_name), "topology": session.topology_arg(topo), "runs": runs,
+            "recipe": _abs(recipe) if recipe else None,
+            "clone": str(clone), "steps": str(steps_log),
+            "vm": {"accel": accel, "cpu_model": cpu_model, "tcg_threads": tcg_threads, "bringup": bringup, "append": append},
+        }  # fmt: skip
+        (d / bisect.STATE).write_text(json.dumps(state, indent=1))
+        ends = {}
+        for role, sha in (("good end", good_sha), ("bad end", bad_sha)):
+            with p.step(role, f"{sha[:12]} {bisect.subject(tree, sha)}"):
+                st = bisect.judge(s, topo, vm, clone, sha, runs, recipe, progress=p, role=role)
+            bisect.record(steps_log, st)
+            ends[role] = st
+            what = f"the {role.split()[0]} commit {sha[:12]} ({st.subject})"
+            want = "PASS" if role == "good end" else "FAIL"
+            if st.status in ("PASS", "FAIL") and st.status != want:
+                run = next((r for r in st.runs if r.get("status") == st.status), {})
+                raise UserError(f"{what} {'fails' if want == 'PASS' else 'passes'} {s.name} on {topo.name} "
+                                f"({st.describe()}; run dir {run.get('run_dir')}): nothing to bisect")  # fmt: skip
+            if st.status != want:
+                raise InfraError(f"{what} cannot be judged, so lab cannot bisect: {st.describe()} (steps: {steps_log})")
+        p.note(f"both ends hold (good {good_sha[:12]} PASS, bad {bad_sha[:12]} FAIL); bisecting in {clone}")
+        step_argv = [sys.executable, "-m", "lab", "bisect-step", str(d / bisect.STATE)]
+        result = bisect.run_bisect(clone, good_sha, bad_sha, step_argv, steps_log)
+    (d / "bisect.log").write_text(result.log + "\n")
+    wall = time.monotonic() - t0
+    text = bisect.report(result, scenario=s.name, topology=topo.name, wall_s=wall, run_dir=str(d))
+    (d / "report.txt").write_text(text)
+    (d / "result.json").write_text(json.dumps({"first_bad": result.first_bad, "candidates": result.candidates,
+                                               "wall_s": round(wall, 1)}, indent=1))  # fmt: skip
+    click.echo(text, nl=False)
+    if result.first_bad is None:
+        sys.exit(3)
+
+
+@click.command("bisect-step", hidden=True)
+@click.argument("state_file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+def bisect_step_cmd(state_file: Path) -> None:
+    """lab bisect's step under git bisect run: judge the clone's HEAD; exit 0 good, 1 bad,
+    125 skip, 255 (git aborts the bisection) when lab itself cannot go on."""
+    from .. import bisect, proc, progress, topology
+    from .. import scenario as sc
+
+    try:
+        state = json.loads(state_file.read_text())
+        clone = Path(state["clone"])
+        s = sc.load(state["scenario"])
+        topo = topology.load(state["topology"])
+        sha = proc.run(["git", "-C", clone, "rev-parse", "HEAD"]).stdout.decode().strip()
+        done = len(bisect.read_steps(Path(state["steps"]))) - 2
+        left = bisect.steps_left(clone)
+        p = progress.for_cli()
+        with p.step(f"bisect step {done + 1}" + (f" (~{left} more)" if left is not None else ""), f"{sha[:12]} {bisect.subject(clone, sha)}"):
+            st = bisect.judge(s, topo, _vm(**state["vm"]), clone, sha, state["runs"], state["recipe"], progress=p)
+        bisect.record(Path(state["steps"]), st)
+        p.note(f"{sha[:12]}: {st.describe()} -> git bisect {({0: 'good', 1: 'bad'}).get(st.exit_code, 'skip')}")
+    except KeyboardInterrupt:
+        sys.exit(255)
+    except Exception as e:  # noqa: BLE001 - anything else must stop git, not read as "bad"
+        click.echo(f"lab: error: bisect step: {type(e).__name__}: {' '.join(str(e).split())}", err=True)
+        sys.exit(255)
+    sys.exit(st.exit_code)
