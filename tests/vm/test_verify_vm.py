@@ -23,11 +23,12 @@ def test_verify_mini(name, debian_kernel):
     for n in t.node_ids:
         assert checks[f"node {n} CPUs"]["ok"]
     assert checks["SMT siblings"]["ok"] and checks["sched-domain levels"]["ok"]
-    # Only the vendor effect may deviate, and it must say so.
-    for c in doc["checks"]:
-        if not c["ok"]:
-            assert "vendor effect" in c.get("known_deviation", ""), c
-            assert t.vendor == "amd"
+    # No deviation at all: AMD Zen specs get an AMD CPU model with TOPOEXT under TCG, so
+    # Debian's kernel takes its own AMD paths (node_reclaim_distance 32, SMT and L3 from
+    # CPUID 0x8000001E/0x8000001D) and the vendor effect is gone.
+    assert [c for c in doc["checks"] if not c["ok"]] == []
+    if t.vendor == "amd" and doc["accel"] == "tcg":
+        assert doc["guest"]["cpu"]["vendor"] == "amd" and doc["guest"]["cpu"]["family"] == t.family, doc["guest"]["cpu"]
     assert doc["guest"]["cpus"]["0"]["domains"], "the sched-domain tree was read"
 
 
