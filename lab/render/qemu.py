@@ -197,9 +197,22 @@ def max_apic_id(topo: Topology) -> int:
     def bits(n: int) -> int:
         return (n - 1).bit_length()
 
-    dies, cores, threads = s.llcs_per_socket, s.cores_per_llc, s.threads_per_core
+    dies, cores = x86_dies_cores(topo)
+    threads = s.threads_per_core
     t, c, d = bits(threads), bits(cores), bits(dies)
     return ((s.sockets - 1) << (t + c + d)) | ((dies - 1) << (t + c)) | ((cores - 1) << t) | (threads - 1)
+
+
+def x86_dies_cores(topo: Topology) -> tuple[int, int]:
+    """(-smp dies, cores per die) for an x86 machine: one die per LLC, since QEMU's models
+    give one L3 per die; on a sub-NUMA-clustered machine one die per socket, since its L3
+    is the socket's (the guest kernel then splits it at node boundaries, as on the real
+    machine)."""
+    s = topo.shape
+    assert s is not None
+    if topo.snc:
+        return 1, s.cores_per_socket
+    return s.llcs_per_socket, s.cores_per_llc
 
 
 HOTPLUG_BRINGUP_ABOVE = 64
@@ -270,7 +283,7 @@ def _x86(topo: Topology, version, acc: str, cpu_model: str, host: Host, notes: l
             f"{topo.name}: x86 clusters need QEMU {_v(QEMU_X86_CLUSTERS)} (-smp clusters= on x86); "
             f"this is QEMU {_v(version)}"
         )
-    dies = s.llcs_per_socket
+    dies, _ = x86_dies_cores(topo)
     if dies > 1 and version < QEMU_X86_DIES:
         raise UserError(f"{topo.name}: several LLCs per socket need -smp dies=, QEMU {_v(QEMU_X86_DIES)}+")
     if cpu_model == "auto":
@@ -299,18 +312,23 @@ def _x86(topo: Topology, version, acc: str, cpu_model: str, host: Host, notes: l
         cpu += ",x-force-features=on" + "".join(f",-{f}" for f in AMD_TCG_UNSUPPORTED)
     if acc == "kvm" and vendor == "amd":
         cpu += ",topoext=on"
-    smp = (
-        f"{topo.n_cpus},sockets={s.sockets},dies={dies},"
-        f"cores={s.cores_per_llc},threads={s.threads_per_core}"
-    )
+    dies, cores = x86_dies_cores(topo)
+    smp = f"{topo.n_cpus},sockets={s.sockets},dies={dies},cores={cores},threads={s.threads_per_core}"
     if dies == 1:
-        smp = f"{topo.n_cpus},sockets={s.sockets},cores={s.cores_per_llc},threads={s.threads_per_core}"
+        smp = f"{topo.n_cpus},sockets={s.sockets},cores={cores},threads={s.threads_per_core}"
     # Nodes are whole sockets (or span several): one "-numa cpu" per socket.  Nodes
-    # inside a socket are groups of dies (one die per LLC): one per (socket, die).
+    # inside a socket are groups of dies (one die per LLC): one per (socket, die).  A die
+    # that spans nodes (sub-NUMA clustering: one L3 per socket) is split per core: QEMU
+    # refuses a second "-numa cpu" naming a die it already put in a node.
     guest_node = {n: i for i, n in enumerate(topo.node_ids)}
     numa_cpu: list[str] = []
+    first_core: dict[int, int] = {}
     for c in topo.cpus:
-        if s.nodes_per_socket > 1:
+        if topo.snc:
+            first_core.setdefault(c.socket, c.core)
+            k = c.core - first_core[c.socket]
+            arg = f"cpu,node-id={guest_node[c.node]},socket-id={c.socket},core-id={k}"
+        elif s.nodes_per_socket > 1:
             arg = f"cpu,node-id={guest_node[c.node]},socket-id={c.socket},die-id={c.llc % dies}"
         else:
             arg = f"cpu,node-id={guest_node[c.node]},socket-id={c.socket}"
