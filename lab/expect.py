@@ -10,6 +10,7 @@ for the ones placement depends on.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from . import cpulist
@@ -38,12 +39,32 @@ class ExpDomain:
     distance: int | None = None  # for NUMA levels: the distance that defines them
 
 
+# Names that follow the kernel: the package level is DIE up to 6.6 and PKG from 6.7
+# (f577cd57bfaa "sched/topology: Rename 'DIE' domain to 'PKG'"); SD_SHARE_PKG_RESOURCES
+# is SD_SHARE_LLC from 6.9 (fa63c2c111e8 "sched/topology: Rename SD_SHARE_PKG_RESOURCES
+# to SD_SHARE_LLC").  The expected views keep 6.1's words; a newer guest's flags are
+# read back into them and its level names are expected in its own.
+PKG_RENAMED = (6, 7)
+FLAG_ALIASES = {"SD_SHARE_LLC": "SD_SHARE_PKG_RESOURCES"}
+
+
+def kernel_version(release: str | None) -> tuple[int, int]:
+    """(major, minor) of a `uname -r`, or (6, 1) when unknown."""
+    m = re.match(r"(\d+)\.(\d+)", release or "")
+    return (int(m[1]), int(m[2])) if m else (6, 1)
+
+
+def pkg_level(release: str | None) -> str:
+    return "PKG" if kernel_version(release) >= PKG_RENAMED else "DIE"
+
+
 def expected_domains(
     topo: Topology,
     *,
     reclaim_distance: int,
     cluster_level: bool,
     llc: str = "spec",
+    pkg_name: str = "DIE",
 ) -> dict[int, list[ExpDomain]]:
     """Per CPU (spec ids), the sched-domain levels a kernel builds on this machine.
 
@@ -89,7 +110,7 @@ def expected_domains(
             levels.append(ExpDomain("CLS", cls, base | {"SD_SHARE_PKG_RESOURCES"}))
         levels.append(ExpDomain("MC", mc, base | {"SD_SHARE_PKG_RESOURCES"}))
         if not numa_in_package:
-            levels.append(ExpDomain("DIE", node, base))  # cpu_cpu_mask() is the node
+            levels.append(ExpDomain(pkg_name, node, base))  # cpu_cpu_mask() is the node
         levels.append(ExpDomain("NODE", node, base, 10))
         row = topo.distances[nodes.index(c.node)]
         for d in dists[1:]:
@@ -175,7 +196,7 @@ def translate(view: MachineView, plan: VmPlan) -> MachineView:
             cv.core_id,
             {k: m(v) for k, v in cv.lists.items()},
             [Cache(c.level, c.type, m(c.shared)) for c in cv.caches],
-            [Domain(d.level, d.name, m(d.span), d.flags) for d in cv.domains],
+            [Domain(d.level, d.name, m(d.span), tuple(FLAG_ALIASES.get(f, f) for f in d.flags)) for d in cv.domains],
         )
     for gn, cpus in view.nodes.items():
         sn = n2s[gn] if gn < len(n2s) else gn
@@ -398,17 +419,18 @@ def _domain_checks(
     (*limits*), the tree it can build, as a named known deviation."""
     fmt = _fmt
     real_cls = topo.has_clusters or topo.arch == "x86_64"
-    ref_real = expected_domains(topo, reclaim_distance=plan.guest_reclaim_distance, cluster_level=real_cls, llc="spec")
-    ref_guest = expected_domains(topo, reclaim_distance=plan.guest_reclaim_distance, cluster_level=cluster_level, llc=guest_llc)
+    pkg = pkg_level(v.release)
+    ref_real = expected_domains(topo, reclaim_distance=plan.guest_reclaim_distance, cluster_level=real_cls, llc="spec", pkg_name=pkg)
+    ref_guest = expected_domains(topo, reclaim_distance=plan.guest_reclaim_distance, cluster_level=cluster_level, llc=guest_llc, pkg_name=pkg)
     c0 = topo.cpus[0].id
     got0 = [d.name for d in v.cpus[c0].domains] if c0 in v.cpus else []
     use_guest = [d.name for d in ref_real[c0]] != got0 and [d.name for d in ref_guest[c0]] == got0
     if use_guest:
         exp = ref_guest
-        real = expected_domains(topo, reclaim_distance=topo.node_reclaim_distance, cluster_level=cluster_level, llc=guest_llc)
+        real = expected_domains(topo, reclaim_distance=topo.node_reclaim_distance, cluster_level=cluster_level, llc=guest_llc, pkg_name=pkg)
     else:
         exp = ref_real
-        real = expected_domains(topo, reclaim_distance=topo.node_reclaim_distance, cluster_level=real_cls, llc="spec")
+        real = expected_domains(topo, reclaim_distance=topo.node_reclaim_distance, cluster_level=real_cls, llc="spec", pkg_name=pkg)
     names_bad, span_bad, flag_bad, flag_known = _domain_differences(topo, v, exp, real)
     ex0 = exp[c0]
     real_names = " > ".join(d.name for d in ref_real[c0]) + f" (CPU {c0})"
