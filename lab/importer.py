@@ -121,10 +121,10 @@ def view_to_spec(view: MachineView, name: str, source: str) -> tuple[str, list[s
             clusters = cl
 
     per_thread = _per_thread_caches(view, cpus, cores)
-    for name in per_thread:
+    for cache in per_thread:
         notes.append(
-            f"{name} is private to each SMT thread here"
-            + (" (x86 builds its CLS level from the L2 siblings)" if name == "L2" else "")
+            f"{cache} is private to each SMT thread here"
+            + (" (x86 builds its CLS level from the L2 siblings)" if cache == "L2" else "")
         )
     if cpu_nodes != list(range(len(cpu_nodes))):
         notes.append(

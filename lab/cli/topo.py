@@ -161,7 +161,7 @@ def import_(capture: Path, output: Path, mini: bool) -> None:
         if why_not and mini_why:
             raise UserError(f"{capture}: {why_not}")
     elif why_not:
-        raise UserError(f"{capture}: {why_not}" + ("" if tp.shape is None else "; --mini may fit"))
+        raise UserError(f"{capture}: {why_not}")
     importer.write(output, text)
     click.echo(f"wrote {output}")
     for n in notes:

@@ -162,3 +162,20 @@ def test_cli_import_ends_with_what_the_vm_will_not_reproduce(tmp_path):
     r = CliRunner().invoke(main, ["topo", "import", str(SNC), "-o", str(tmp_path / "snc.toml")])
     assert r.exit_code == 0, r.output
     assert r.output.strip().splitlines()[-1] == "the VM of snc.toml will not reproduce: nothing lab knows of"
+
+
+def test_capture_no_vm_here_can_boot_is_refused(tmp_path):
+    """An x86 machine with clusters (L2 shared by two cores): QEMU 7.2 cannot build x86
+    clusters, so import refuses it naming the version that can, and writes nothing."""
+    with tarfile.open(OPTERON) as tf:
+        tf.extractall(tmp_path, filter="data")
+    root = tmp_path / "opteron6376-4s"
+    for cpu in range(64):
+        first = cpu - cpu % 4
+        (root / f"sys/devices/system/cpu/cpu{cpu}/topology/cluster_cpus_list").write_text(f"{first}-{first + 3}\n")
+    t, _ = imported(root)
+    assert t.has_clusters
+    r = CliRunner().invoke(main, ["topo", "import", str(root), "-o", str(tmp_path / "c.toml")])
+    assert r.exit_code == 2 and r.output.count("\n") == 1, r.output
+    assert "x86 clusters need QEMU 9.1" in r.output and "this is QEMU" in r.output
+    assert not (tmp_path / "c.toml").exists()
