@@ -10,6 +10,7 @@ for the ones placement depends on.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from . import cpulist
@@ -38,12 +39,32 @@ class ExpDomain:
     distance: int | None = None  # for NUMA levels: the distance that defines them
 
 
+# Names that follow the kernel: the package level is DIE up to 6.6 and PKG from 6.7
+# (f577cd57bfaa "sched/topology: Rename 'DIE' domain to 'PKG'"); SD_SHARE_PKG_RESOURCES
+# is SD_SHARE_LLC from 6.9 (fa63c2c111e8 "sched/topology: Rename SD_SHARE_PKG_RESOURCES
+# to SD_SHARE_LLC").  The expected views keep 6.1's words; a newer guest's flags are
+# read back into them and its level names are expected in its own.
+PKG_RENAMED = (6, 7)
+FLAG_ALIASES = {"SD_SHARE_LLC": "SD_SHARE_PKG_RESOURCES"}
+
+
+def kernel_version(release: str | None) -> tuple[int, int]:
+    """(major, minor) of a `uname -r`, or (6, 1) when unknown."""
+    m = re.match(r"(\d+)\.(\d+)", release or "")
+    return (int(m[1]), int(m[2])) if m else (6, 1)
+
+
+def pkg_level(release: str | None) -> str:
+    return "PKG" if kernel_version(release) >= PKG_RENAMED else "DIE"
+
+
 def expected_domains(
     topo: Topology,
     *,
     reclaim_distance: int,
     cluster_level: bool,
     llc: str = "spec",
+    pkg_name: str = "DIE",
 ) -> dict[int, list[ExpDomain]]:
     """Per CPU (spec ids), the sched-domain levels a kernel builds on this machine.
 
@@ -89,7 +110,7 @@ def expected_domains(
             levels.append(ExpDomain("CLS", cls, base | {"SD_SHARE_PKG_RESOURCES"}))
         levels.append(ExpDomain("MC", mc, base | {"SD_SHARE_PKG_RESOURCES"}))
         if not numa_in_package:
-            levels.append(ExpDomain("DIE", node, base))  # cpu_cpu_mask() is the node
+            levels.append(ExpDomain(pkg_name, node, base))  # cpu_cpu_mask() is the node
         levels.append(ExpDomain("NODE", node, base, 10))
         row = topo.distances[nodes.index(c.node)]
         for d in dists[1:]:
@@ -175,7 +196,7 @@ def translate(view: MachineView, plan: VmPlan) -> MachineView:
             cv.core_id,
             {k: m(v) for k, v in cv.lists.items()},
             [Cache(c.level, c.type, m(c.shared)) for c in cv.caches],
-            [Domain(d.level, d.name, m(d.span), d.flags) for d in cv.domains],
+            [Domain(d.level, d.name, m(d.span), tuple(FLAG_ALIASES.get(f, f) for f in d.flags)) for d in cv.domains],
         )
     for gn, cpus in view.nodes.items():
         sn = n2s[gn] if gn < len(n2s) else gn
@@ -231,6 +252,57 @@ def guest_limits(topo: Topology, plan: VmPlan, cluster_level: bool, dt_caches: b
     return cluster_level, llc, why
 
 
+# ---- what the VM does not reproduce -----------------------------------------------------------
+
+CACHE_LEVEL = {"L1d": (1, ("Data",)), "L1i": (1, ("Instruction",)), "L2": (2, ("Unified", "Data"))}
+# Caches QEMU 7.2's x86 models give each SMT thread to itself (seen in guests): the Intel
+# model's CPUID 4 counts one thread per L1 and a core's threads per L2; the AMD model's
+# 0x8000001D counts a core's threads for L1 and L2 alike.
+QEMU_PER_THREAD = {"intel": frozenset({"L1d", "L1i"}), "amd": frozenset()}
+
+
+def per_thread_reproduced(plan: VmPlan) -> frozenset[str]:
+    return QEMU_PER_THREAD.get(plan.cpu_vendor, frozenset())
+
+
+def sparse_nodes_why(topo: Topology) -> str:
+    ids = ", ".join(map(str, topo.node_ids))
+    return (
+        f"node ids {ids}: QEMU numbers NUMA nodes 0-{topo.n_nodes - 1}, so the guest's node ids are dense "
+        "(same order, same CPUs and distances); lab translates them back"
+    )
+
+
+def per_thread_why(name: str, plan: VmPlan) -> str:
+    why = (
+        f"the real machine gives each SMT thread its own {name}; the guest's {plan.cpu_vendor} CPU model "
+        f"({plan.cpu_model.split(',')[0]}) shares a core's {name} between its threads"
+    )
+    if name == "L2":
+        why += " (x86 builds the CLS level from L2 siblings: kernels that set cpu_l2c_id see a different cluster)"
+    return why
+
+
+def deviations(topo: Topology, plan: VmPlan) -> list[tuple[str, str]]:
+    """(name, why) of everything a boot of *topo* by *plan* will not reproduce: what
+    `lab topo import` lists and `lab verify` reports as named known deviations."""
+    out = []
+    if list(topo.node_ids) != list(range(topo.n_nodes)):
+        out.append(("node ids", sparse_nodes_why(topo)))
+    for name in topo.per_thread:
+        if name not in per_thread_reproduced(plan):
+            out.append((f"{name} per thread", per_thread_why(name, plan)))
+    if plan.guest_reclaim_distance != topo.node_reclaim_distance:
+        out.append((
+            "vendor effect",
+            f"the real {topo.vendor} machine uses node_reclaim_distance={topo.node_reclaim_distance}, the guest's "
+            f"{plan.cpu_vendor} CPU model {plan.guest_reclaim_distance} (a lab-built kernel takes node_reclaim_distance=)",
+        ))
+    if topo.arch == "arm64" and not plan.dt_caches:
+        out.append(("LLC groups", "no device-tree cache nodes (install device-tree-compiler)"))
+    return out
+
+
 def verify(
     topo: Topology, plan: VmPlan, guest: MachineView, *, cluster_level: bool, dt_caches: bool | None = None
 ) -> Verdict:
@@ -242,6 +314,7 @@ def verify(
     vd = Verdict(numbering=plan.numbering_mode)
     vd.checks += _node_checks(topo, v)
     vd.checks += _group_checks(topo, v, guest_llc, limits)
+    vd.checks += _shape_deviation_checks(topo, plan, v)
     if not any(cv.domains for cv in v.cpus.values()):
         vd.checks.append(Check("sched domains", "readable", "no /proc/schedstat or debugfs domains in the guest", False))
         return vd
@@ -287,7 +360,51 @@ def _group_checks(topo: Topology, v: MachineView, guest_llc: str, limits: list[s
         cache = cv.cache(llc_level)
         return cache.shared if cache else None
 
+    if topo.snc:
+        # Sub-NUMA clustering: the cache's own lists span the socket, on the real machine
+        # and in the guest (one die per socket); the scheduler's LLC is each node's part
+        # (x86 match_llc() never matches CPUs of different nodes), checked as MC spans.
+        checks.append(_compare_groups(f"L{llc_level or '?'} shared_cpu_list (one per socket: SNC)", topo, "socket", llc_of))
+        checks.append(Check(
+            "LLC split at node boundaries (SNC)", _groups(topo, "llc"),
+            "the guest kernel splits the socket's L3 at node boundaries as on the real machine (MC spans below)", True,
+        ))
+        return checks
     checks.append(_compare_groups(f"LLC (L{llc_level or '?'} shared_cpu_list)", topo, "llc", llc_of))
+    return checks
+
+
+def _shape_deviation_checks(topo: Topology, plan: VmPlan, v: MachineView) -> list[Check]:
+    """Named known deviations of the machine's shape (sparse node ids, caches private to
+    an SMT thread), each checked against what the guest shows: a guest that differs in
+    another way than the named one fails."""
+    checks = []
+    if list(topo.node_ids) != list(range(topo.n_nodes)):
+        got = sorted(v.nodes)
+        ok_translated = got == sorted(topo.node_ids)
+        checks.append(Check(
+            "node ids", " ".join(map(str, topo.node_ids)),
+            f"guest 0-{topo.n_nodes - 1}, translated to {' '.join(map(str, got))}", False,
+            known=sparse_nodes_why(topo) if ok_translated else "",
+        ))
+    for name in topo.per_thread:
+        level, types = CACHE_LEVEL[name]
+
+        def shared(cpu: int, level=level, types=types) -> tuple[int, ...] | None:
+            cv = v.cpus.get(cpu)
+            cache = next((x for x in cv.caches if x.level == level and x.type in types), None) if cv else None
+            return tuple(cache.shared) if cache else None
+
+        if name in per_thread_reproduced(plan):
+            bad = [c.id for c in topo.cpus if shared(c.id) != (c.id,)]
+            actual = "same" if not bad else f"CPU {bad[0]}: {_fmt(shared(bad[0]) or ()) or 'missing'}; {len(bad)} CPUs differ"
+            checks.append(Check(f"{name} per thread", "one per CPU", actual, not bad))
+            continue
+        bad = [c.id for c in topo.cpus if shared(c.id) != topo.group_of("core", c.id)]
+        actual = "shared by each core's SMT threads" if not bad else (
+            f"CPU {bad[0]}: {_fmt(shared(bad[0]) or ()) or 'missing'}; {len(bad)} CPUs differ"
+        )
+        checks.append(Check(f"{name} per thread", "one per CPU", actual, False, known="" if bad else per_thread_why(name, plan)))
     return checks
 
 
@@ -302,17 +419,18 @@ def _domain_checks(
     (*limits*), the tree it can build, as a named known deviation."""
     fmt = _fmt
     real_cls = topo.has_clusters or topo.arch == "x86_64"
-    ref_real = expected_domains(topo, reclaim_distance=plan.guest_reclaim_distance, cluster_level=real_cls, llc="spec")
-    ref_guest = expected_domains(topo, reclaim_distance=plan.guest_reclaim_distance, cluster_level=cluster_level, llc=guest_llc)
+    pkg = pkg_level(v.release)
+    ref_real = expected_domains(topo, reclaim_distance=plan.guest_reclaim_distance, cluster_level=real_cls, llc="spec", pkg_name=pkg)
+    ref_guest = expected_domains(topo, reclaim_distance=plan.guest_reclaim_distance, cluster_level=cluster_level, llc=guest_llc, pkg_name=pkg)
     c0 = topo.cpus[0].id
     got0 = [d.name for d in v.cpus[c0].domains] if c0 in v.cpus else []
     use_guest = [d.name for d in ref_real[c0]] != got0 and [d.name for d in ref_guest[c0]] == got0
     if use_guest:
         exp = ref_guest
-        real = expected_domains(topo, reclaim_distance=topo.node_reclaim_distance, cluster_level=cluster_level, llc=guest_llc)
+        real = expected_domains(topo, reclaim_distance=topo.node_reclaim_distance, cluster_level=cluster_level, llc=guest_llc, pkg_name=pkg)
     else:
         exp = ref_real
-        real = expected_domains(topo, reclaim_distance=topo.node_reclaim_distance, cluster_level=real_cls, llc="spec")
+        real = expected_domains(topo, reclaim_distance=topo.node_reclaim_distance, cluster_level=real_cls, llc="spec", pkg_name=pkg)
     names_bad, span_bad, flag_bad, flag_known = _domain_differences(topo, v, exp, real)
     ex0 = exp[c0]
     real_names = " > ".join(d.name for d in ref_real[c0]) + f" (CPU {c0})"

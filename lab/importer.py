@@ -13,6 +13,7 @@ from pathlib import Path
 from . import arch as archs
 from . import cpulist, topology
 from .errors import UserError
+from .host import Host
 from .sysfs import MachineView
 
 MINI_MAX_CPUS = 32
@@ -85,6 +86,7 @@ def view_to_spec(view: MachineView, name: str, source: str) -> tuple[str, list[s
     node_of = {c: n for n in cpu_nodes for c in nodes[n]}
 
     llc_level = view.llc_level
+    snc = False
     if llc_level is None:
         notes.append("no cache information: one LLC per node and socket assumed")
         by_node_pkg: dict[tuple[int, int], list[int]] = {}
@@ -103,13 +105,32 @@ def view_to_spec(view: MachineView, name: str, source: str) -> tuple[str, list[s
         llcs = groups_by(llc)
         raw = groups_by(llc_shared)
         if len(raw) != len(llcs):
-            notes.append(f"L{llc_level} groups crossing nodes were split at node boundaries")
+            if _is_snc(raw, node_of, pkg_of, view.vendor):
+                snc = True
+                notes.append(
+                    f"sub-NUMA clustering: each L{llc_level} is a whole socket's, shared by its nodes; Linux "
+                    "schedules on its per-node parts (x86 match_llc()), and so does the guest: one "
+                    f"L{llc_level} per socket, nodes assigned per core"
+                )
+            else:
+                notes.append(f"L{llc_level} groups crossing nodes were split at node boundaries")
     clusters = None
     if any(view.cpus[c].siblings("cluster") for c in cpus):
         cl = groups_by(lambda c: view.cpus[c].siblings("cluster") or (c,))
         if set(cl) != set(cores) and set(cl) != set(llcs):
             clusters = cl
 
+    per_thread = _per_thread_caches(view, cpus, cores)
+    for cache in per_thread:
+        notes.append(
+            f"{cache} is private to each SMT thread here"
+            + (" (x86 builds its CLS level from the L2 siblings)" if cache == "L2" else "")
+        )
+    if cpu_nodes != list(range(len(cpu_nodes))):
+        notes.append(
+            f"node ids {', '.join(map(str, cpu_nodes))} are sparse: the guest's nodes are 0-{len(cpu_nodes) - 1} "
+            "in the same order (QEMU numbers nodes densely) and lab translates them back, like CPU ids"
+        )
     model = _one_line(view.model or "")
     vendor = (view.vendor or "generic").lower()
     if vendor not in topology.VENDORS:
@@ -144,6 +165,12 @@ def view_to_spec(view: MachineView, name: str, source: str) -> tuple[str, list[s
     if clusters is not None:
         lines += glist("clusters", clusters)
     lines += glist("cores", cores)
+    if snc or per_thread:
+        lines += ["", "[caches]"]
+        if snc:
+            lines.append("snc = true")
+        if per_thread:
+            lines.append("per_thread = [" + ", ".join(_toml_str(x) for x in per_thread) + "]")
     lines += ["", "[numa]", "distances = ["]
     for dist_row in dist:
         lines.append("  [" + ", ".join(map(str, dist_row)) + "],")
@@ -156,6 +183,45 @@ def view_to_spec(view: MachineView, name: str, source: str) -> tuple[str, list[s
     # Validate what we wrote: an import that does not load is a bug here, not the user's.
     topology.loads(text, where=f"import of {source}", default_name=name)
     return text, notes
+
+
+def _is_snc(raw_llcs, node_of: dict[int, int], pkg_of: dict[int, int], vendor: str | None) -> bool:
+    """Every cache-level LLC is a whole socket holding several nodes (Intel sub-NUMA
+    clustering: the L3's sysfs lists span the socket; the scheduler's LLC is per node)."""
+    if (vendor or "").lower() not in ("intel", "genuineintel"):
+        return False
+    by_pkg: dict[int, set[int]] = {}
+    for c, p in pkg_of.items():
+        by_pkg.setdefault(p, set()).add(c)
+    for g in raw_llcs:
+        pkgs = {pkg_of[c] for c in g}
+        if len(pkgs) != 1 or set(g) != by_pkg[next(iter(pkgs))] or len({node_of[c] for c in g}) < 2:
+            return False
+    return True
+
+
+def _per_thread_caches(view: MachineView, cpus: list[int], cores: list[tuple[int, ...]]) -> list[str]:
+    """Cache levels below the LLC that each SMT thread has to itself (L1d, L1i, L2)."""
+    core_of = {c: g for g in cores for c in g}
+    if all(len(g) == 1 for g in cores):
+        return []
+    out = []
+    for level, types, name in ((1, ("Data",), "L1d"), (1, ("Instruction",), "L1i"), (2, ("Unified", "Data"), "L2")):
+        private = None
+        for c in cpus:
+            if len(core_of[c]) < 2:
+                continue
+            cache = next((x for x in view.cpus[c].caches if x.level == level and x.type in types), None)
+            if cache is None:
+                private = None
+                break
+            mine = set(cache.shared) & set(core_of[c])
+            private = (private is not False) and mine <= {c}
+            if not private:
+                break
+        if private:
+            out.append(name)
+    return out
 
 
 def mini(topo: topology.Topology, name: str, max_cpus: int = MINI_MAX_CPUS) -> str:
@@ -218,6 +284,7 @@ def mini(topo: topology.Topology, name: str, max_cpus: int = MINI_MAX_CPUS) -> s
         f"threads_per_core = {s.threads_per_core}",
         f"numbering = {_toml_str(numbering)}",
         "",
+        *_caches_table(topo),
         "[numa]",
         "distances = [",
         *["  [" + ", ".join(map(str, row)) + "]," for row in topo.distances],
@@ -235,6 +302,30 @@ def mini(topo: topology.Topology, name: str, max_cpus: int = MINI_MAX_CPUS) -> s
     # Real node ids may be sparse; the mini numbers nodes 0..n-1 in the same order.
     topology.loads(text, where=f"mini of {topo.name}", default_name=name)
     return text
+
+
+def _caches_table(topo: topology.Topology) -> list[str]:
+    if not (topo.snc or topo.per_thread):
+        return []
+    out = ["[caches]"]
+    if topo.snc:
+        out.append("snc = true")
+    if topo.per_thread:
+        out.append("per_thread = [" + ", ".join(_toml_str(x) for x in topo.per_thread) + "]")
+    return [*out, ""]
+
+
+def not_reproduced(topo: topology.Topology, host: Host) -> tuple[list[str], str]:
+    """What a boot of *topo* on *host* will not reproduce (the named deviations `lab
+    verify` reports), or, when it cannot boot at all, why ('' otherwise)."""
+    from . import expect
+    from .render import qemu
+
+    try:
+        plan = qemu.plan(topo, host)
+    except UserError as e:
+        return [], str(e)
+    return [f"{name} ({why})" for name, why in expect.deviations(topo, plan)], ""
 
 
 def write(path: Path, text: str) -> None:

@@ -138,6 +138,13 @@ class Topology:
     path: str | None = None
     description: str = ""
     gic: int | None = None  # arm64 interrupt controller version (2 or 3); None: lab picks
+    # [caches]: what the LLC / cpulist groups do not say.  snc: the L3 is one per socket,
+    # shared by the socket's nodes (Intel sub-NUMA clustering); the llc groups are its
+    # per-node parts, which is what Linux schedules on (x86 match_llc() never lets an LLC
+    # cross a node).  per_thread: cache levels ("L1d", "L2", ...) private to each SMT
+    # thread on the real machine (QEMU's models share them between a core's threads).
+    snc: bool = False
+    per_thread: tuple[str, ...] = ()
 
     # ---- sizes -------------------------------------------------------------------
     @property
@@ -336,6 +343,7 @@ class Topology:
             }
             for c in self.cpus
         ]
+        d["caches"] = {"snc": self.snc, "per_thread": list(self.per_thread)}
         d["provenance"] = {
             "machine": self.provenance.machine,
             "sources": list(self.provenance.sources),
@@ -349,7 +357,9 @@ class Topology:
 # Loading
 # ======================================================================================
 
-TOP_KEYS = {"name", "description", "arch", "cpu", "topology", "groups", "numa", "provenance"}
+TOP_KEYS = {"name", "description", "arch", "cpu", "topology", "groups", "numa", "caches", "provenance"}
+CACHE_KEYS = {"snc", "per_thread"}
+CACHE_NAMES = ("L1d", "L1i", "L2")
 CPU_KEYS = {"vendor", "model", "family", "gic"}
 SHAPE_KEYS = {
     "sockets",
@@ -592,6 +602,7 @@ def from_dict(data: Mapping[str, Any], where: str = "<spec>", default_name: str 
             raise ctx.err("cpu.gic", f"must be 2 or 3, not {_val(gic)}")
     if vendor != "generic" and vendor not in archs.get(arch).vendors:
         raise ctx.err("cpu.vendor", f"an {arch} machine cannot have vendor {show(vendor)}")
+    snc, per_thread = _caches(ctx, ctx.table(data, "caches", required=False), cpus, arch)
 
     return Topology(
         name=name,
@@ -610,7 +621,38 @@ def from_dict(data: Mapping[str, Any], where: str = "<spec>", default_name: str 
         path=where,
         description=ctx.string(data, "description", "", ""),
         gic=gic,
+        snc=snc,
+        per_thread=per_thread,
     )
+
+
+def _caches(ctx: _Ctx, t: Mapping, cpus: list[Cpu], arch: str) -> tuple[bool, tuple[str, ...]]:
+    ctx.keys(t, CACHE_KEYS, "caches.")
+    snc = t.get("snc", False)
+    if not isinstance(snc, bool):
+        raise ctx.err("caches.snc", f"must be true or false, not {_val(snc)}")
+    if snc:
+        if arch != "x86_64":
+            raise ctx.err("caches.snc", "sub-NUMA clustering is an x86 (Intel) mode")
+        per_socket: dict[int, set[int]] = {}
+        for c in cpus:
+            per_socket.setdefault(c.socket, set()).add(c.node)
+        if any(len(n) < 2 for n in per_socket.values()):
+            raise ctx.err("caches.snc", "needs several nodes in every socket (the L3 spans them)")
+        per_node: dict[int, set[int]] = {}
+        for c in cpus:
+            per_node.setdefault(c.node, set()).add(c.llc)
+        if any(len(x) > 1 for x in per_node.values()):
+            raise ctx.err("caches.snc", "needs one LLC per node (each node's part of the socket's L3)")
+    raw = t.get("per_thread", [])
+    if not isinstance(raw, list) or not all(isinstance(x, str) for x in raw):
+        raise ctx.err("caches.per_thread", f"must be a list of cache names like [\"L2\"], not {_val(raw)}")
+    for x in raw:
+        if x not in CACHE_NAMES:
+            raise ctx.err("caches.per_thread", f"{show(x)}: cache names are {', '.join(CACHE_NAMES)}")
+    if raw and max(c.thread for c in cpus) == 0:
+        raise ctx.err("caches.per_thread", "caches private to each SMT thread need SMT (threads_per_core > 1)")
+    return snc, tuple(sorted(set(raw)))
 
 
 def _node_order(cpus: list[Cpu]) -> tuple[int, ...]:

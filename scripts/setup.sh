@@ -48,7 +48,7 @@ SUDO=""
 PKGS="qemu-system-x86 qemu-system-arm qemu-utils busybox-static cpio file kmod
       python3 python3-venv python3-pip ccache gcc libc6-dev make flex bison bc
       libelf-dev libssl-dev dwarves gcc-aarch64-linux-gnu libc6-dev-arm64-cross
-      device-tree-compiler linux-source-6.1 linux-perf rt-tests stress-ng numactl xz-utils zstd
+      device-tree-compiler linux-source-6.1 linux-source-6.12 linux-perf rt-tests stress-ng numactl xz-utils zstd
       git patch chromium fonts-dejavu-core trace-cmd
       libvirt-daemon-system libvirt-dev pkg-config python3-dev"
 

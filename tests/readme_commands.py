@@ -87,6 +87,7 @@ CHECKS: dict[str, Check] = {
     "lab kernel rm NAME": Check("run", setup="store_entry"),
     "lab kernel config lab-6.1": Check("args", why="unpacks linux-source-6.1 and runs make olddefconfig: minutes cold"),
     "lab kernel fetch debian": Check("run"),
+    "lab kernel fetch debian-6.12": Check("run"),
     "lab verify zen3-2s-mini --backend libvirt": Check(
         "covered", by="tests/vm/test_backends_vm.py::test_verify_through_libvirt",
         why="runs `lab verify zen3-2s-mini` through --backend libvirt on a libvirtd the test starts, and needs exit 0",
@@ -117,6 +118,15 @@ CHECKS: dict[str, Check] = {
         "covered", by="tests/build/test_bisect_build.py::test_bisect_finds_the_revert",
         why="bisects a history made from linux-source-6.1 whose one commit reverts seed 000's fix (marked handrun: "
         "four kernel builds)",
+    ),
+    "lab topo import tests/fixtures/captures/spr8480-2s-snc4.tar.gz -o snc.toml --mini": Check("run", setup="checkout"),
+    "lab verify snc-mini.toml": Check(
+        "covered", by="tests/vm/test_verify_vm.py::test_verify_snc_machine_from_its_capture",
+        why="imports the same capture with --mini and needs `lab verify` of the mini spec to pass",
+    ),
+    "lab verify zen3-2s-mini --kernel debian-6.12": Check(
+        "covered", by="tests/vm/test_verify_vm.py::test_verify_mini_on_debian_612",
+        why="runs `lab verify` of the catalog minis, zen3-2s-mini among them, with --kernel debian-6.12 and needs exit 0",
     ),
     "lab report bundle RUN_DIR -o bug.tar.gz": Check("run", setup="run_dir"),
     "lab report replay bug.tar.gz": Check(

@@ -18,10 +18,11 @@ def _vm_options(f):
     return f
 
 
-def _vm(accel, cpu_model, tcg_threads, bringup, append):
-    from ..plan import VmOptions
+def _vm(**vm_kw):
+    """The VM options as given (--kernel is each commit's), through the one place that makes them."""
+    from .vm import make_vm_options
 
-    return VmOptions(accel=accel, cpu_model=cpu_model, tcg_threads=tcg_threads, bringup=bringup, append=append)
+    return make_vm_options(kernel_spec="debian", **vm_kw)
 
 
 def _abs(arg: str) -> str:
@@ -40,7 +41,7 @@ def _abs(arg: str) -> str:
               help="Runs per commit, the verdict by majority (odd; default: the scenario's verdict_runs).")
 @click.option("--recipe", default=None, help="Config, fragments and patches for each commit (default lab-6.1 / lab-6.1-arm64).")
 @_vm_options
-def bisect_cmd(scenario_name, topo, tree, good, bad, repeat, recipe, accel, cpu_model, tcg_threads, bringup, append) -> None:
+def bisect_cmd(scenario_name, topo, tree, good, bad, repeat, recipe, **vm_kw) -> None:
     """Find the first commit between --good and --bad where SCENARIO fails.
 
     git bisect run drives the search in a clone of your tree in lab's cache; each
@@ -74,7 +75,7 @@ def bisect_cmd(scenario_name, topo, tree, good, bad, repeat, recipe, accel, cpu_
     bisect.check_range(tree, good_sha, bad_sha)
     bisect.check_kernel(tree, good_sha, "--good")
     bisect.check_kernel(tree, bad_sha, "--bad")
-    vm = _vm(accel, cpu_model, tcg_threads, bringup, append)
+    vm = _vm(**vm_kw)
 
     p = progress.for_cli()
     with lock.cache_lock(f"bisect-{bisect.workspace_name(tree)}", f"bisecting {tree}", timeout=24 * 3600.0):
@@ -87,7 +88,7 @@ def bisect_cmd(scenario_name, topo, tree, good, bad, repeat, recipe, accel, cpu_
             "scenario": _abs(scenario_name), "topology": session.topology_arg(topo), "runs": runs,
             "recipe": _abs(recipe) if recipe else None,
             "clone": str(clone), "steps": str(steps_log),
-            "vm": {"accel": accel, "cpu_model": cpu_model, "tcg_threads": tcg_threads, "bringup": bringup, "append": append},
+            "vm": {**vm_kw, "accel": vm.accel},  # the step runs lab again: the options as given
         }  # fmt: skip
         (d / bisect.STATE).write_text(json.dumps(state, indent=1))
         ends = {}

@@ -170,20 +170,21 @@ def build_cmd(recipe_name: str, patches: tuple[str, ...], jobs: int | None, forc
 
 
 @kernel.command("fetch")
-@click.argument("what", metavar="WHAT", type=click.Choice(["debian"]))
+@click.argument("what", metavar="WHAT", type=click.Choice(["debian", "debian-6.12"]))
 @click.option("--arch", type=ARCH, default="x86_64", show_default=True)
 @click.option(
     "--refresh", is_flag=True, help="Fail rather than keep an older kernel if apt is unreachable."
 )
 def fetch_cmd(what: str, arch: str, refresh: bool) -> None:
-    """Download Debian's newest 6.1 kernel (image, config, modules) into the store."""
+    """Download Debian's newest 6.1 (debian) or 6.12 (debian-6.12) kernel (image, config,
+    modules) into the store."""
     from rich.console import Console
 
     from .. import progress
     from ..kernel import fetch_debian
 
-    with progress.for_cli().step("fetch", f"Debian's {arch} kernel") as p:
-        a = fetch_debian(arch, refresh=refresh, progress=p)
+    with progress.for_cli().step("fetch", f"Debian's {arch} kernel ({what})") as p:
+        a = fetch_debian(arch, refresh=refresh, name=what, progress=p)
     mods = ", ".join(a.metadata.get("guest_modules", [])) or "none"
     Console(stderr=True).print(f"{a.id}: {a.image} (virtio modules to load: {mods})")
     click.echo(a.id)

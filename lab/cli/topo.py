@@ -160,6 +160,7 @@ def capture(output: Path) -> None:
 @click.option("--mini", is_flag=True, help="Also write NAME-mini.toml, shrunk to <= 32 CPUs keeping the shape.")
 def import_(capture: Path, output: Path, mini: bool) -> None:
     """Turn a capture (directory or tarball) into a spec that keeps the real numbering."""
+    from .. import host as host_mod
     from .. import importer, sysfs, topology
     from ..errors import UserError
 
@@ -168,15 +169,30 @@ def import_(capture: Path, output: Path, mini: bool) -> None:
     view = sysfs.read_capture(capture)
     name = output.stem
     text, notes = importer.view_to_spec(view, name, str(capture))
-    mini_text = None
-    if mini:
-        tp = topology.loads(text, where=str(output), default_name=name)
-        mini_text = importer.mini(tp, f"{name}-mini")
+    tp = topology.loads(text, where=str(output), default_name=name)
+    mini_text = importer.mini(tp, f"{name}-mini") if mini else None
+    host = host_mod.probe()
+    # What a boot on this host will not reproduce, or why it cannot boot at all: a
+    # capture neither the spec nor its mini can boot on this QEMU is refused here.
+    lost, why_not = importer.not_reproduced(tp, host)
+    mini_lost: list[str] = []
+    if mini_text is not None:
+        mini_lost, mini_why = importer.not_reproduced(topology.loads(mini_text, default_name=f"{name}-mini"), host)
+        if why_not and mini_why:
+            raise UserError(f"{capture}: {why_not}")
+    elif why_not:
+        raise UserError(f"{capture}: {why_not}")
     importer.write(output, text)
     click.echo(f"wrote {output}")
     for n in notes:
         click.echo(f"  note: {n}")
+    mp = output.with_name(f"{name}-mini.toml")
     if mini_text is not None:
-        mp = output.with_name(f"{name}-mini.toml")
         importer.write(mp, mini_text)
         click.echo(f"wrote {mp}")
+    if why_not:
+        click.echo(f"{output.name} cannot boot on this QEMU: {why_not}")
+    else:
+        click.echo(f"the VM of {output.name} will not reproduce: " + ("; ".join(lost) if lost else "nothing lab knows of"))
+    if mini_text is not None:
+        click.echo(f"the VM of {mp.name} will not reproduce: " + ("; ".join(mini_lost) if mini_lost else "nothing lab knows of"))

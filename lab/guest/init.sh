@@ -123,6 +123,12 @@ snapshot() {
     {
         uname -r
     } > "$dest/uname"
+    # From 6.4 the sched-domain debugfs files exist only while sched/verbose is on
+    # (34320745dfc9 "sched/debug: Put sched/domains files under the verbose flag");
+    # turning it on builds them.  Older kernels have no such file.
+    if [ -e /sys/kernel/debug/sched/verbose ] && [ ! -d /sys/kernel/debug/sched/domains/cpu0 ]; then
+        echo Y > /sys/kernel/debug/sched/verbose 2>/dev/null
+    fi
     grep -H '' /sys/devices/system/cpu/online /sys/devices/system/cpu/possible \
         /sys/devices/system/cpu/cpu[0-9]*/topology/* \
         /sys/devices/system/cpu/cpu[0-9]*/cache/index*/level \

@@ -22,11 +22,15 @@ __all__ = ["KernelArtifact", "resolve", "fetch_debian", "DEFAULT"]
 DEFAULT = "debian"
 
 
-def fetch_debian(arch: str = "x86_64", *, refresh: bool = False, progress: Progress | None = None) -> KernelArtifact:
-    """Download Debian's newest 6.1 kernel for *arch* into the store (once)."""
+DEBIAN_LINES = ("debian", "debian-6.12")
+
+
+def fetch_debian(arch: str = "x86_64", *, refresh: bool = False, name: str = "debian", progress: Progress | None = None) -> KernelArtifact:
+    """Download Debian's newest kernel of the line *name* ("debian": 6.1, "debian-6.12")
+    for *arch* into the store (once)."""
     from .debian import fetch_debian as _fetch
 
-    return _fetch(arch, refresh=refresh, progress=progress)
+    return _fetch(arch, refresh=refresh, name=name, progress=progress)
 
 
 def resolve(spec: str, arch: str, *, build: bool = True, progress: Progress | None = None) -> KernelArtifact:
@@ -34,7 +38,8 @@ def resolve(spec: str, arch: str, *, build: bool = True, progress: Progress | No
 
     *spec* is, in the order tried:
 
-    - ``debian``: Debian's prebuilt 6.1 kernel (fetched if missing and *build*);
+    - ``debian``: Debian's prebuilt 6.1 kernel, ``debian-6.12`` its 6.12 (fetched if
+      missing and *build*);
     - a path to a bzImage / arm64 Image (or a gzipped arm64 vmlinuz);
     - a store id or label (``debian-6.1.0-56-amd64``, ``lab-6.1@1a2b3c4d``: ``lab kernel
       list``) or a unique prefix of one;
@@ -48,16 +53,16 @@ def resolve(spec: str, arch: str, *, build: bool = True, progress: Progress | No
     if arch not in archs.NAMES:
         raise UserError(f"arch '{arch}': lab kernels are {' or '.join(archs.NAMES)}")
     spec = spec or DEFAULT
-    if spec == "debian":
-        have = [a for a in store.entries() if a.name == "debian" and a.arch == arch]
+    if spec in DEBIAN_LINES:
+        have = [a for a in store.entries() if a.name == spec and a.arch == arch]
         if have:
             return max(have, key=lambda a: _release_key(a.release))
         if not build:
             raise UserError(
-                f"Debian's {arch} kernel is not fetched yet; run: lab kernel fetch debian --arch {arch}"
+                f"Debian's {arch} kernel ({spec}) is not fetched yet; run: lab kernel fetch {spec} --arch {arch}"
             )
-        with progress_mod.of(progress).step("fetch", f"Debian's {arch} kernel (apt-get download, once)") as pg:
-            return fetch_debian(arch, progress=pg)
+        with progress_mod.of(progress).step("fetch", f"Debian's {arch} kernel ({spec}; apt-get download, once)") as pg:
+            return fetch_debian(arch, name=spec, progress=pg)
 
     p = Path(spec).expanduser()
     if "/" in spec or p.is_file():
@@ -90,7 +95,7 @@ def resolve(spec: str, arch: str, *, build: bool = True, progress: Progress | No
 
     from ..errors import unknown
 
-    choices = krecipe.names() + ["debian"] + [a.label for a in store.entries()]
+    choices = krecipe.names() + list(DEBIAN_LINES) + [a.label for a in store.entries()]
     raise unknown("kernel (recipe, store id, 'debian' or a path)", spec, choices)
 
 
@@ -100,7 +105,7 @@ def _check_arch(have: str, want: str, what: str) -> None:
 
 
 def _release_key(release: str) -> tuple:
-    return tuple(int(x) if x.isdigit() else x for x in re.split(r"[.-]", release))
+    return tuple(int(x) if x.isdigit() else x for x in re.split(r"[.+-]", release))
 
 
 def from_image(path: Path, arch: str) -> KernelArtifact:

@@ -1,7 +1,8 @@
-"""Debian's prebuilt 6.1 kernel: ``lab kernel fetch debian``.
+"""Debian's prebuilt kernels: ``lab kernel fetch debian`` (6.1) and ``debian-6.12``.
 
-``apt-get download`` of the newest linux-image-6.1.0-NN-<arch> package, unpacked
-with dpkg-deb into ``cache_dir()/kernels/debian-<release>/``:
+``apt-get download`` of the newest package of the line (6.1: linux-image-6.1.0-NN-<arch>
+from bookworm; 6.12: linux-image-6.12.NN+deb12-<arch>-unsigned, which bookworm ships in
+bookworm-security), unpacked with dpkg-deb into ``cache_dir()/kernels/debian-<release>/``:
 
 - ``vmlinuz`` (x86_64 bzImage) or ``Image`` (arm64, decompressed: QEMU -kernel
   wants the raw arm64 Image, and Debian ships it gzipped)
@@ -22,6 +23,7 @@ import os
 import re
 import shutil
 import tempfile
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -45,19 +47,50 @@ VIRTIO_SYMBOLS = {
     "VIRTIO_CONSOLE": "virtio_console",
 }
 _DEBS = "|".join(a.debian for a in archs.ARCHES.values())
-_PKG_RE = re.compile(rf"^linux-image-(6\.1\.0-(\d+))-({_DEBS})$")
+
+
+@dataclass(frozen=True)
+class Line:
+    """A Debian kernel line: its --kernel name, the apt-cache search pattern and the
+    package name's shape (group 1: the release without the arch, 2: the version sorted
+    on, 3: the Debian arch)."""
+
+    name: str
+    search: str  # with {deb} for the Debian arch
+    pkg_re: re.Pattern
+
+
+LINES = {
+    "debian": Line("debian", r"^linux-image-6\.1\.0-[0-9]+-{deb}$", re.compile(rf"^linux-image-(6\.1\.0-(\d+))-({_DEBS})$")),
+    # Debian signs its 6.12 images for Secure Boot; the -unsigned package is the same
+    # kernel without the signature wrapper (and is what depends on nothing else).
+    "debian-6.12": Line(
+        "debian-6.12",
+        r"^linux-image-6\.12\.[0-9]+\+deb12-{deb}-unsigned$",
+        re.compile(rf"^linux-image-(6\.12\.(\d+)\+deb12)-({_DEBS})-unsigned$"),
+    ),
+}
+_PKG_RE = LINES["debian"].pkg_re
+
+
+def line(name: str) -> Line:
+    try:
+        return LINES[name]
+    except KeyError:
+        raise UserError(f"no Debian kernel line {name!r} (lines: {', '.join(LINES)})") from None
 # apt-get update and a ~100 MB download on a slow mirror.
 FETCH_LOCK_TIMEOUT = 3600.0
 
 
-def installed_entries(arch: str) -> list[KernelArtifact]:
-    return [a for a in store.entries() if a.name == "debian" and a.arch == arch]
+def installed_entries(arch: str, name: str = "debian") -> list[KernelArtifact]:
+    return [a for a in store.entries() if a.name == name and a.arch == arch]
 
 
-def newest_package(arch: str) -> tuple[str, str]:
-    """(package name, release) of the newest linux-image-6.1.0-NN-<debarch> apt knows."""
+def newest_package(arch: str, name: str = "debian") -> tuple[str, str]:
+    """(package name, release) of the newest package of the line *name* apt knows."""
     deb = archs.get(arch).debian
-    found = _search(deb)
+    ln = line(name)
+    found = _search(deb, ln)
     if not found:
         if deb != _native_deb_arch():
             # Foreign architecture packages are only listed once dpkg knows the arch.  That
@@ -72,11 +105,11 @@ def newest_package(arch: str) -> tuple[str, str]:
                 )
         # A fresh machine (or container) may have no package lists yet.
         proc.run(["apt-get", "update", "-q"], timeout=1200)
-        found = _search(deb)
+        found = _search(deb, ln)
     if not found:
         raise UserError(
-            f"no linux-image-6.1.0-NN-{deb} package known to apt; run apt-get update "
-            "(Debian 12 'bookworm' sources are needed)"
+            f"no package matching {ln.search.format(deb=deb)} known to apt; run apt-get update "
+            "(Debian 12 'bookworm' sources are needed, and bookworm-security for 6.12)"
         )
     found.sort(key=lambda t: t[0])
     _, pkg, release = found[-1]
@@ -87,38 +120,37 @@ def _native_deb_arch() -> str:
     return proc.run(["dpkg", "--print-architecture"]).stdout.decode().strip()
 
 
-def _search(deb: str) -> list[tuple[int, str, str]]:
-    cp = proc.run(
-        ["apt-cache", "search", "--names-only", rf"^linux-image-6\.1\.0-[0-9]+-{deb}$"],
-        check=False,
-    )
+def _search(deb: str, ln: Line) -> list[tuple[int, str, str]]:
+    cp = proc.run(["apt-cache", "search", "--names-only", ln.search.format(deb=deb)], check=False)
     out = []
-    for line in cp.stdout.decode().splitlines():
-        name = line.split(" ", 1)[0]
-        m = _PKG_RE.match(name.removesuffix(f":{deb}"))
+    for text in cp.stdout.decode().splitlines():
+        name = text.split(" ", 1)[0]
+        m = ln.pkg_re.match(name.removesuffix(f":{deb}"))
         if m and m[3] == deb:
             out.append((int(m[2]), name, f"{m[1]}-{deb}"))
     return out
 
 
-def fetch_debian(arch: str = "x86_64", *, refresh: bool = False, progress: Progress | None = None) -> KernelArtifact:
-    """Download and unpack Debian's newest 6.1 kernel for *arch* (once), saying what it
-    is at through *progress*'s current step."""
+def fetch_debian(arch: str = "x86_64", *, refresh: bool = False, name: str = "debian", progress: Progress | None = None) -> KernelArtifact:
+    """Download and unpack Debian's newest kernel of the line *name* for *arch* (once),
+    saying what it is at through *progress*'s current step."""
     if arch not in archs.NAMES:
         raise UserError(f"arch '{arch}': Debian kernels are fetched for {' or '.join(archs.NAMES)}")
+    line(name)
     # One lab at a time asks apt and downloads (apt-get update takes apt's own lock and
-    # fails if another holds it); a second one then finds the kernel in the store.
+    # fails if another holds it); a second one then finds the kernel in the store.  The
+    # lock is apt's, so every line shares it.
     with cache_lock(f"fetch-debian-{arch}", f"fetching Debian's {arch} kernel", timeout=FETCH_LOCK_TIMEOUT) as waited:
-        have = installed_entries(arch)
+        have = installed_entries(arch, name)
         if waited and have and not refresh:
             return have[0]
-        return _fetch(arch, have, refresh, progress_mod.of(progress))
+        return _fetch(arch, have, refresh, name, progress_mod.of(progress))
 
 
-def _fetch(arch: str, have: list[KernelArtifact], refresh: bool, progress: Progress) -> KernelArtifact:
-    progress.update("apt-get: which linux-image-6.1.0 is newest")
+def _fetch(arch: str, have: list[KernelArtifact], refresh: bool, name: str, progress: Progress) -> KernelArtifact:
+    progress.update(f"apt-get: which {name} kernel is newest")
     try:
-        pkg, release = newest_package(arch)
+        pkg, release = newest_package(arch, name)
     except (UserError, InfraError):
         if have and not refresh:
             return have[0]  # offline: what we have is fine
@@ -144,11 +176,11 @@ def _fetch(arch: str, have: list[KernelArtifact], refresh: bool, progress: Progr
             progress.update(f"unpacking {debs[0].name} (modules decompressed for busybox insmod)")
             root = tmp / "root"
             proc.run(["dpkg-deb", "-x", debs[0], root], timeout=1800)
-            _install(root, tmp, arch, release, pkg, version)
+            _install(root, tmp, arch, release, pkg, version, name)
     return KernelArtifact.from_entry(store.root() / entry_id)
 
 
-def _install(root: Path, tmp: Path, arch: str, release: str, pkg: str, version: str) -> None:
+def _install(root: Path, tmp: Path, arch: str, release: str, pkg: str, version: str, name: str = "debian") -> None:
     boot = root / "boot"
     vmlinuz = boot / f"vmlinuz-{release}"
     if not vmlinuz.is_file():
@@ -183,7 +215,7 @@ def _install(root: Path, tmp: Path, arch: str, release: str, pkg: str, version: 
     as_modules = [VIRTIO_SYMBOLS[s] for s, v in virtio.items() if v == "m"]
     meta = {
         "id": f"debian-{release}",
-        "name": "debian",
+        "name": name,
         "arch": arch,
         "image": image,
         "config": "config",

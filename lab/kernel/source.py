@@ -2,7 +2,7 @@
 
 Sources (the ``source`` field of a recipe):
 
-- ``debian:6.1``: Debian's linux-source-6.1 package; its tarball is unpacked once
+- ``debian:6.1`` / ``debian:6.12``: Debian's linux-source-6.1 / -6.12 package; its tarball is unpacked once
   into ``cache_dir()/sources/`` and only ever read.
 - a path (absolute, ``~/...``, or relative to the recipe): the user's own tree,
   only ever read.
@@ -34,7 +34,10 @@ from .. import paths, proc
 from ..errors import InfraError, UserError
 from .recipe import Patch
 
-DEBIAN_TARBALLS = {"6.1": Path("/usr/src/linux-source-6.1.tar.xz")}
+DEBIAN_TARBALLS = {
+    "6.1": Path("/usr/src/linux-source-6.1.tar.xz"),
+    "6.12": Path("/usr/src/linux-source-6.12.tar.xz"),  # bookworm-security
+}
 
 
 @dataclass(frozen=True)

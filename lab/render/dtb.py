@@ -136,7 +136,9 @@ def build(qemu_argv: list[str], topo: Topology, out: Path) -> Path:
     except ValueError as e:
         raise InfraError("no -machine in the QEMU argv") from e
     raw = out.with_suffix(".qemu.dtb")
-    argv[i + 1] += f",dumpdtb={raw}"
+    # QEMU runs in out.parent (below): name the dump relative to it, as the argv names
+    # every other run file (a relative run directory would otherwise be taken twice).
+    argv[i + 1] += f",dumpdtb={raw.name}"
     # Drop the devices and chardevs: they do not change the tree's CPUs and caches.
     proc.run(_strip_io(argv), cwd=out.parent, timeout=120)  # the argv names run files relative to it
     dts = proc.run(["dtc", "-q", "-I", "dtb", "-O", "dts", str(raw)], timeout=60).stdout.decode()

@@ -137,8 +137,25 @@ def domain_xml(
     ET.SubElement(dev, "memballoon", model="none")
     sec = ET.SubElement(dom, "seclabel", type="static", model="dac", relabel="no")
     ET.SubElement(sec, "label").text = f"+{owner[0]}:+{owner[1]}"
+    _cpu_override(dom, p)
     ET.indent(dom)
     return ET.tostring(dom, encoding="unicode") + "\n"
+
+
+QEMU_NS = "http://libvirt.org/schemas/domain/qemu/1.0"
+ET.register_namespace("qemu", QEMU_NS)
+
+
+def _cpu_override(dom: ET.Element, p: VmPlan) -> None:
+    """A CPU whose -cpu needs a QEMU property libvirt has no element for (x-force-features,
+    which keeps TOPOEXT for AMD models under TCG: render.qemu) gets QEMU's -cpu verbatim
+    through <qemu:commandline>: QEMU takes the last -cpu, so the guest sees exactly the CPU
+    the QEMU backend gives it (libvirt marks such a domain as tainted, nothing more)."""
+    if not any(o.startswith("x-") for o in p.cpu_model.split(",")[1:]):
+        return
+    cl = ET.SubElement(dom, f"{{{QEMU_NS}}}commandline")
+    for arg in ("-cpu", p.cpu_model):
+        ET.SubElement(cl, f"{{{QEMU_NS}}}arg", value=arg)
 
 
 def _cpu(p: VmPlan, sockets: int, dies: int, clusters: int, cores: int, threads: int) -> ET.Element:
@@ -149,6 +166,8 @@ def _cpu(p: VmPlan, sockets: int, dies: int, clusters: int, cores: int, threads:
         cpu = ET.Element("cpu", mode="custom", match="exact", check="none")
         ET.SubElement(cpu, "model", fallback="forbid").text = model
     for o in opts:  # "-feat" / "feat=off" off, "feat=on" / "+feat" on, as QEMU's -cpu takes them
+        if o.startswith("x-"):  # a QEMU CPU property, not a CPUID feature: see _cpu_override()
+            continue
         name, _, val = o.lstrip("+-").partition("=")
         off = o.startswith("-") or val == "off"
         ET.SubElement(cpu, "feature", policy="disable" if off else "require", name=name)

@@ -19,9 +19,8 @@ from ..host import Host
 from ..plan import KernelRef, VmOptions, VmPlan
 from ..topology import AMD_ZEN_RECLAIM_DISTANCE, RECLAIM_DISTANCE, Topology
 
-# Intel model for x86 guests under TCG: with -smp dies=D it gives one L3 per die and
-# SMT siblings.  AMD models lose both under TCG (no topoext), so they are used only
-# when asked for, or under KVM on an AMD host.
+# Intel model for x86 guests under TCG when the real machine is not an AMD Zen: with
+# -smp dies=D it gives one L3 per die and SMT siblings.
 INTEL_MODEL = "Skylake-Server"
 AMD_MODEL = "EPYC-Milan"
 # Features QEMU 7.2's TCG cannot emulate; switching them off silences a warning per
@@ -29,6 +28,27 @@ AMD_MODEL = "EPYC-Milan"
 TCG_UNSUPPORTED = (
     "3dnowprefetch", "avx512bw", "avx512cd", "avx512dq", "avx512f", "avx512vl",
     "hle", "invpcid", "pcid", "rdseed", "rtm", "tsc-deadline", "x2apic", "xsavec",
+)  # fmt: skip
+# AMD Zen guests under TCG.  The real vendor matters to the guest's own kernel: family
+# 17h+ sets node_reclaim_distance = 32 (init_amd_zen_common(), arch/x86/kernel/cpu/
+# amd.c), which keeps SD_BALANCE_FORK/EXEC/WAKE_AFFINE on NUMA domains at distance 32.
+# The kernel reads the topology from CPUID only when TOPOEXT is set: SMT siblings from
+# 0x8000001E EBX (amd_get_topology(), smp_num_siblings in early_init_amd()), the LLC id
+# as APIC id >> order(0x8000001D's sharing count) (cacheinfo_amd_init_llc_id()), the L3
+# shared_cpu_list from the same count (__cache_amd_cpumap_setup()).  Without TOPOEXT,
+# amd_detect_cmp() makes every thread its own core and the package the LLC.  QEMU 7.2
+# fills 0x8000001D/0x8000001E from -smp under TCG too (per die: L3 sharing
+# cores x threads), but TCG_EXT3_FEATURES lacks TOPOEXT, so the bit is filtered out of
+# CPUID 0x80000001 ECX: x-force-features=on keeps it.  TOPOEXT only says those leaves
+# exist (no instruction behind it), so forcing it is safe; every other feature TCG lacks
+# is switched off by name, so the force keeps nothing else.  Family 17h models up to
+# 0x1f (Zen1) take the LLC as APIC id >> 3 whatever the cache leaves say, so family 17h
+# specs get EPYC-Rome (17h model 0x31, Zen2), 19h+ EPYC-Milan (19h model 1, Zen3).
+AMD_TCG_MODELS = {0x17: "EPYC-Rome", 0x19: "EPYC-Milan"}
+AMD_TCG_UNSUPPORTED = (
+    "3dnowprefetch", "amd-ssbd", "amd-stibp", "clzero", "fsrm", "fxsr-opt", "ibpb", "ibrs",
+    "invpcid", "misalignsse", "nrip-save", "osvw", "pcid", "perfctr-core", "rdpid", "rdseed",
+    "sha-ni", "wbnoinvd", "xsavec", "xsaveerptr", "xsaves",
 )  # fmt: skip
 ARM_MODEL = "cortex-a72"  # no SMT: an arm64 spec with threads > 1 is refused
 MAX_ARM_CPUS = 512  # GICv3 on virt, QEMU 7.2
@@ -66,13 +86,15 @@ def plan(
             f"{topo.path or topo.name}: groups: the machine is irregular (group sizes differ); "
             "QEMU's -smp can only build regular machines"
         )
+    model_notes: list[str] = []
     if arch == "x86_64":
-        machine, model, vendor, smp, numa_cpu = _x86(topo, version, acc, options.cpu_model, host)
+        machine, model, vendor, smp, numa_cpu = _x86(topo, version, acc, options.cpu_model, host, model_notes)
         if acc == "tcg":
             _check_apic_ids(topo, version)
     else:
         machine, model, vendor, smp, numa_cpu = _arm64(topo, version, acc, options.cpu_model)
     guest, extra, notes = _reclaim_distance(topo, vendor, model, kernel_features)
+    notes = model_notes + notes
     if emu.origin != "system":
         because = f": {need_why} needs {_v(need)}+" if need and options.qemu == "auto" else ""
         notes.append(f"QEMU {emu.version_str}, lab-built ({emu.path}){because}" if emu.origin == "lab" else f"QEMU {emu.version_str} ({emu.path})")
@@ -180,9 +202,22 @@ def max_apic_id(topo: Topology) -> int:
     def bits(n: int) -> int:
         return (n - 1).bit_length()
 
-    dies, cores, threads = s.llcs_per_socket, s.cores_per_llc, s.threads_per_core
+    dies, cores = x86_dies_cores(topo)
+    threads = s.threads_per_core
     t, c, d = bits(threads), bits(cores), bits(dies)
     return ((s.sockets - 1) << (t + c + d)) | ((dies - 1) << (t + c)) | ((cores - 1) << t) | (threads - 1)
+
+
+def x86_dies_cores(topo: Topology) -> tuple[int, int]:
+    """(-smp dies, cores per die) for an x86 machine: one die per LLC, since QEMU's models
+    give one L3 per die; on a sub-NUMA-clustered machine one die per socket, since its L3
+    is the socket's (the guest kernel then splits it at node boundaries, as on the real
+    machine)."""
+    s = topo.shape
+    assert s is not None
+    if topo.snc:
+        return 1, s.cores_per_socket
+    return s.llcs_per_socket, s.cores_per_llc
 
 
 HOTPLUG_BRINGUP_ABOVE = 64
@@ -245,7 +280,7 @@ def tcg_threading(vcpus: int, host_cpus: int, bringup: str = "boot") -> str:
     return "single"
 
 
-def _x86(topo: Topology, version, acc: str, cpu_model: str, host: Host):
+def _x86(topo: Topology, version, acc: str, cpu_model: str, host: Host, notes: list[str]):
     s = topo.shape
     assert s is not None
     if topo.has_clusters:
@@ -253,11 +288,16 @@ def _x86(topo: Topology, version, acc: str, cpu_model: str, host: Host):
             f"{topo.name}: x86 clusters need QEMU {_v(QEMU_X86_CLUSTERS)} (-smp clusters= on x86); "
             f"this is QEMU {_v(version)}"
         )
-    dies = s.llcs_per_socket
+    dies, _ = x86_dies_cores(topo)
     if dies > 1 and version < QEMU_X86_DIES:
         raise UserError(f"{topo.name}: several LLCs per socket need -smp dies=, QEMU {_v(QEMU_X86_DIES)}+")
     if cpu_model == "auto":
-        model = "host" if acc == "kvm" else INTEL_MODEL
+        if acc == "kvm":
+            model = "host"
+        else:
+            model, why = amd_tcg_model(topo)
+            if why:
+                notes.append(why)
     elif cpu_model == "intel":
         model = INTEL_MODEL
     elif cpu_model == "amd":
@@ -273,20 +313,27 @@ def _x86(topo: Topology, version, acc: str, cpu_model: str, host: Host):
     cpu = model
     if acc == "tcg" and model == INTEL_MODEL:
         cpu += "".join(f",-{f}" for f in TCG_UNSUPPORTED)
+    if acc == "tcg" and model in AMD_TCG_MODELS.values():
+        cpu += ",x-force-features=on" + "".join(f",-{f}" for f in AMD_TCG_UNSUPPORTED)
     if acc == "kvm" and vendor == "amd":
         cpu += ",topoext=on"
-    smp = (
-        f"{topo.n_cpus},sockets={s.sockets},dies={dies},"
-        f"cores={s.cores_per_llc},threads={s.threads_per_core}"
-    )
+    dies, cores = x86_dies_cores(topo)
+    smp = f"{topo.n_cpus},sockets={s.sockets},dies={dies},cores={cores},threads={s.threads_per_core}"
     if dies == 1:
-        smp = f"{topo.n_cpus},sockets={s.sockets},cores={s.cores_per_llc},threads={s.threads_per_core}"
+        smp = f"{topo.n_cpus},sockets={s.sockets},cores={cores},threads={s.threads_per_core}"
     # Nodes are whole sockets (or span several): one "-numa cpu" per socket.  Nodes
-    # inside a socket are groups of dies (one die per LLC): one per (socket, die).
+    # inside a socket are groups of dies (one die per LLC): one per (socket, die).  A die
+    # that spans nodes (sub-NUMA clustering: one L3 per socket) is split per core: QEMU
+    # refuses a second "-numa cpu" naming a die it already put in a node.
     guest_node = {n: i for i, n in enumerate(topo.node_ids)}
     numa_cpu: list[str] = []
+    first_core: dict[int, int] = {}
     for c in topo.cpus:
-        if s.nodes_per_socket > 1:
+        if topo.snc:
+            first_core.setdefault(c.socket, c.core)
+            k = c.core - first_core[c.socket]
+            arg = f"cpu,node-id={guest_node[c.node]},socket-id={c.socket},core-id={k}"
+        elif s.nodes_per_socket > 1:
             arg = f"cpu,node-id={guest_node[c.node]},socket-id={c.socket},die-id={c.llc % dies}"
         else:
             arg = f"cpu,node-id={guest_node[c.node]},socket-id={c.socket}"
@@ -294,6 +341,28 @@ def _x86(topo: Topology, version, acc: str, cpu_model: str, host: Host):
             numa_cpu.append(arg)
     machine = "q35"
     return machine, cpu, vendor, smp, numa_cpu
+
+
+def amd_tcg_model(topo: Topology) -> tuple[str, str]:
+    """The x86 CPU model for *topo* under TCG, and why it is not the real vendor's when
+    it is not.  An AMD family 17h+ spec gets an EPYC model with TOPOEXT (AMD_TCG_MODELS),
+    so the guest's own kernel takes its AMD paths; everything else the Intel model."""
+    fam = topo.family or 0
+    if topo.vendor != "amd" or fam < 0x17:
+        return INTEL_MODEL, ""
+    s = topo.shape
+    assert s is not None
+    share = s.cores_per_llc * s.threads_per_core
+    if share & (share - 1):
+        # __cache_amd_cpumap_setup() takes an L3's CPUs as the APIC ids from
+        # apicid - apicid % share; QEMU pads each die to a power of two of APIC ids, so
+        # with another count the L3 lists (not the LLC id) would come out wrong.
+        return INTEL_MODEL, (
+            f"{share} CPUs per LLC is not a power of two: an AMD CPU model would give wrong L3 "
+            "shared_cpu_lists under TCG (the kernel derives them from APIC id ranges), so the guest "
+            f"gets the Intel model {INTEL_MODEL}"
+        )
+    return AMD_TCG_MODELS[0x17 if fam == 0x17 else 0x19], ""
 
 
 def _arm64(topo: Topology, version, acc: str, cpu_model: str):

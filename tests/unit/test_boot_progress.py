@@ -42,7 +42,7 @@ def test_a_debian_kernel_fetched_on_demand_is_a_step(monkeypatch, plain):
     monkeypatch.setattr(host_mod, "probe", lambda: HOST)
     monkeypatch.setattr(store, "entries", lambda: [])  # not fetched yet
 
-    def fetch(arch, refresh=False, progress=None):
+    def fetch(arch, refresh=False, name="debian", progress=None):
         progress.update("apt-get download linux-image-6.1.0-99-amd64")
         return _kernel(arch, "debian")
 
@@ -53,7 +53,7 @@ def test_a_debian_kernel_fetched_on_demand_is_a_step(monkeypatch, plain):
     s = session.prepare(topology.load("zen3-2s-mini"), VmOptions(kernel="debian"), progress=p)
     assert s.kernel.name == "debian"
     lines = _lines(out)
-    assert lines[0] == "fetch: Debian's x86_64 kernel (apt-get download, once)"
+    assert lines[0] == "fetch: Debian's x86_64 kernel (debian; apt-get download, once)"
     assert lines[1] == "fetch: apt-get download linux-image-6.1.0-99-amd64"
     assert lines[2].startswith("fetch: done (")
 

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from lab import cpulist, expect, host, sysfs, topology
+from lab.plan import VmOptions
 from lab.render import qemu
 
 REF = Path(__file__).resolve().parents[3] / "shared" / "reference" / "machines"
@@ -59,8 +60,9 @@ def guest_view():
 
 
 def test_verify_recorded_guest_passes_with_named_vendor_effect():
+    # The recorded guest was booted with the Intel model (--cpu-model intel's view).
     t = topology.load("epyc7551-8n-mini")
-    p = qemu.plan(t, HOST)
+    p = qemu.plan(t, HOST, VmOptions(cpu_model="intel"))
     vd = expect.verify(t, p, guest_view(), cluster_level=True)
     assert vd.ok() and not vd.ok(strict=True)
     known = [c for c in vd.checks if c.status == "known"]
@@ -70,7 +72,7 @@ def test_verify_recorded_guest_passes_with_named_vendor_effect():
 
 def test_verify_catches_a_wrong_guest():
     t = topology.load("epyc7551-8n-mini")
-    p = qemu.plan(t, HOST)
+    p = qemu.plan(t, HOST, VmOptions(cpu_model="intel"))
     v = guest_view()
     v.nodes[0], v.nodes[1] = v.nodes[1], v.nodes[0]  # the guest put node 0's CPUs in node 1
     v.distances[0] = (10, 20, 32, 32)

@@ -28,7 +28,9 @@ def imported(src, name="m"):
 
 def test_guest_capture_keeps_groups_and_distances():
     t, notes = imported(GUEST)
-    assert notes == []
+    # The guest had the Intel model, whose CPUID 4 gives each SMT thread its own L1.
+    assert notes == ["L1d is private to each SMT thread here", "L1i is private to each SMT thread here"]
+    assert t.per_thread == ("L1d", "L1i")
     assert [t.node_cpus(n) for n in t.node_ids] == [tuple(range(i, i + 8)) for i in range(0, 32, 8)]
     assert t.distances == ((10, 16, 32, 32), (16, 10, 32, 32), (32, 32, 10, 16), (32, 32, 16, 10))
     assert t.group_of("llc", 5) == (4, 5, 6, 7)

@@ -72,6 +72,8 @@ def _scratch(tmp_path: Path, check, cmd: str) -> tuple[str, dict[str, str]]:
         meta = {"id": d.name, "name": "lab-6.1", "arch": "x86_64", "image": "bzImage", "release": "6.1.0-lab"}
         (d / "metadata.json").write_text(json.dumps(meta))
         cmd = cmd.replace("NAME", "lab-6.1@1a2b")
+    elif check.setup == "checkout":  # names a file of the checkout: run from its top
+        cmd = cmd.replace("tests/fixtures/", f"{ROOT}/tests/fixtures/")
     elif check.setup == "completion":  # the shell has lab's completion function after it
         cmd = f"{cmd} && declare -F _lab_completion"
     elif check.setup:
@@ -91,7 +93,8 @@ def test_readme_command_runs(cmd, tmp_path):
     if check.setup == "store_entry":
         assert not list((tmp_path / "cache" / "kernels").glob("1a2b*")), "rm left the entry"
     if cmd.startswith("lab topo import"):
-        assert (tmp_path / "mybox.toml").is_file()
+        out = cmd.split(" -o ")[1].split()[0]
+        assert (tmp_path / out).is_file()
 
 
 # ---- args: the cost is a kernel build; click parses and converts the arguments ---------------

@@ -86,12 +86,43 @@ def test_guest_numbering_is_qemu_order():
     assert plan(topology.load("numa4-96-mini"), HOST_72).numbering_mode == "native"
 
 
+def test_amd_spec_gets_an_amd_model_with_topoext_under_tcg():
+    """The guest's own kernel takes its AMD family 17h+ paths (node_reclaim_distance 32,
+    SMT and LLC from CPUID 0x8000001E/0x8000001D): no vendor effect left to name."""
+    zen3 = plan(topology.load("zen3-2s-mini"), HOST_72)
+    assert zen3.cpu_vendor == "amd" and zen3.guest_reclaim_distance == 32 and zen3.notes == ()
+    assert zen3.cpu_model.startswith("EPYC-Milan,x-force-features=on,")
+    forced_off = zen3.cpu_model.split(",")[2:]
+    assert all(f.startswith("-") for f in forced_off) and "-topoext" not in forced_off
+    # Family 17h: Zen2's model, not Zen1's (whose kernel path takes the LLC as APIC id >> 3).
+    epyc = plan(topology.load("epyc7551-8n-mini"), HOST_72)
+    assert epyc.cpu_model.startswith("EPYC-Rome,") and epyc.guest_reclaim_distance == 32
+    # Intel spec: the Intel model, nothing to say.
+    xeon = plan(topology.load("xeon-2s22c-mini"), HOST_72)
+    assert xeon.cpu_model.startswith("Skylake-Server,") and xeon.notes == ()
+
+
+def test_amd_model_refused_where_its_l3_lists_would_be_wrong():
+    t = topology.loads(
+        'arch = "x86_64"\n[cpu]\nvendor = "amd"\nmodel = "x"\nfamily = 0x19\n'
+        "[topology]\nsockets = 2\nllcs_per_node = 2\ncores_per_cluster = 3\nthreads_per_core = 2\n"
+        "[numa]\ndistances = [[10, 32], [32, 10]]\nmemory_mb = 256\n",
+        where="t.toml", default_name="t",
+    )
+    p = plan(t, HOST_72)
+    assert p.cpu_model.startswith("Skylake-Server") and any("not a power of two" in n for n in p.notes)
+    assert any("vendor effect" in n for n in p.notes)
+
+
 def test_vendor_effect_named_and_fixed_by_kernel_param():
     t = topology.load("zen3-2s-mini")
-    p = plan(t, HOST_72)
+    p = plan(t, HOST_72, cpu_model="intel")
     assert p.guest_reclaim_distance == 30 and any("vendor effect" in n for n in p.notes)
-    p2 = plan(t, HOST_72, kernel_features=frozenset({"node_reclaim_distance_param"}))
+    p2 = plan(t, HOST_72, cpu_model="intel", kernel_features=frozenset({"node_reclaim_distance_param"}))
     assert p2.guest_reclaim_distance == 32 and "node_reclaim_distance=32" in qemu.cmdline(p2)
+    # The AMD model needs no parameter: the guest kernel sets 32 itself.
+    p3 = plan(t, HOST_72, kernel_features=frozenset({"node_reclaim_distance_param"}))
+    assert p3.guest_reclaim_distance == 32 and "node_reclaim_distance" not in qemu.cmdline(p3)
     # Intel spec at distance 21: nothing to say.
     assert plan(topology.load("xeon-2s22c-mini"), HOST_72).notes == ()
 
@@ -102,7 +133,7 @@ def test_tcg_speed_params_and_append_overrides_them():
     assert "rodata=off mitigations=off" in line
     # Under KVM neither costs anything: the guest keeps the kernel's defaults.
     assert "mitigations=off" not in qemu.cmdline(plan(t, HOST_KVM))
-    p = plan(t, HOST_72, kernel_features=frozenset({"node_reclaim_distance_param"}), append="mitigations=auto rodata=on")
+    p = plan(t, HOST_72, cpu_model="intel", kernel_features=frozenset({"node_reclaim_distance_param"}), append="mitigations=auto rodata=on")
     line = qemu.cmdline(p)
     # the user's words come last, after lab's own parameters, so the kernel takes theirs
     assert line.endswith("node_reclaim_distance=32 mitigations=auto rodata=on")
