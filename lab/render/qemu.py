@@ -284,9 +284,13 @@ def _x86(topo: Topology, version, acc: str, cpu_model: str, host: Host, notes: l
     s = topo.shape
     assert s is not None
     if topo.has_clusters:
+        # A QEMU that has -smp clusters= on x86 (9.1+, e.g. lab qemu build's) still needs
+        # the L2 shared per cluster (-machine smp-cache, 9.2+) for the guest to build CLS:
+        # lab does not render that yet (issue 20), so it refuses rather than boot a
+        # machine whose clusters the guest cannot see.
         raise UserError(
-            f"{topo.name}: x86 clusters need QEMU {_v(QEMU_X86_CLUSTERS)} (-smp clusters= on x86); "
-            f"this is QEMU {_v(version)}"
+            f"{topo.name}: x86 clusters need QEMU {_v(QEMU_X86_CLUSTERS)} (-smp clusters= on x86) and an L2 "
+            f"shared per cluster (smp-cache); lab does not render them yet (QEMU here: {_v(version)})"
         )
     dies, _ = x86_dies_cores(topo)
     if dies > 1 and version < QEMU_X86_DIES:
