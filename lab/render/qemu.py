@@ -316,7 +316,9 @@ def _x86(topo: Topology, version, acc: str, cpu_model: str, host: Host, notes: l
         vendor = "intel"
     cpu = model
     if acc == "tcg" and model == INTEL_MODEL:
-        cpu += "".join(f",-{f}" for f in TCG_UNSUPPORTED)
+        # TCG emulates x2APIC from QEMU_TCG_X2APIC (9.0): a guest above 255 vCPUs needs it.
+        off = [f for f in TCG_UNSUPPORTED if not (f == "x2apic" and version >= QEMU_TCG_X2APIC)]
+        cpu += "".join(f",-{f}" for f in off)
     if acc == "tcg" and model in AMD_TCG_MODELS.values():
         cpu += ",x-force-features=on" + "".join(f",-{f}" for f in AMD_TCG_UNSUPPORTED)
     if acc == "kvm" and vendor == "amd":
