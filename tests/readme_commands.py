@@ -128,6 +128,11 @@ CHECKS: dict[str, Check] = {
         "covered", by="tests/vm/test_verify_vm.py::test_verify_mini_on_debian_612",
         why="runs `lab verify` of the catalog minis, zen3-2s-mini among them, with --kernel debian-6.12 and needs exit 0",
     ),
+    "lab qemu list": Check("run"),
+    "lab qemu build": Check(
+        "args", why="builds QEMU 10 from Debian's source: 3331 steps, over an hour on a 2-core host "
+        "(tests/unit/test_emulators.py checks the apt options, configure arguments, store and selection)",
+    ),
     "lab report bundle RUN_DIR -o bug.tar.gz": Check("run", setup="run_dir"),
     "lab report replay bug.tar.gz": Check(
         "covered", by="tests/vm/test_report_vm.py::test_bundle_replays_to_the_same_verdict",

@@ -51,8 +51,9 @@ def list_cmd(as_json: bool) -> None:
     from rich.table import Table
 
     t = Table(box=None)
-    for col in ("arch", "version", "origin", "binary"):
-        t.add_column(col)
+    for col in ("arch", "version", "origin"):
+        t.add_column(col, no_wrap=True)
+    t.add_column("binary", overflow="fold")  # whole, folded: it is copied from here
     for e in rows:
         t.add_row(e.arch, e.version_str, e.origin + (f" {e.entry}" if e.entry else ""), e.path)
     console().print(t)
