@@ -146,12 +146,16 @@ QEMU_NS = "http://libvirt.org/schemas/domain/qemu/1.0"
 ET.register_namespace("qemu", QEMU_NS)
 
 
+def _needs_override(p: VmPlan) -> bool:
+    return any(o.startswith("x-") for o in p.cpu_model.split(",")[1:])
+
+
 def _cpu_override(dom: ET.Element, p: VmPlan) -> None:
     """A CPU whose -cpu needs a QEMU property libvirt has no element for (x-force-features,
     which keeps TOPOEXT for AMD models under TCG: render.qemu) gets QEMU's -cpu verbatim
     through <qemu:commandline>: QEMU takes the last -cpu, so the guest sees exactly the CPU
     the QEMU backend gives it (libvirt marks such a domain as tainted, nothing more)."""
-    if not any(o.startswith("x-") for o in p.cpu_model.split(",")[1:]):
+    if not _needs_override(p):
         return
     cl = ET.SubElement(dom, f"{{{QEMU_NS}}}commandline")
     for arg in ("-cpu", p.cpu_model):
@@ -165,9 +169,10 @@ def _cpu(p: VmPlan, sockets: int, dies: int, clusters: int, cores: int, threads:
     else:
         cpu = ET.Element("cpu", mode="custom", match="exact", check="none")
         ET.SubElement(cpu, "model", fallback="forbid").text = model
-    for o in opts:  # "-feat" / "feat=off" off, "feat=on" / "+feat" on, as QEMU's -cpu takes them
-        if o.startswith("x-"):  # a QEMU CPU property, not a CPUID feature: see _cpu_override()
-            continue
+    # A CPU that needs a QEMU property (x-force-features) gets QEMU's -cpu verbatim
+    # (_cpu_override()): its features are QEMU's names, some unknown to libvirt's CPU map
+    # (fxsr-opt), so they are not repeated here.
+    for o in [] if _needs_override(p) else opts:  # "-feat"/"feat=off" off, "feat=on"/"+feat" on, as QEMU's -cpu
         name, _, val = o.lstrip("+-").partition("=")
         off = o.startswith("-") or val == "off"
         ET.SubElement(cpu, "feature", policy="disable" if off else "require", name=name)
