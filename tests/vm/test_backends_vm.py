@@ -98,12 +98,9 @@ def check_verify(backend: str) -> None:
 
 def check_scenario(backend: str) -> None:
     """llc-spread-pinned on zen3-2s-mini with Debian's kernel, one run: a verdict (never an
-    ERROR) with the same contract as through QEMU (tests/vm/test_scenarios_vm.py): PASS,
-    or FAIL with every failed expectation giving the scenario's stated reason.  Debian's
-    guest has node_reclaim_distance 30 < the spec's 32, so the NUMA domain has no
-    SD_BALANCE_FORK and the threads stay on the socket the forking parent is on: most
-    single runs FAIL, and a run where the parent (pinned to both sockets) moves between
-    forks passes (seen through vng: 1 of 2), so one run's verdict is not asserted."""
+    ERROR), PASS, or FAIL with evidence for every failed expectation.  One run's verdict is
+    not asserted: on Debian 6.1 single runs have both passed and failed (a run where the
+    parent, pinned to both sockets, moves between forks can pass)."""
     runs = Path(os.environ["LAB_RUNS"])
     argv = ["run", "llc-spread-pinned", "--topology", "zen3-2s-mini", "--backend", backend, "--runs-per-verdict", "1"]
     r = CliRunner().invoke(main, argv)
@@ -112,8 +109,10 @@ def check_scenario(backend: str) -> None:
     res = json.loads((run_dir / "results.json").read_text())
     assert res["status"] == ("PASS" if r.exit_code == 0 else "FAIL"), res
     assert res["expectations"] and list((run_dir / "out").glob("trace.*.txt"))
+    # Since AMD specs boot an AMD model with TOPOEXT (render.qemu), Debian's kernel takes its
+    # AMD paths (node_reclaim_distance 32): a FAIL is the scheduler's, shown with evidence.
     failed = [e for e in res["expectations"] if e["status"] == "FAIL"]
-    assert all("node_reclaim_distance" in e["note"] for e in failed), failed
+    assert all(e.get("evidence") for e in failed), failed
     plan = json.loads((run_dir / "plan.json").read_text())
     assert plan["options"]["backend"] == backend
 

@@ -114,7 +114,7 @@ def test_verify_snc_machine_from_its_capture(debian_kernel, tmp_path):
     assert r.exit_code == 0, r.output
     r = cli.invoke(main, ["verify", str(tmp_path / "snc-mini.toml"), "--json"])
     assert r.exit_code == 0, r.output[-3000:]
-    doc = json.loads(r.output)
+    doc = json.loads(r.stdout)
     checks = {c["name"]: c for c in doc["checks"]}
     assert all(c["ok"] for c in doc["checks"]), [c for c in doc["checks"] if not c["ok"]]
     assert checks["L3 shared_cpu_list (one per socket: SNC)"]["ok"] and checks["MC spans"]["ok"]
@@ -137,7 +137,7 @@ def test_this_host_captured_imported_back_verifies(debian_kernel, tmp_path):
         spec = tmp_path / "here.toml"
     r = cli.invoke(main, ["verify", str(spec), "--json"])
     assert r.exit_code == 0, r.output[-3000:]
-    assert json.loads(r.output)["ok"] is True
+    assert json.loads(r.stdout)["ok"] is True
 
 
 MINIS = [n for n in topology.catalog_names() if n.endswith("-mini")]
@@ -150,7 +150,7 @@ def test_verify_mini_on_debian_612(name, debian_kernel):
     arch = topology.load(name).arch
     r = CliRunner().invoke(main, ["verify", name, "--kernel", "debian-6.12", "--json"])
     assert r.exit_code == 0, r.output[-3000:]
-    doc = json.loads(r.output)
+    doc = json.loads(r.stdout)
     assert doc["kernel"]["release"].startswith("6.12.") and doc["ok"] is True
     levels = next(c for c in doc["checks"] if c["name"] == "sched-domain levels")
     assert "DIE" not in levels["expected"]
