@@ -237,26 +237,14 @@ def build(*, jobs: int | None = None, progress: Progress | None = None, archs: t
 def _ninja(bdir: Path, jobs: int, p: Progress) -> None:
     """ninja, its output to lab-build.log in the build directory and its [N/M] counter
     to *p*; stopped with its children if lab is interrupted."""
-    import subprocess
-
     log_path = bdir / "lab-build.log"
-    pr = None
-    with open(log_path, "w") as log:
-        try:
-            with proc.signals_held():
-                pr = proc.popen(["ninja", "-C", str(bdir), f"-j{jobs}"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
-            assert pr.stdout is not None
-            for raw in pr.stdout:
-                line = raw.decode(errors="replace")
-                log.write(line)
-                m = re.match(r"\[(\d+)/(\d+)\] (?:\S+ )?(\S+)$", line.rstrip())
-                if m:
-                    p.update(f"{m[1]}/{m[2]} {m[3]}")
-            rc = pr.wait()
-        except BaseException:
-            if pr is not None:
-                proc.stop_group(pr, grace=10)
-            raise
+
+    def on_line(line: str) -> None:
+        m = re.match(r"\[(\d+)/(\d+)\] (?:\S+ )?(\S+)$", line.rstrip())
+        if m:
+            p.update(f"{m[1]}/{m[2]} {m[3]}")
+
+    rc = proc.logged(["ninja", "-C", str(bdir), f"-j{jobs}"], log_path, on_line)
     if rc != 0:
         err = InfraError(f"ninja failed (exit {rc}) building QEMU; full log: {log_path}")
         err.detail = proc.tail(log_path.read_text(errors="replace"), 15)

@@ -204,6 +204,35 @@ def die_with_parent(sig: int = signal.SIGKILL) -> Callable[[], None]:
     return preexec
 
 
+def logged(
+    argv: Sequence[str | os.PathLike], log_path: Path, on_line: Callable[[str], None], *,
+    env: Mapping[str, str] | None = None, header: str = "",
+) -> int:
+    """Run a build tool (make, ninja) in a session of its own, every output line written
+    to *log_path* as it comes (``tail -f`` follows along) and handed to *on_line* (the
+    progress); the exit status.  An interrupt or any error stops it with all its
+    children (stop_group) before unwinding."""
+    with open(log_path, "w") as log:
+        if header:
+            log.write(header)
+            log.flush()
+        p = None
+        try:
+            with signals_held():  # p is set before an interrupt can unwind
+                p = popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+            assert p.stdout is not None
+            for raw in p.stdout:
+                line = raw.decode(errors="replace")
+                log.write(line)
+                log.flush()
+                on_line(line)
+            return p.wait()
+        except BaseException:
+            if p is not None:
+                stop_group(p, grace=10)
+            raise
+
+
 def pid_stat(pid: int) -> list[str]:
     """The fields of /proc/PID/stat after the command name (state first: field 3 of
     proc(5) is [0]); the name may hold spaces and parentheses.  OSError if it is gone."""

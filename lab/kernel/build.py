@@ -20,7 +20,6 @@ import platform
 import re
 import shlex
 import shutil
-import subprocess
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -371,32 +370,13 @@ def lookup_built(recipe: Recipe) -> KernelArtifact | None:
 
 def _run_make(argv: list[str], env: dict, log_path: Path, progress: Progress) -> None:
     """Run make, streaming its output to *log_path* and stage lines to *progress*."""
-    with open(log_path, "w") as log:
-        log.write(f"# {shlex.join(f'{k}={v}' for k, v in env.items())} {shlex.join(argv)}\n")
-        log.flush()
-        p = None
-        try:
-            with proc.signals_held():  # p is set before an interrupt can unwind
-                p = proc.popen(
-                    argv,
-                    env=env,
-                    stdout=subprocess.PIPE,
-                    stderr=subprocess.STDOUT,
-                    start_new_session=True,  # so an interrupt can stop every make child
-                )
-            assert p.stdout is not None
-            for raw in p.stdout:
-                line = raw.decode(errors="replace")
-                log.write(line)
-                log.flush()  # so `tail -f build.log` follows along
-                m = _STAGE_RE.match(line)
-                if m:
-                    progress(m[1], m[2].strip())
-            rc = p.wait()
-        except BaseException:
-            if p is not None:
-                proc.stop_group(p, grace=10)
-            raise
+    def on_line(line: str) -> None:
+        m = _STAGE_RE.match(line)
+        if m:
+            progress(m[1], m[2].strip())
+
+    header = f"# {shlex.join(f'{k}={v}' for k, v in env.items())} {shlex.join(argv)}\n"
+    rc = proc.logged(argv, log_path, on_line, env=env, header=header)
     if rc != 0:
         lines = log_path.read_text(errors="replace").splitlines()
         errs = compiler_errors(lines)

@@ -99,14 +99,11 @@ def make(run_dir: Path, out: Path) -> dict[str, Any]:
     from ..runner import EXIT
 
     plan = VmPlan.read(run_dir)
-    try:
-        results = json.loads((run_dir / "results.json").read_text())
-    except OSError as e:
-        raise UserError(f"{run_dir}/results.json: cannot be read: {e.strerror}") from None
-    except ValueError as e:
-        raise UserError(f"{run_dir}/results.json: not JSON ({e})") from None
-    if not isinstance(results, dict):
-        raise UserError(f"{run_dir}/results.json: not a run's results (not a JSON object)")
+    from ..integrity import read_record
+
+    results, why = read_record(run_dir)
+    if results is None:
+        raise UserError(f"{run_dir}: {why}")
     if results.get("status") not in EXIT:
         raise UserError(f"{run_dir}: the run has no verdict (results.json says {results.get('status')!r}); bundle a finished run")
     members: dict[str, bytes | Path] = {}

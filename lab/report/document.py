@@ -89,15 +89,11 @@ def load_run(run_dir: Path, topo: Topology | None = None, source: str = "") -> R
 
     if topo is None:
         plan = VmPlan.read(run_dir)  # names a folder that is no run directory first
-    p = run_dir / "results.json"
-    try:
-        res = json.loads(p.read_text())
-    except OSError as e:
-        raise UserError(f"{p}: cannot read the run's results: {e.strerror}") from None
-    except ValueError as e:
-        raise UserError(f"{p}: not JSON ({e})") from None
-    if not isinstance(res, dict):
-        raise UserError(f"{p}: not a run's results (not a JSON object)")
+    from ..integrity import read_record
+
+    res, why = read_record(run_dir)
+    if res is None:
+        raise UserError(f"{run_dir}: {why}")
     if topo is not None:
         try:
             raw = json.loads((run_dir / "plan.json").read_text())
