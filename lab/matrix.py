@@ -693,11 +693,10 @@ class Runner:
 
 def _run_message(run_dir: Path) -> str:
     """What a run directory's results.json says went wrong, if it says."""
-    try:
-        doc = json.loads((run_dir / "results.json").read_text())
-    except (OSError, ValueError):
-        return ""
-    return str(doc.get("message") or "") if isinstance(doc, dict) and doc.get("status") == "ERROR" else ""
+    from .integrity import read_record
+
+    doc, _ = read_record(run_dir)
+    return str(doc.get("message") or "") if doc is not None and doc.get("status") == "ERROR" else ""
 
 
 def write_outputs(out: Path, doc: dict[str, Any]) -> None:

@@ -89,11 +89,14 @@ def load_run(run_dir: Path, topo: Topology | None = None, source: str = "") -> R
 
     if topo is None:
         plan = VmPlan.read(run_dir)  # names a folder that is no run directory first
-    from ..integrity import read_record
+    from ..integrity import read_record, unfinished
 
     res, why = read_record(run_dir)
     if res is None:
         raise UserError(f"{run_dir}: {why}")
+    late = unfinished(res)
+    if late:  # a killed or interrupted run is shown as what it is (as lab compare does)
+        res = {**res, "status": "ERROR", "message": late, "expectations": []}
     if topo is not None:
         try:
             raw = json.loads((run_dir / "plan.json").read_text())
