@@ -16,7 +16,13 @@ from .procs import qemu_running, stuck
 
 def test_guest_that_never_reports_is_lost_and_killed(debian_kernel, monkeypatch, tmp_path):
     from lab import host
+    from lab.image import initramfs
 
+    # A guest that really never reports: its /init waits forever.  A short timeout alone
+    # raced the boot (a quiet host brought lab's agent up in 3.0 s and the test saw PASS).
+    agent = tmp_path / "init.sh"
+    agent.write_text("#!/bin/sh\nwhile :; do /bin/busybox sleep 3600; done\n")
+    monkeypatch.setattr(initramfs, "AGENT", agent)
     monkeypatch.setattr(backend, "boot_timeout", lambda plan: 3.0)
     # 3 s of wall time, not host time: on a busy host the stretched deadline (host.HostClock,
     # tested on its own) would let this guest get ready.
