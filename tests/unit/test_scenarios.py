@@ -459,15 +459,40 @@ def test_preferred_node_pull_passes(tmp_path):
     assert cmp_.figures["node0_share_nb0"] == 0.0 and cmp_.figures["node0_share_nb1"] > 0.7
 
 
-def test_preferred_node_fails_without_a_numa_move(tmp_path):
-    """Only the load balancer brought the probe to node 0 (sticks, no move): not a pull."""
+def test_preferred_node_passes_when_the_balancer_brings_it_after_numa_tried(tmp_path):
+    """NUMA balancing tried (sticks: no CPU of node 0 took it), then the load balancer moved
+    the probe into node 0, its preferred node, and it stayed: the pull, by the balancer."""
     far = _guest_cpus(2)[0]
     nb1 = _pulled_nb1(numa=[("stick", 3.0, far, -1), ("stick", 4.0, far, -1)])
     o = fake_run(tmp_path, PNM, PNM_TOPO, _pnm_files(_quiet_nb0(), nb1))
     pull = o.by[NB_ON]
-    assert not pull.ok and pull.figures["pulls"] == 0 and pull.figures["sched_stick_numa"] == 2
-    assert "never moved the probe into node 0 (2 sched_stick_numa" in pull.note
+    assert pull.ok and pull.figures["pulls"] == 0 and pull.figures["pulled_by"] == "balancer"
+    assert pull.figures["sched_stick_numa"] == 2 and pull.figures["run_on_node0_after_pull"] > 0.9
+    assert "(load balancer, after 2 NUMA balancing attempts with node 0 preferred)" in pull.evidence[-1]
+    assert o.by[NB_PREF].ok and o.ok
+
+
+def test_preferred_node_fails_when_the_probe_never_reaches_node0(tmp_path):
+    far, other = _guest_cpus(2)[0], _guest_cpus(3)[0]
+    nb1 = _pulled_nb1(
+        runs=[(far, 1.0, 5.0), (other, 5.1, 20.0)],
+        numa=[("stick", 3.0, far, -1), ("stick", 4.0, far, -1)],
+    )
+    o = fake_run(tmp_path, PNM, PNM_TOPO, _pnm_files(_quiet_nb0(), nb1))
+    pull = o.by[NB_ON]
+    assert not pull.ok and pull.figures["pulls"] == 0 and pull.figures["pulled_by"] is None
+    assert "never reached node 0 after NUMA balancing's first attempt (2 sched_stick_numa" in pull.note
     assert o.by[NB_PREF].ok and not o.ok
+
+
+def test_preferred_node_a_move_before_numa_balancing_tried_is_no_pull(tmp_path):
+    """The load balancer moved the probe into node 0 before NUMA balancing had tried
+    anything: chance, not the mechanism."""
+    nb1 = _pulled_nb1(numa=[])
+    o = fake_run(tmp_path, PNM, PNM_TOPO, _pnm_files(_quiet_nb0(), nb1))
+    pull = o.by[NB_ON]
+    assert not pull.ok and pull.figures["pulled_by"] is None
+    assert "0 sched_stick_numa" in pull.note and not o.ok
 
 
 def test_preferred_node_fails_when_the_pull_does_not_hold(tmp_path):
