@@ -65,7 +65,9 @@ def recipes_cmd() -> None:
 
     t = Table(box=None)
     for col in ("recipe", "arch", "patches", "description"):
-        t.add_column(col, no_wrap=col in ("recipe", "arch"), overflow="fold")  # names whole: they are typed
+        t.add_column(
+            col, no_wrap=col in ("recipe", "arch"), overflow="fold"
+        )  # names whole: they are typed
     for n in recipe.names():
         r = recipe.load(n)
         pats = "\n".join(("-R " if p.revert else "") + p.name for p in r.patches) or "-"
@@ -129,7 +131,9 @@ def config_cmd(recipe_name: str, patches: tuple[str, ...], show_all: bool) -> No
     type=click.Path(exists=True, dir_okay=False),
     help="Apply this patch on top of the recipe's series (repeatable).",
 )
-@click.option("-j", "--jobs", type=click.IntRange(min=1), default=None, help="make -j (default: host cores).")
+@click.option(
+    "-j", "--jobs", type=click.IntRange(min=1), default=None, help="make -j (default: host cores)."
+)
 @click.option("--force", is_flag=True, help="Rebuild even if the store has this kernel.")
 def build_cmd(recipe_name: str, patches: tuple[str, ...], jobs: int | None, force: bool) -> None:
     """Build RECIPE (unless the store already has it) and print its store id."""
@@ -206,23 +210,45 @@ def list_cmd(as_json: bool) -> None:
     from rich.table import Table
 
     c = common.console()
-    narrow = c.width < 120  # a mail or a narrow terminal: the name and features under the id
-    t = Table(box=None)
     picked = _picked_by(items)
-    cols = ("kernel", "arch", "release", "size", "built") if narrow else ("kernel", "arch", "release", "size", "features", "built", "picked by")
-    for col in cols:
-        t.add_column(col, no_wrap=col not in ("features", "kernel") or not narrow, overflow="fold")
+    if not items:
+        c.print("no kernels yet: lab kernel build lab-6.1, or lab kernel fetch debian")
+        return
+    rows = []
     for a in items:
         size = f"{a.metadata.get('image_size', 0) / 1e6:.1f} MB"
         feats = ", ".join(sorted(a.features)) or "-"
         built = a.metadata.get("built_at", "")[:16].replace("T", " ")
-        if narrow:
-            name = a.label + (f"\n  {picked[a.id]}" if a.id in picked else "") + (f"\n  features: {feats}" if a.features else "")
-            t.add_row(name, a.arch, a.release, size, built[:10])
-        else:
-            t.add_row(a.label, a.arch, a.release, size, feats, built, picked.get(a.id, "-"))
-    # Piped: within 80 columns, names whole (they are copied from it); the rest wraps.
-    c.print(t if items else "no kernels yet: lab kernel build lab-6.1, or lab kernel fetch debian")
+        rows.append((a, size, feats, built))
+    if c.width < 120:
+        # A mail or a narrow terminal: a line per kernel, its name whole (it is copied
+        # from here), then when it was built, what picks it and its features, indented; a
+        # table cell folded them into pieces.
+        w = [
+            max(len(x) for x in col)
+            for col in zip(
+                *((a.label, a.arch, a.release, size) for a, size, _, _ in rows), strict=True
+            )
+        ]
+        lines = []
+        for a, size, feats, built in rows:
+            lines.append(
+                f"{a.label:<{w[0]}}  {a.arch:<{w[1]}}  {a.release:<{w[2]}}  {size:>{w[3]}}"
+            )
+            more = [f"built {built[:10]}"] + ([picked[a.id]] if a.id in picked else [])
+            one = "    " + "; ".join(more + ([f"features: {feats}"] if a.features else []))
+            if len(one) <= 80:
+                lines.append(one)
+            else:  # within a mail's 80 columns
+                lines += ["    " + "; ".join(more), f"    features: {feats}"]
+        click.echo("\n".join(lines))
+        return
+    t = Table(box=None)
+    for col in ("kernel", "arch", "release", "size", "features", "built", "picked by"):
+        t.add_column(col, no_wrap=col != "features", overflow="fold")
+    for a, size, feats, built in rows:
+        t.add_row(a.label, a.arch, a.release, size, feats, built, picked.get(a.id, "-"))
+    c.print(t)
 
 
 def _picked_by(items) -> dict[str, str]:
@@ -234,7 +260,9 @@ def _picked_by(items) -> dict[str, str]:
 
     out: dict[str, str] = {}
     for arch in {a.arch for a in items if a.name == "debian"}:
-        out[resolve("debian", arch, build=False).id] = f"--kernel debian{'' if arch == 'x86_64' else ' (' + arch + ')'}"
+        out[resolve("debian", arch, build=False).id] = (
+            f"--kernel debian{'' if arch == 'x86_64' else ' (' + arch + ')'}"
+        )
     for name in {a.name for a in items} & set(recipe.names()):
         try:
             found = build.lookup_built(recipe.load(name))

@@ -112,3 +112,15 @@ def test_a_terminal_still_gets_rich_tables(env):
 
     out = _in_pty(pty, [sys.executable, "-m", "lab", "topo", "list"], env)
     assert any(len(line) > 80 for line in out.splitlines()) and not out.isascii()
+
+
+def test_kernel_list_piped_keeps_names_and_features_whole(env):
+    """A name is copied from this list into --kernel, so it is never folded, and neither
+    are the features (a table cell folded both into pieces at 80 columns)."""
+    out = lab(env, "kernel", "list")
+    plain(out)
+    firsts = [ln.split()[0] for ln in out.splitlines() if not ln.startswith(" ")]
+    assert any(f.startswith("lab-6.1-no-affinity-imbalance@") for f in firsts), out
+    assert all("@" in f or f.startswith("debian-") for f in firsts), out
+    for feats in ("node_reclaim_distance_param, pvh", "cluster_scan, node_reclaim_distance_param"):
+        assert any(ln.endswith(f"features: {feats}") for ln in out.splitlines()), out
