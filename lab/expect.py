@@ -283,6 +283,22 @@ def per_thread_why(name: str, plan: VmPlan) -> str:
     return why
 
 
+def smt_split(topo: Topology, plan: VmPlan) -> list[str]:
+    """Caches the real machine shares between a core's SMT threads that the guest's CPU
+    model gives each thread to itself (the Intel model's L1d and L1i)."""
+    if not topo.smt:
+        return []
+    return [n for n in CACHE_LEVEL if n in per_thread_reproduced(plan) and n not in topo.per_thread]
+
+
+def smt_split_why(name: str, plan: VmPlan) -> str:
+    return (
+        f"the real machine shares each core's {name} between its SMT threads; the guest's {plan.cpu_vendor} "
+        f"CPU model ({plan.cpu_model.split(',')[0]}) gives each thread its own (CPUID leaf 4); no sched-domain "
+        "level is built from an L1, so the scheduler sees the same machine"
+    )
+
+
 def deviations(topo: Topology, plan: VmPlan) -> list[tuple[str, str]]:
     """(name, why) of everything a boot of *topo* by *plan* will not reproduce: what
     `lab topo import` lists and `lab verify` reports as named known deviations."""
@@ -292,6 +308,8 @@ def deviations(topo: Topology, plan: VmPlan) -> list[tuple[str, str]]:
     for name in topo.per_thread:
         if name not in per_thread_reproduced(plan):
             out.append((f"{name} per thread", per_thread_why(name, plan)))
+    for name in smt_split(topo, plan):
+        out.append((f"{name} shared by SMT threads", smt_split_why(name, plan)))
     if plan.guest_reclaim_distance != topo.node_reclaim_distance:
         out.append((
             "vendor effect",
@@ -405,6 +423,23 @@ def _shape_deviation_checks(topo: Topology, plan: VmPlan, v: MachineView) -> lis
             f"CPU {bad[0]}: {_fmt(shared(bad[0]) or ()) or 'missing'}; {len(bad)} CPUs differ"
         )
         checks.append(Check(f"{name} per thread", "one per CPU", actual, False, known="" if bad else per_thread_why(name, plan)))
+    for name in smt_split(topo, plan):
+        level, types = CACHE_LEVEL[name]
+
+        def shared_(cpu: int, level=level, types=types) -> tuple[int, ...] | None:
+            cv = v.cpus.get(cpu)
+            cache = next((x for x in cv.caches if x.level == level and x.type in types), None) if cv else None
+            return tuple(cache.shared) if cache else None
+
+        if all(shared_(c.id) == topo.group_of("core", c.id) for c in topo.cpus):
+            checks.append(Check(f"{name} shared by SMT threads", "shared by each core's threads", "same", True))
+            continue
+        bad = [c.id for c in topo.cpus if shared_(c.id) != (c.id,)]
+        actual = "one per CPU" if not bad else f"CPU {bad[0]}: {_fmt(shared_(bad[0]) or ()) or 'missing'}; {len(bad)} CPUs differ"
+        checks.append(Check(
+            f"{name} shared by SMT threads", "shared by each core's threads", actual, False,
+            known="" if bad else smt_split_why(name, plan),
+        ))
     return checks
 
 

@@ -96,8 +96,9 @@ def test_opteron_private_l1d_is_a_named_deviation():
     assert any("L1d is private to each SMT thread" in n for n in notes)
     p = qemu.plan(t, HOST)
     assert p.cpu_model.startswith("Skylake-Server")  # family 15h: node_reclaim_distance 30 either way
-    # The Intel model's CPUID 4 gives each thread its own L1: reproduced, nothing to name.
-    assert expect.deviations(t, p) == []
+    # The Intel model's CPUID 4 gives each thread its own L1: the L1d is reproduced; the
+    # L1i, which each Bulldozer module shares between its two threads, is not.
+    assert [n for n, _ in expect.deviations(t, p)] == ["L1i shared by SMT threads"]
 
 
 def test_l2_per_thread_named_at_import(tmp_path):
@@ -111,7 +112,7 @@ def test_l2_per_thread_named_at_import(tmp_path):
     assert t.per_thread == ("L1d", "L2")
     assert any("L2 is private" in n and "CLS" in n for n in notes)
     names = [n for n, _ in expect.deviations(t, qemu.plan(t, HOST))]
-    assert names == ["L2 per thread"]
+    assert names == ["L2 per thread", "L1i shared by SMT threads"]
 
 
 def test_sparse_node_ids_translated_and_named():
