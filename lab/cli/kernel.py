@@ -139,36 +139,22 @@ def build_cmd(recipe_name: str, patches: tuple[str, ...], jobs: int | None, forc
     """Build RECIPE (unless the store already has it) and print its store id."""
     import time
 
-    from rich.console import Console
-    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
-
+    from .. import progress
     from ..kernel import build
 
     r = _load(recipe_name, patches)
-    console = Console(stderr=True)
-    counts = {"n": 0}
     t0 = time.monotonic()
-    with Progress(
-        SpinnerColumn(),
-        TextColumn("[bold]{task.fields[stage]:<8}"),
-        TextColumn("{task.fields[detail]}", style="dim"),
-        TextColumn("{task.completed} steps"),
-        TimeElapsedColumn(),
-        console=console,
-        transient=True,
-    ) as prog:
-        task = prog.add_task(r.name, stage="start", detail="", total=None)
-
-        def on(stage: str, detail: str) -> None:
-            counts["n"] += 1
-            prog.update(task, stage=stage, detail=detail[-60:], completed=counts["n"])
-
-        a = build.build(r, jobs=jobs, progress=on, force=force)
+    # lab's one progress API: a live line on a terminal, timestamped lines in a log (this
+    # command's own rich spinner printed nothing at all when piped, for a 20-minute build).
+    with progress.for_cli().step("build", f"kernel {r.name} ({r.arch})") as p:
+        a = build.build(r, jobs=jobs, progress=p.callback(), force=force)
     took = time.monotonic() - t0
     m = a.metadata
-    console.print(
+    common.console(stderr=True).print(
         f"{a.label}: {a.release} {a.arch} {m.get('image_size', 0) / 1e6:.1f} MB "
-        f"({took:.0f}s; log {a.image.parent / 'build.log'})"
+        f"({took:.0f}s; log {a.image.parent / 'build.log'})",
+        markup=False,
+        highlight=False,
     )
     click.echo(a.id)
 
@@ -289,6 +275,8 @@ def show_cmd(spec: str, arch: str | None) -> None:
     if spec != "debian" and spec not in recipe.names() and "/" not in spec:
         a = store.get(spec, arch)
     if a is None:
+        if arch is None and spec in recipe.names():
+            arch = recipe.load(spec).arch  # a recipe names its arch: lab-6.1-arm64 is arm64
         a = resolve(spec, arch or "x86_64", build=False)
     info = {
         "id": a.id,

@@ -139,3 +139,11 @@ def test_rm_takes_only_names_inside_the_store(store_of_lookalikes, tmp_path):
     (outside / "metadata.json").write_text(json.dumps({"id": "x", "name": "x", "arch": "x86_64", "image": "i", "release": "r"}))
     r = run("rm", "../../outside")
     assert r.exit_code == 2 and outside.is_dir(), r.output
+
+
+def test_show_a_recipe_takes_the_recipes_arch(cache):
+    """`lab kernel show lab-6.1-arm64-cluster-scan` with no --arch: the recipe is arm64,
+    so that is what is asked for (it said an x86_64 kernel was asked for)."""
+    r = run("show", "lab-6.1-arm64-cluster-scan")
+    assert r.exit_code == 1
+    assert "lab: error: kernel recipe lab-6.1-arm64-cluster-scan is not built; run: lab kernel build" in r.output
