@@ -145,5 +145,5 @@ def test_show_a_recipe_takes_the_recipes_arch(cache):
     """`lab kernel show lab-6.1-arm64-cluster-scan` with no --arch: the recipe is arm64,
     so that is what is asked for (it said an x86_64 kernel was asked for)."""
     r = run("show", "lab-6.1-arm64-cluster-scan")
-    assert r.exit_code == 1
+    assert r.exit_code == 2, r.output
     assert "lab: error: kernel recipe lab-6.1-arm64-cluster-scan is not built; run: lab kernel build" in r.output
