@@ -7,7 +7,8 @@ times and answers in git's terms (``exit_code``):
 
 * PASS (a majority of the N runs) = good, 0; FAIL = bad, 1;
 * a build that fails, or a recipe patch that does not apply there = skip, 125;
-* ERROR (lost guest, incomplete data: nothing judged) = skip, 125, with the reason.
+* ERROR (lost guest, incomplete data: nothing judged) = skip, 125, with the reason;
+  INCONCLUSIVE (the emulation decided the outcome) likewise, naming the cause.
 
 The developer's tree is never written: the bisection runs in a clone lab owns
 (``git clone --shared`` into lab's cache: it reads the developer's objects, writes only
@@ -47,7 +48,7 @@ class Step:
 
     sha: str
     subject: str
-    status: str  # PASS | FAIL | ERROR | BUILD (the build failed or a patch did not apply)
+    status: str  # PASS | FAIL | INCONCLUSIVE | ERROR | BUILD (the build failed or a patch did not apply)
     reason: str = ""
     passed: int = 0
     failed: int = 0
@@ -209,8 +210,8 @@ def judge(s, topo, vm, clone: Path, sha: str, runs: int, recipe: str | None, pro
     v = runner.majority(outcomes, runs)
     step.status, step.passed, step.failed = v.status, v.passed, v.failed
     step.runs = [o.to_dict() for o in outcomes]
-    if v.status == "ERROR":
-        err = next((o for o in outcomes if o.status == "ERROR"), None)
+    if v.status in ("ERROR", "INCONCLUSIVE"):
+        err = next((o for o in outcomes if o.status == v.status), None)
         step.reason = err.message if err else "no majority"
     step.wall_s = round(time.monotonic() - t0, 1)
     return step

@@ -70,7 +70,7 @@ NOT_SIGNIFICANT = "not significant"
 IDENTICAL = "identical"
 TOO_FEW = "too few runs"
 
-JUDGED = ("PASS", "FAIL")
+JUDGED = ("PASS", "FAIL")  # what a pass rate counts: INCONCLUSIVE runs are neither
 
 
 # --- reading runs ------------------------------------------------------------------------
@@ -227,6 +227,8 @@ def _side(label: str, runs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         "passed": sum(r.get("status") == "PASS" for r in runs),
         "failed": sum(r.get("status") == "FAIL" for r in runs),
         "not_judged": sum(r.get("status") not in JUDGED for r in runs),
+        # complete data the emulation decided (runner.JUDGED): no pass or fail to count
+        "inconclusive": sum(r.get("status") == "INCONCLUSIVE" for r in runs),
         "run_dirs": [r.get("run_dir") for r in runs],
         "kernel_info": [dict(r.get("kernel_info") or {}) for r in runs],
     }

@@ -18,7 +18,7 @@ import re
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 
-STATUSES = ("PASS", "FAIL", "ERROR", "SKIP")
+STATUSES = ("PASS", "FAIL", "ERROR", "SKIP", "INCONCLUSIVE")
 
 # Characters XML 1.0 does not allow anywhere (not even as character references):
 # C0 controls but TAB, LF and CR; lone surrogates; U+FFFE and U+FFFF.
@@ -45,7 +45,9 @@ def classname(*parts: str) -> str:
 @dataclass(frozen=True)
 class Case:
     """One testcase: PASS, FAIL (``message`` is the failure's one line, ``text`` its
-    evidence), ERROR (``message`` says why nothing was judged) or SKIP (why not run)."""
+    evidence), ERROR (``message`` says why nothing was judged), SKIP (why not run) or
+    INCONCLUSIVE (the emulation decided the outcome: ``message`` names the cause; a
+    ``<skipped>`` for CI pages, which know no such state, never a pass or a failure)."""
 
     classname: str
     name: str
@@ -72,7 +74,7 @@ def _counts(cases: tuple[Case, ...] | list[Case]) -> dict[str, str]:
         "tests": str(len(cases)),
         "failures": str(n["FAIL"]),
         "errors": str(n["ERROR"]),
-        "skipped": str(n["SKIP"]),
+        "skipped": str(n["SKIP"] + n["INCONCLUSIVE"]),
         "time": f"{t:.2f}",
     }
 
@@ -87,10 +89,11 @@ def render(suites: list[Suite], name: str = "lab") -> str:
             if c.time_s is not None:
                 attrs["time"] = f"{c.time_s:.2f}"
             ce = ET.SubElement(se, "testcase", attrs)
-            tag = {"FAIL": "failure", "ERROR": "error", "SKIP": "skipped"}.get(c.status)
+            tag = {"FAIL": "failure", "ERROR": "error", "SKIP": "skipped", "INCONCLUSIVE": "skipped"}.get(c.status)
             if tag is None:
                 continue
-            el = ET.SubElement(ce, tag, {"message": xml_text(c.message)})
+            message = f"INCONCLUSIVE: {c.message}" if c.status == "INCONCLUSIVE" else c.message
+            el = ET.SubElement(ce, tag, {"message": xml_text(message)})
             if c.text:
                 el.text = xml_text(c.text)
     ET.indent(root, space=" ")
@@ -100,7 +103,7 @@ def render(suites: list[Suite], name: str = "lab") -> str:
 def failure_message(expectations) -> tuple[str, str]:
     """(message, text) for failed expectations: the first one's name and its first
     evidence line (what a CI page shows in one line), then every failed one in full."""
-    failed = [e for e in expectations if not e.ok]
+    failed = [e for e in expectations if not e.ok and not getattr(e, "inconclusive", "")]
     if not failed:
         return "", ""
     first = failed[0]
@@ -124,6 +127,9 @@ def run_suite(outcomes) -> Suite:
             cases.append(Case(cls, f"{o.kernel}: run{nth}", status, wall, o.message or f"the run is {o.status}"))
             continue
         for e in o.expectations:
+            if e.status == "INCONCLUSIVE":
+                cases.append(Case(cls, f"{o.kernel}: {e.name}{nth}", e.status, None, e.inconclusive))
+                continue
             msg, text = failure_message([e])
             cases.append(Case(cls, f"{o.kernel}: {e.name}{nth}", e.status, None, msg, text))
     return Suite("lab run", tuple(cases))

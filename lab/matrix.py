@@ -57,10 +57,11 @@ MATRIX_FILE = "matrix.json"
 JUNIT_FILE = "junit.xml"
 SUMMARY_FILE = "summary.md"
 BACKENDS = ("qemu", "libvirt", "vng")
-EXIT = {"PASS": 0, "SKIP": 0, "FAIL": 1, "ERROR": 3}
+EXIT = {"PASS": 0, "SKIP": 0, "FAIL": 1, "ERROR": 3, "INCONCLUSIVE": 4}  # lab run's (runner.EXIT)
+STATUSES = ("PASS", "FAIL", "INCONCLUSIVE", "ERROR", "SKIP")
 QEMU_OVERHEAD_MB = 256  # QEMU's own memory beside the guest's (TCG's code cache included)
 STOP_GRACE_S = 60.0  # an interrupted cell's lab run: time to stop QEMU and write its results
-REUSED = ("PASS", "FAIL", "SKIP")
+REUSED = ("PASS", "FAIL", "INCONCLUSIVE", "SKIP")
 
 
 # ---- axes and expansion ---------------------------------------------------------------------
@@ -303,7 +304,7 @@ def can_start(running: list[Cost], c: Cost, *, jobs: int, host_cpus: int, mem_mb
 @dataclass
 class CellResult:
     cell: Cell
-    status: str  # PASS | FAIL | ERROR | SKIP
+    status: str  # PASS | FAIL | INCONCLUSIVE | ERROR | SKIP
     message: str = ""  # ERROR / SKIP: why; FAIL: the failed expectation and its first evidence line
     detail: str = ""  # FAIL: every failed expectation with its evidence
     wall_s: float | None = None
@@ -347,7 +348,7 @@ def from_lab_run(cell: Cell, rc: int | None, stdout: str, log_text: str) -> Cell
     if isinstance(doc, dict) and doc.get("status") == "SKIP":
         return CellResult(cell, "SKIP", str(doc.get("message", "")))
     runs = doc.get("runs") if isinstance(doc, dict) else None
-    if isinstance(doc, dict) and isinstance(runs, list) and runs and rc in (0, 1, 3):
+    if isinstance(doc, dict) and isinstance(runs, list) and runs and rc in (0, 1, 3, 4):
         statuses = [str(r.get("status")) for r in runs]
         verdict = doc.get("verdict") if isinstance(doc.get("verdict"), dict) else None
         if verdict:
@@ -356,6 +357,8 @@ def from_lab_run(cell: Cell, rc: int | None, stdout: str, log_text: str) -> Cell
             status = "ERROR"
         elif "FAIL" in statuses:
             status = "FAIL"
+        elif "INCONCLUSIVE" in statuses:
+            status = "INCONCLUSIVE"
         else:
             status = statuses[-1]
         # The run that stands for the verdict: the last one that agrees with it.
@@ -405,16 +408,22 @@ def table_rows(m: dict[str, Any], results: list[CellResult]) -> list[tuple[str, 
 
 
 def counts(results: list[CellResult]) -> dict[str, int]:
-    return {s: sum(r.status == s for r in results) for s in ("PASS", "FAIL", "ERROR", "SKIP")}
+    return {s: sum(r.status == s for r in results) for s in STATUSES}
+
+
+def counts_line(results: list[CellResult]) -> str:
+    """'N cells: a PASS, b FAIL, ...' (INCONCLUSIVE only when some cell is)."""
+    n = counts(results)
+    parts = [f"{n[s]} {s}" for s in STATUSES if n[s] or s != "INCONCLUSIVE"]
+    return f"{len(results)} cells: " + ", ".join(parts)
 
 
 def summary_markdown(m: dict[str, Any], results: list[CellResult], title: str = "lab matrix") -> str:
     """The summary table as Markdown (a CI job summary), then why each cell that did not
     pass did not."""
-    n = counts(results)
     lines = [
         f"### {title}", "",
-        f"{len(results)} cells: {n['PASS']} PASS, {n['FAIL']} FAIL, {n['ERROR']} ERROR, {n['SKIP']} SKIP", "",
+        counts_line(results), "",
         "| scenario | topology | " + " | ".join(_md(k) for k in m["kernels"]) + " |",
         "|---|---|" + "---|" * len(m["kernels"]),
     ]  # fmt: skip
@@ -717,7 +726,8 @@ def _dur(s: float) -> str:
 
 
 def exit_code(results: list[CellResult]) -> int:
-    return max((EXIT[r.status] for r in results), default=0)
+    sev = {"PASS": 0, "SKIP": 0, "INCONCLUSIVE": 1, "FAIL": 2, "ERROR": 3}  # runner.SEVERITY
+    return EXIT[max((r.status for r in results), key=lambda s: sev.get(s, 3), default="PASS")]
 
 
 # ---- merge ----------------------------------------------------------------------------------

@@ -32,7 +32,17 @@ from .plan import VmPlan
 from .progress import Progress
 from .topology import Topology
 
-EXIT = {"PASS": 0, "FAIL": 1, "SKIP": 0, "ERROR": 3}
+# INCONCLUSIVE: the data is complete but what decided the outcome is the emulation (exit
+# 4: a CI job or a bisect script must not read it as a pass or a failure).
+EXIT = {"PASS": 0, "FAIL": 1, "SKIP": 0, "ERROR": 3, "INCONCLUSIVE": 4}
+JUDGED = ("PASS", "FAIL", "INCONCLUSIVE")  # a verdict on complete data
+# Which of several runs' statuses stands for them all (the worst): not the exit codes' order.
+SEVERITY = {"PASS": 0, "SKIP": 0, "INCONCLUSIVE": 1, "FAIL": 2, "ERROR": 3}
+
+
+def worst(statuses) -> str:
+    """The status that stands for several runs: an ERROR, else a FAIL, else INCONCLUSIVE."""
+    return max(statuses, key=lambda s: SEVERITY.get(s, 3), default="ERROR")
 
 
 @dataclass
@@ -40,7 +50,7 @@ class RunOutcome:
     scenario: str
     topology: str
     kernel: str
-    status: str  # PASS | FAIL | ERROR | SKIP (RUNNING only in results.json while lab runs it)
+    status: str  # PASS | FAIL | INCONCLUSIVE | ERROR | SKIP (RUNNING only in results.json while lab runs it)
     run_dir: Path | None
     expectations: list[sc.Expectation] = field(default_factory=list)
     message: str = ""
@@ -212,7 +222,9 @@ def judge(
         _error(out, v.message)
         return
     out.expectations = sc.call_check(s, _result(s, plan, run_dir / "out", run_dir / "guest"))
-    out.status = "PASS" if all(e.ok for e in out.expectations) else "FAIL"
+    out.status, why = sc.verdict_of(out.expectations)
+    if why:
+        out.message = why
 
 
 def _trace_dat(out: RunOutcome, run_dir: Path) -> None:
@@ -294,7 +306,8 @@ def _finished_record(integ: dict[str, Any]) -> dict[str, Any]:
 class Verdict:
     """One verdict from up to *of* runs: the majority of their PASS/FAIL, decided as soon
     as one side has more than half of *of*; any ERROR run makes it an ERROR (nothing is
-    judged on partial data), a SKIP a SKIP."""
+    judged on partial data), a SKIP a SKIP, an INCONCLUSIVE run an INCONCLUSIVE verdict
+    (its cause is the emulation's and another run has the same)."""
 
     status: str
     passed: int
@@ -305,7 +318,7 @@ class Verdict:
     @property
     def decided(self) -> bool:
         need = self.of // 2 + 1
-        unjudged = self.runs - self.passed - self.failed  # an ERROR or a SKIP ends it
+        unjudged = self.runs - self.passed - self.failed  # an ERROR, a SKIP or an INCONCLUSIVE ends it
         return unjudged > 0 or self.passed >= need or self.failed >= need or self.runs >= self.of
 
     def to_dict(self) -> dict[str, Any]:
@@ -320,6 +333,8 @@ def majority(outcomes: list[RunOutcome], of: int) -> Verdict:
         status = "ERROR"
     elif "SKIP" in statuses:
         status = "SKIP"
+    elif "INCONCLUSIVE" in statuses:
+        status = "INCONCLUSIVE"
     elif p > f:
         status = "PASS"
     elif f > p:
@@ -331,7 +346,7 @@ def majority(outcomes: list[RunOutcome], of: int) -> Verdict:
 
 def aggregate(outcomes: list[RunOutcome]) -> dict[str, Any]:
     """--repeat: pass rate, and each numeric figure as min / max / avg / stddev."""
-    ran = [o for o in outcomes if o.status in ("PASS", "FAIL")]
+    ran = [o for o in outcomes if o.status in JUDGED]
     figs: dict[str, list[float]] = {}
     for o in ran:
         for e in o.expectations:
@@ -353,6 +368,7 @@ def aggregate(outcomes: list[RunOutcome]) -> dict[str, Any]:
         "passed": sum(o.status == "PASS" for o in outcomes),
         "failed": sum(o.status == "FAIL" for o in outcomes),
         "errors": sum(o.status == "ERROR" for o in outcomes),
+        "inconclusive": sum(o.status == "INCONCLUSIVE" for o in outcomes),
         "pass_rate": (sum(o.status == "PASS" for o in outcomes) / len(outcomes)) if outcomes else 0.0,
         "expectations": {k: {"passed": sum(v), "runs": len(v)} for k, v in per_exp.items()},
         "figures": stats,

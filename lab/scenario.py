@@ -142,26 +142,48 @@ def kernel_config(symbol: str, why: str, hint: str = "") -> Requirement:
 
 @dataclass
 class Expectation:
-    """One named claim about the run, PASS or FAIL, with what shows it."""
+    """One named claim about the run, PASS or FAIL, with what shows it; INCONCLUSIVE when
+    the scenario knows the outcome is the emulation's, not the scheduler's."""
 
     name: str
     ok: bool
     evidence: list[str] = field(default_factory=list)  # offending trace lines, or figures
     figures: dict[str, Any] = field(default_factory=dict)
-    note: str = ""  # why it failed, when the scenario knows (e.g. the vendor effect)
+    note: str = ""  # why it failed, when the scenario knows
+    # The cause, when what decided this outcome is the emulation (the vendor effect: the
+    # guest's CPU model, not the kernel, keeps fork placement on one socket; timings under
+    # TCG): the expectation is then INCONCLUSIVE, neither PASS nor FAIL, whatever *ok*.
+    inconclusive: str = ""
 
     @property
     def status(self) -> str:
+        if self.inconclusive:
+            return "INCONCLUSIVE"
         return "PASS" if self.ok else "FAIL"
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        d = {
             "name": self.name,
             "status": self.status,
             "figures": self.figures,
             "evidence": self.evidence,
             "note": self.note,
         }
+        if self.inconclusive:
+            d["inconclusive"] = self.inconclusive
+        return d
+
+
+def verdict_of(expectations: list[Expectation]) -> tuple[str, str]:
+    """A run's verdict from its expectations, and the message that goes with it: FAIL if
+    any failed (a failure the scheduler owns decides, whatever else the emulation hid),
+    else INCONCLUSIVE naming each cause, else PASS."""
+    if any(e.status == "FAIL" for e in expectations):
+        return "FAIL", ""
+    causes = list(dict.fromkeys(e.inconclusive for e in expectations if e.inconclusive))
+    if causes:
+        return "INCONCLUSIVE", "; ".join(causes)
+    return "PASS", ""
 
 
 @dataclass

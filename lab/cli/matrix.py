@@ -150,7 +150,7 @@ def _show(ident, results, out: Path, doc) -> None:
     from .. import matrix as mx
 
     c = console()
-    colour = {"PASS": "green", "FAIL": "red", "ERROR": "red", "SKIP": "yellow"}
+    colour = {"PASS": "green", "FAIL": "red", "ERROR": "red", "SKIP": "yellow", "INCONCLUSIVE": "yellow"}
     t = Table(title="lab matrix" + (f" (shard {doc['shard']})" if doc.get("shard") else ""), title_justify="left")
     t.add_column("scenario")
     t.add_column("topology")
@@ -161,14 +161,12 @@ def _show(ident, results, out: Path, doc) -> None:
     c.print(t)
     for r in results:
         if r.status != "PASS":
-            c.print(f"[{colour[r.status]}]{r.status}[/] {escape(r.cell.id)}: {escape(r.message)}", soft_wrap=True)
-    n = mx.counts(results)
+            c.print(f"[{colour.get(r.status, 'red')}]{r.status}[/] {escape(r.cell.id)}: {escape(r.message)}", soft_wrap=True)
     reused = sum(r.reused for r in results)
     host = doc.get("host") or {}
     jobs = f", up to {host['jobs']} at once on {host['cpus']} cores" if host else ""
     c.print(
-        f"{len(results)} cells: {n['PASS']} PASS, {n['FAIL']} FAIL, {n['ERROR']} ERROR, {n['SKIP']} SKIP"
-        f"{f' ({reused} reused)' if reused else ''}; {doc.get('wall_s', 0):.0f}s{jobs}; "
+        f"{mx.counts_line(results)}{f' ({reused} reused)' if reused else ''}; {doc.get('wall_s', 0):.0f}s{jobs}; "
         f"{out / mx.JUNIT_FILE}, {out / mx.MATRIX_FILE}, {out / mx.SUMMARY_FILE}",
         markup=False, highlight=False, soft_wrap=True,
     )  # fmt: skip

@@ -89,7 +89,7 @@ def run_cmd(
     sess = session.prepare(topo, vm, runs=runs, progress=p)
     outcomes = _run_repeated(s, sess, repeat, as_json, per_verdict=per_verdict, progress=p)
     if repeat > 1:
-        sys.exit(max((runner.EXIT[o.status] for o in outcomes), default=3))
+        sys.exit(runner.EXIT[runner.worst(o.status for o in outcomes)])
     sys.exit(runner.EXIT[runner.majority(outcomes, per_verdict).status])
 
 
@@ -135,7 +135,7 @@ def _run_repeated(
     elif agg:
         _show_agg(agg)
     elif verdict:
-        colour = {"PASS": "green", "FAIL": "red"}.get(verdict.status, "red")
+        colour = {"PASS": "green", "FAIL": "red", "INCONCLUSIVE": "yellow"}.get(verdict.status, "red")
         c.print(f"verdict [{colour}]{verdict.status}[/]: {verdict.passed} PASS, {verdict.failed} FAIL in {verdict.runs} run(s); "
                 f"{s.name} takes the majority of up to {per_verdict} runs (single runs under TCG are not stable enough: "
                 "see the scenario)", soft_wrap=True, highlight=False)
@@ -193,7 +193,7 @@ def _tree_loop(s, topo, vm, tree, recipe, *, watch: bool, repeat: int = 1, per_v
                     f"build {build_s:.1f}s, edit to verdict {edit_to_verdict:.1f}s", soft_wrap=True)
             for line in iterate.verdict_changes(last, o):
                 c.print(f"  changed: {line}", markup=False, highlight=False)
-            if o.status in ("PASS", "FAIL"):
+            if o.status in runner.JUDGED:
                 iterate.save_verdict(tree, topo.arch, recipe, o, info)
                 last = o
             rc = runner.EXIT[o.status]
@@ -236,9 +236,13 @@ def _standing(outs, repeat: int, per_verdict: int):
     from .. import runner
 
     if repeat > 1 or per_verdict == 1:
-        return max(outs, key=lambda x: runner.EXIT[x.status])
+        return max(outs, key=lambda x: runner.SEVERITY.get(x.status, 3))
     v = runner.majority(outs, per_verdict)
     return next((o for o in reversed(outs) if o.status == v.status), outs[-1])
+
+
+def _mark(status: str) -> str:
+    return f"[{ {'PASS': 'green', 'INCONCLUSIVE': 'yellow'}.get(status, 'red') }]{status}[/]"
 
 
 def _fig(v) -> str:
@@ -267,24 +271,27 @@ def _show(o) -> None:
     t.add_column("result")
     t.add_column("figures")
     for e in o.expectations:
-        mark = "[green]PASS[/]" if e.ok else "[red]FAIL[/]"
-        t.add_row(escape(e.name), mark, escape("  ".join(f"{k}={_fig(v)}" for k, v in e.figures.items())))
+        t.add_row(escape(e.name), _mark(e.status), escape("  ".join(f"{k}={_fig(v)}" for k, v in e.figures.items())))
     c.print(t)
     for e in o.expectations:
-        if not e.ok:
-            c.print(f"[red]FAIL[/] {escape(e.name)}")
-            if e.note:
+        if e.status != "PASS":
+            c.print(f"{_mark(e.status)} {escape(e.name)}")
+            if e.inconclusive:
+                c.print(f"  cause: {escape(e.inconclusive)}")
+            elif e.note:
                 c.print(f"  why: {escape(e.note)}")
             for line in e.evidence[:12]:
                 c.print(f"  {line}", markup=False, highlight=False)
             if len(e.evidence) > 12:
                 c.print(f"  ... {len(e.evidence) - 12} more in results.json")
     tm = o.timing
+    if o.status == "INCONCLUSIVE":
+        c.print(f"{_mark(o.status)}: the emulation, not the scheduler, decided this outcome: {escape(o.message)}")
     if not tm:
-        c.print(f"{'[green]PASS[/]' if o.status == 'PASS' else '[red]FAIL[/]'}  (rechecked) run dir {o.run_dir}")
+        c.print(f"{_mark(o.status)}  (rechecked) run dir {o.run_dir}")
         return
     c.print(
-        f"{'[green]PASS[/]' if o.status == 'PASS' else '[red]FAIL[/]'}  boot to agent {tm.get('boot_to_agent_s', 0):.1f}s, "
+        f"{_mark(o.status)}  boot to agent {tm.get('boot_to_agent_s', 0):.1f}s, "
         f"VM {tm.get('vm_s', 0):.1f}s, total {tm.get('wall_s', 0):.1f}s; run dir {o.run_dir}"
     )
 

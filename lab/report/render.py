@@ -137,12 +137,15 @@ def text(doc: RunDoc) -> str:
     out += ["Command:", *_command(doc.command or "?"), ""]
     if doc.expectations:
         rows = [[str(e.get("name", "")), str(e.get("status", "")), figures(e)] for e in doc.expectations]
-        out += ascii_table(["expectation", "result", "figures"], rows, [36, 6, 34])
+        wide = any(e.get("status") == "INCONCLUSIVE" for e in doc.expectations)
+        out += ascii_table(["expectation", "result", "figures"], rows, [32, 12, 32] if wide else [36, 6, 34])
         for e in doc.expectations:
-            if e.get("status") != "FAIL":
+            if e.get("status") not in ("FAIL", "INCONCLUSIVE"):
                 continue
-            out += ["", *textwrap.wrap(f"FAIL {e.get('name')}", WIDTH)]
-            if e.get("note"):
+            out += ["", *textwrap.wrap(f"{e.get('status')} {e.get('name')}", WIDTH)]
+            if e.get("inconclusive"):
+                out += textwrap.wrap(f"cause: {e['inconclusive']}", WIDTH, initial_indent="  ", subsequent_indent="    ")
+            elif e.get("note"):
                 out += textwrap.wrap(f"why: {e['note']}", WIDTH, initial_indent="  ", subsequent_indent="    ")
             ev = [str(x) for x in e.get("evidence") or []]
             for x in ev[:12]:
@@ -180,8 +183,9 @@ def markdown(doc: RunDoc) -> str:
         out += [f"| {_md(str(e.get('name', '')))} | {e.get('status', '')} | {_md(figures(e))} |" for e in doc.expectations]
         out.append("")
         for e in doc.expectations:
-            if e.get("status") == "FAIL":
-                out.append(f"**FAIL** {_md(str(e.get('name')))}" + (f": {_md(str(e['note']))}" if e.get("note") else ""))
+            if e.get("status") in ("FAIL", "INCONCLUSIVE"):
+                why = e.get("inconclusive") or e.get("note")
+                out.append(f"**{e.get('status')}** {_md(str(e.get('name')))}" + (f": {_md(str(why))}" if why else ""))
                 ev = [str(x) for x in e.get("evidence") or []][:12]
                 if ev:
                     out += ["", "```", *ev, "```"]
@@ -217,7 +221,7 @@ header{background:#1d2330;color:#fff;padding:18px 28px}
 header h1{margin:0;font-size:20px;font-weight:600}
 header .sub{color:#aeb7c7;margin-top:4px;font-size:13px}
 .badge{display:inline-block;padding:2px 10px;border-radius:4px;font-weight:700;margin-left:10px;font-size:14px}
-.PASS{background:#1a7f37;color:#fff}.FAIL{background:#cf222e;color:#fff}.ERROR,.SKIP,.RUNNING{background:#9a6700;color:#fff}
+.PASS{background:#1a7f37;color:#fff}.FAIL{background:#cf222e;color:#fff}.ERROR,.SKIP,.RUNNING,.INCONCLUSIVE{background:#9a6700;color:#fff}
 main{padding:18px 28px;max-width:1500px}
 section{background:#fff;border:1px solid #dde1e7;border-radius:6px;padding:14px 18px;margin-bottom:18px}
 h2{font-size:16px;margin:0 0 10px}
@@ -229,7 +233,7 @@ table{border-collapse:collapse}
 th,td{border-bottom:1px solid #e3e6ea;padding:4px 10px;text-align:left;vertical-align:top}
 th{background:#f2f4f7;font-weight:600}
 td.n{text-align:right;font-variant-numeric:tabular-nums}
-td.PASS{color:#1a7f37;font-weight:700;background:none}td.FAIL{color:#cf222e;font-weight:700;background:none}
+td.PASS{color:#1a7f37;font-weight:700;background:none}td.FAIL{color:#cf222e;font-weight:700;background:none}td.INCONCLUSIVE{color:#9a6700;font-weight:700;background:none}
 .row{display:flex;gap:24px;flex-wrap:wrap;align-items:flex-start}
 .legend{display:flex;flex-wrap:wrap;gap:4px 16px;margin:6px 0;font-size:12.5px}
 .sw{display:inline-block;width:12px;height:12px;border-radius:2px;vertical-align:-2px;margin-right:5px}
@@ -481,9 +485,10 @@ def html(doc: RunDoc) -> str:
     for e in doc.expectations:
         st = str(e.get("status", ""))
         detail = ""
-        if st == "FAIL":
+        if st in ("FAIL", "INCONCLUSIVE"):
             ev = [str(x) for x in e.get("evidence") or []][:12]
-            note = f'<div class="note">why: {escape(str(e["note"]))}</div>' if e.get("note") else ""
+            why = ("cause: " + str(e["inconclusive"])) if e.get("inconclusive") else ("why: " + str(e["note"])) if e.get("note") else ""
+            note = f'<div class="note">{escape(why)}</div>' if why else ""
             detail = note + (f"<pre>{escape(chr(10).join(ev))}</pre>" if ev else "")
         exp_rows.append(f'<tr><td>{escape(str(e.get("name", "")))}{detail}</td><td class="{escape(st)}">{escape(st)}</td>'
                         f"<td><code>{escape(figures(e))}</code></td></tr>")  # fmt: skip

@@ -58,7 +58,7 @@ def snapshot(tree: Path) -> dict[str, tuple[int, int]]:
 def test_exit_codes_follow_git_bisect_run():
     assert bisect.exit_code("PASS") == 0
     assert bisect.exit_code("FAIL") == 1
-    for skip in ("ERROR", "BUILD", "SKIP"):  # never read as good or bad
+    for skip in ("ERROR", "BUILD", "SKIP", "INCONCLUSIVE"):  # never read as good or bad
         assert bisect.exit_code(skip) == 125
     st = bisect.Step("a" * 40, "s", "FAIL", passed=1, failed=2, of=3, runs=[{}, {}, {}])
     assert st.exit_code == 1 and st.describe() == "FAIL in 2 of 3 run(s)"

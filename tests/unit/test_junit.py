@@ -88,3 +88,21 @@ def test_golden_report():
     if os.environ.get("LAB_REGEN"):
         path.write_text(got)
     assert got == path.read_text()
+
+
+def test_an_inconclusive_run_is_skipped_with_its_cause_never_passed_or_failed():
+    cause = "the guest's CPU model, not the kernel, keeps fork placement on one socket"
+    o = runner.RunOutcome("llc-spread-pinned", "zen3-2s-mini", "debian", "INCONCLUSIVE", None, message=cause)
+    o.expectations = [
+        sc.Expectation("a sched_wakeup_new per thread", True),
+        sc.Expectation("targets distinct", False, evidence=["cpu 0 twice"], inconclusive=cause),
+    ]
+    (suite,) = list(parse(junit.render([junit.run_suite([o])])))
+    assert (suite.tests, suite.failures, suite.errors, suite.skipped) == (2, 0, 0, 1)
+    kinds = {c.name: [(type(r).__name__, r.message) for r in c.result] for c in suite}
+    assert kinds == {
+        "debian: a sched_wakeup_new per thread": [],
+        "debian: targets distinct": [("Skipped", f"INCONCLUSIVE: {cause}")],
+    }
+    # failure_message() never reports an inconclusive expectation as a failure
+    assert junit.failure_message(o.expectations) == ("", "")

@@ -156,6 +156,22 @@ def test_reading_a_cells_lab_run():
     assert mx.from_lab_run(CELL, 0, skip, "").status == "SKIP"
 
 
+def test_an_inconclusive_cell_is_its_own_status_and_exit_code():
+    """lab run exits 4 on INCONCLUSIVE: the cell says so with the cause; a FAIL or an
+    ERROR elsewhere in the matrix still decides the matrix's exit code."""
+    doc = json.loads(lab_run_json("INCONCLUSIVE"))
+    doc["runs"][0]["message"] = "vendor effect: node_reclaim_distance 30"
+    r = mx.from_lab_run(CELL, 4, json.dumps(doc), "")
+    assert (r.status, r.message) == ("INCONCLUSIVE", "vendor effect: node_reclaim_distance 30")
+    assert "INCONCLUSIVE" in mx.REUSED  # complete data: reused like a PASS or a FAIL
+    ok = mx.CellResult(CELL, "PASS")
+    assert mx.exit_code([ok, r]) == 4
+    assert mx.exit_code([r, mx.CellResult(CELL, "FAIL")]) == 1
+    assert mx.exit_code([r, mx.CellResult(CELL, "ERROR")]) == 3
+    assert mx.counts_line([ok, r]) == "2 cells: 1 PASS, 0 FAIL, 1 INCONCLUSIVE, 0 ERROR, 0 SKIP"
+    assert mx.counts_line([ok]) == "1 cells: 1 PASS, 0 FAIL, 0 ERROR, 0 SKIP"
+
+
 # ---- the runner, with a stand-in for each cell's lab run ------------------------------------
 
 FAKE = r"""
@@ -205,7 +221,7 @@ def test_runner_writes_reuses_and_reruns(tmp_path, fake):
     assert sorted(ran()) == sorted(["soft-affinity@xeon-2s22c-mini", "soft-affinity@zen3-2s-mini", "llc-spread-pinned@zen3-2s-mini"])
     assert mx.exit_code(res) == 1
     doc = json.loads((out / "matrix.json").read_text())
-    assert doc["finished"] and doc["counts"] == {"PASS": 2, "FAIL": 1, "ERROR": 0, "SKIP": 1}
+    assert doc["finished"] and doc["counts"] == {"PASS": 2, "FAIL": 1, "INCONCLUSIVE": 0, "ERROR": 0, "SKIP": 1}
     assert doc["identity"]["kernel_ids"] == {"debian@x86_64": res[0].kernel_id}
     import junitparser
 
@@ -283,7 +299,7 @@ def test_shards_merge_into_the_whole_matrix(tmp_path, fake):
     assert sorted(ran()) == sorted(c.id.rsplit("@", 1)[0] for c in m.runnable)  # each cell once
     doc = mx.merge(dirs)
     assert [c["id"] for c in doc["cells"]] == [c.id for c in m.cells]
-    assert doc["counts"] == {"PASS": 3, "FAIL": 0, "ERROR": 0, "SKIP": 1}
+    assert doc["counts"] == {"PASS": 3, "FAIL": 0, "INCONCLUSIVE": 0, "ERROR": 0, "SKIP": 1}
     r = CliRunner().invoke(main, ["matrix", "merge", "-o", str(tmp_path / "merged"), *map(str, dirs)])
     assert r.exit_code == 0, r.output
     assert (tmp_path / "merged" / "junit.xml").exists() and "3 PASS" in r.output

@@ -199,3 +199,13 @@ def test_result_reads_only_regular_files_within_the_limit(tmp_path, monkeypatch)
     with pytest.raises(UserError, match="trace.linked.txt: a symbolic link"):
         list(r.events("linked"))
     assert r.by_node({"\u00b2": 1, "\u0661": 2, "-1": 3, "1": 4, 0: 5}) == {"\u00b2": 1, "\u0661": 2, "-1": 3, 0: 4, 1: 5}
+
+
+def test_a_runs_verdict_from_its_expectations():
+    """FAIL if any failed; else INCONCLUSIVE with each cause once; else PASS."""
+    E = sc.Expectation
+    assert sc.verdict_of([E("a", True), E("b", True)]) == ("PASS", "")
+    assert sc.verdict_of([E("a", False, inconclusive="cpu model"), E("b", False)]) == ("FAIL", "")
+    got = sc.verdict_of([E("a", False, inconclusive="cpu model"), E("b", True, inconclusive="cpu model"), E("c", True, inconclusive="tcg")])
+    assert got == ("INCONCLUSIVE", "cpu model; tcg")
+    assert E("b", True, inconclusive="x").status == "INCONCLUSIVE" and "inconclusive" not in E("a", True).to_dict()

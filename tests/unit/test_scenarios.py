@@ -606,6 +606,9 @@ def test_soft_affinity_recorded_run():
     assert none.ok and none.figures["migrations"] > 0
     times = e["run time of each instance, hard vs none (figures; the RFC's %gain)"]
     assert all(times.figures[f"time_{p}_{i}_s"] > 0 for p in ("hard", "none") for i in "ab")
+    # Recorded under TCG: the times and the gain are emulated, and say so.
+    assert times.figures["time_is"] == "emulated (TCG): not performance"
+    assert "not performance" in times.note and "lab compare" in times.note
     assert o.status == json.loads((d / "results.json").read_text())["status"] == "PASS"
 
 
