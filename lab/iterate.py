@@ -80,11 +80,37 @@ def describe(tree: Path) -> dict[str, str]:
     return info
 
 
+def tree_version(tree: Path) -> str | None:
+    """'6.12' from the tree's top Makefile (VERSION, PATCHLEVEL), or None."""
+    try:
+        head = (tree / "Makefile").read_text(errors="replace")[:2000]
+    except OSError:
+        return None
+    v = re.search(r"^VERSION\s*=\s*(\d+)\s*$", head, re.M)
+    p = re.search(r"^PATCHLEVEL\s*=\s*(\d+)\s*$", head, re.M)
+    return f"{v.group(1)}.{p.group(1)}" if v and p else None
+
+
+def recipe_for_tree(tree: Path, arch: str) -> str:
+    """The recipe a tree is built with when --recipe is not given: the one of the tree's
+    own kernel line (a 6.12 tree: lab-6.12 / lab-6.12-arm64), else the arch's default.
+    lab-6.1's config and patches on a 6.12 tree would judge the wrong config."""
+    from .kernel import recipe as krecipe
+
+    ver = tree_version(tree)
+    default = default_recipe(arch)
+    if ver:
+        for name in (f"lab-{ver}", f"lab-{ver}-{arch}"):
+            if name in krecipe.names() and krecipe.load(name).arch == arch:
+                return name
+    return default
+
+
 def tree_recipe(tree: Path, arch: str, recipe_name: str | None = None):
     """The recipe that builds *tree*: the named recipe with the tree as its source."""
     from .kernel import recipe as krecipe
 
-    name = recipe_name or default_recipe(arch)
+    name = recipe_name or recipe_for_tree(tree, arch)
     r = krecipe.load(name)
     if r.arch != arch:
         raise UserError(f"--recipe {name} builds {r.arch}, the topology is {arch}")

@@ -49,7 +49,7 @@ def scenarios_cmd() -> None:
 @text_format_option
 @click.option("--kernel-tree", type=click.Path(path_type=__import__("pathlib").Path), default=None,
               help="Build this kernel tree (out of tree, in lab's cache) and judge it.")
-@click.option("--recipe", default=None, help="Config, fragments and patches for --kernel-tree: a recipe name or a recipe.toml path (default lab-6.1 / lab-6.1-arm64).")
+@click.option("--recipe", default=None, help="Config, fragments and patches for --kernel-tree: a recipe name or a recipe.toml path (default: the recipe of the tree's kernel line, lab-6.12 for a 6.12 tree; else lab-6.1 / lab-6.1-arm64).")
 @click.option("--watch", is_flag=True, help="With --kernel-tree: rebuild and rerun whenever the tree changes.")
 @RUNS
 def run_cmd(

@@ -146,3 +146,25 @@ def test_own_paths_names_the_developers_files(tmp_path):
         "/home/dev/linux/kernel/sched/core.c:1:1: error: x",
         "see ../../src/kernel/x.c and foo../src/y.c",  # not a path into the mirror: left alone
     ]
+
+
+def test_a_trees_kernel_line_picks_its_recipe(tmp_path):
+    """--kernel-tree without --recipe: a 6.12 tree is built with lab-6.12's config and
+    patches (lab-6.12-arm64 for an arm64 topology), a line lab has no recipe for with
+    the arch's default."""
+    from lab import iterate
+
+    def tree(name, version, patchlevel):
+        t = tmp_path / name
+        t.mkdir()
+        (t / "Makefile").write_text(f"# SPDX\nVERSION = {version}\nPATCHLEVEL = {patchlevel}\nSUBLEVEL = 117\n")
+        return t
+
+    t612, t61, t68 = tree("a", 6, 12), tree("b", 6, 1), tree("c", 6, 8)
+    assert iterate.tree_version(t612) == "6.12" and iterate.tree_version(tmp_path) is None
+    assert iterate.recipe_for_tree(t612, "x86_64") == "lab-6.12"
+    assert iterate.recipe_for_tree(t612, "arm64") == "lab-6.12-arm64"
+    assert iterate.recipe_for_tree(t61, "arm64") == "lab-6.1-arm64"
+    assert iterate.recipe_for_tree(t68, "x86_64") == "lab-6.1"
+    assert iterate.tree_recipe(t612, "arm64").name == "lab-6.12-arm64"
+    assert iterate.tree_recipe(t612, "x86_64", "lab-6.1").name == "lab-6.1"  # --recipe wins
