@@ -90,7 +90,7 @@ def matrix(ctx, axes, jobs, shard, rerun, output, connect) -> None:
     junit.xml, matrix.json and summary.md in the output directory.
 
     Exit 0 when every cell passed or was skipped, 1 when one failed, 3 when one could not
-    be judged (ERROR)."""
+    be judged (ERROR), else 4 when the emulation decided one (INCONCLUSIVE)."""
     from .. import matrix as mx
     from .. import paths, progress
     from ..errors import UserError

@@ -44,7 +44,7 @@ def replay_cmd(bundle_file: Path, kernel: str | None, target: Path | None) -> No
     """Open BUNDLE, get or rebuild its kernel, rerun its scenario on its topology, and
     print the bundle's verdict and figures next to the new ones.
 
-    Exit 0 pass, 1 fail, 3 error: the new run's verdict, as `lab run`."""
+    Exit 0 pass, 1 fail, 3 error, 4 inconclusive: the new run's verdict, as `lab run`."""
     from .. import progress as progress_mod
     from .. import runner
     from ..report import render, replay

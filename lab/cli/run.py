@@ -59,7 +59,9 @@ def run_cmd(
     """Boot, run SCENARIO's workload with tracing on, and give a verdict with evidence.
 
     Exit 0 pass, 1 fail, 3 error (guest lost, workload failed, incomplete data: lost
-    events, a results stream cut short, missing files, trace lines lab cannot read)."""
+    events, a results stream cut short, missing files, trace lines lab cannot read), 4
+    inconclusive (complete data, but the emulation decided the outcome: the scenario names
+    the cause)."""
     from click.core import ParameterSource
 
     from .. import paths, progress, runner, session, topology
@@ -316,7 +318,7 @@ def _show_agg(agg) -> None:
 def recheck_cmd(run_dir, scenario_file) -> None:
     """Run a scenario's checks again on a finished run directory, without booting.
 
-    Exit 0 pass, 1 fail, 3 error: a run that did not finish (interrupted, lab killed,
+    Exit 0 pass, 1 fail, 4 inconclusive, 3 error: a run that did not finish (interrupted, lab killed,
     guest lost) or whose data is incomplete is not judged; the message names the cause."""
     from .. import runner
 
