@@ -216,6 +216,7 @@ def verify(topology, vm, as_json: bool, strict: bool, timeout: float, runs) -> N
         "accel": s.plan.accel,
         "accel_reason": s.plan.accel_reason,
         "backend": vm.backend,
+        "qemu": {"binary": s.plan.qemu, "version": ".".join(map(str, s.plan.qemu_version))},
         "kernel": {"name": s.kernel.name, "id": s.kernel.id, "release": view.release or s.kernel.release},
         "numbering": vd.numbering,
         "notes": list(s.plan.notes),

@@ -182,3 +182,15 @@ def test_capture_no_vm_here_can_boot_is_refused(tmp_path):
     # one (lab qemu build): that lab does not render x86 clusters yet.  Refused either way.
     assert "x86 clusters need" in r.output and "9.1" in r.output, r.output
     assert not (tmp_path / "c.toml").exists()
+
+
+def test_intel_l1_shared_by_smt_threads_is_named_before_qemu_9_1_only():
+    """QEMU 7.2's Intel model gives each SMT thread its own L1 (CPUID 4); from QEMU 9.1's
+    machine types it is shared per core, as on the real machine: nothing to name."""
+    t = topology.load("xeon-2s22c-mini")
+    old = [n for n, _ in expect.deviations(t, qemu.plan(t, HOST))]
+    assert old == ["L1d shared by SMT threads", "L1i shared by SMT threads"]
+    new_host = host.Host(arch="x86_64", cpus=2, qemu={"x86_64": (10, 0, 13), "arm64": (10, 0, 13)}, kvm=False, kvm_reason="test")
+    assert expect.deviations(t, qemu.plan(t, new_host)) == []
+    z = topology.load("zen3-2s-mini")  # the AMD model shares L1 per core on any QEMU
+    assert expect.deviations(z, qemu.plan(z, HOST)) == []
