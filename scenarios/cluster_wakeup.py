@@ -8,7 +8,15 @@ netperf TCP_RR "pinned to one numa" gain 12-19 % at low thread counts.
 
 Here: waker/wakee ping-pong pairs (lab's ``pingpong``, the shape of tbench and
 TCP_RR) restricted to the CPUs of node 0, as many pairs as a quarter of the node's
-CPUs so idle CPUs remain to choose from.  For every wakeup of a pingpong task,
+CPUs so idle CPUs remain to choose from.  Every pair starts split across two clusters
+(``pingpong --start``: its waker pinned in cluster k, its wakee in cluster k+1, for the
+first 64 round trips, then both free on the node): with a start left to chance, a pair
+that happened to begin inside one cluster stayed there on any kernel (the wakee's idle
+previous CPU is taken before any scan), and lab-6.1-arm64 passed 2 runs in 20.  From a
+split start the two kernels part as the patch says: 6.1 keeps returning the wakee's
+idle previous CPU in the other cluster (select_idle_sibling() takes prev when it shares
+the LLC), the patched kernel takes prev only inside the target's cluster
+(cpus_share_resources()) and otherwise scans the waker's cluster first.  For every wakeup of a pingpong task,
 sched_waking gives the waker's CPU (it fires in the waker's context; its target_cpu
 is only the wakee's previous CPU) and the wakee's next sched_wakeup gives the CPU
 chosen; the pair is classified by the smallest topology level holding both: the
@@ -64,14 +72,27 @@ class ClusterWakeup(Scenario):
 
     def steps(self, topo):
         return f"""
-CPUS=$(labsel node "$(labsel nodes | cut -d, -f1)")
+NODE=$(labsel nodes | cut -d, -f1)
+CPUS=$(labsel node "$NODE")
 N=$(labsel count "$CPUS")
 PAIRS=$((N / 4))
 [ "$PAIRS" -ge 1 ] || PAIRS=1
 echo "$CPUS" > allowed
 echo "$PAIRS" > pairs
+# Each pair starts split: its waker on a CPU of cluster k, its wakee on one of cluster k+1
+# (pinned for pingpong's first --settle round trips, then free on the node's CPUs).
+CL=""
+K=0
+while C=$(labsel cluster "$NODE" "$K" 2>/dev/null); do CL="$CL $C"; K=$((K + 1)); done
+START=$(echo "$CL" | awk -v pairs="$PAIRS" '
+{{ C = NF; for (k = 1; k <= C; k++) {{ n[k] = split($k, t, ","); for (j = 1; j <= n[k]; j++) cpu[k, j] = t[j]; used[k] = 0 }} }}
+END {{ s = ""; for (i = 0; i < pairs; i++) {{ w = i % C + 1; e = (i + 1) % C + 1
+        if (used[w] >= n[w] || used[e] >= n[e]) exit 1
+        s = s (i ? "," : "") cpu[w, ++used[w]] ":" cpu[e, ++used[e]] }}
+      print s }}') || {{ echo "cannot split $PAIRS pairs over the clusters:$CL" >&2; exit 1; }}
+echo "$START" > start
 lab_trace_on
-lab_run pingpong pingpong -p "$PAIRS" -s {SECONDS} --cpus "$CPUS"
+lab_run pingpong pingpong -p "$PAIRS" -s {SECONDS} --cpus "$CPUS" --start "$START"
 lab_trace_off
 """
 

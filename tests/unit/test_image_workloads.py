@@ -143,6 +143,11 @@ def test_help(bins, name):
         ("pingpong", ["-p", "0"], "-p needs an integer"),
         ("pingpong", ["-n", "-3"], "-n needs an integer"),
         ("pingpong", ["--cpus"], "option '--cpus' needs a value"),
+        ("pingpong", ["-p", "2", "--start", "0:0"], "--start names 1 pair(s), -p says 2"),
+        ("pingpong", ["--start", "0:0,0:0"], "--start names more pairs than -p 1"),
+        ("pingpong", ["--start", "x"], "--start needs W:E per pair, e.g. 0:4,5:1, got 'x'"),
+        ("pingpong", ["--start", "0:5000"], "--start needs W:E per pair"),
+        ("pingpong", ["--settle", "0"], "--settle needs an integer"),
         ("memprobe", ["-m", "0"], "-m needs an integer"),
         ("memprobe", ["--node", "-1"], "--node needs an integer"),
         ("memprobe", ["-l", "1.5"], "-l needs an integer"),
@@ -243,6 +248,23 @@ def test_pingpong_seconds_and_cpus(bins):
     assert 0.2 <= p["seconds"] < 2
     assert p["rounds"] > 0
     assert hist_cpus(p["waker_cpus"]) == hist_cpus(p["wakee_cpus"]) == {cpu}
+
+
+def test_pingpong_start_pins_each_side_then_lets_go(bins):
+    """--start W:E: the waker starts on W, the wakee on E, pinned for --settle round
+    trips (the first samples: -k 1 samples every round), then free on every allowed CPU."""
+    cpus = sorted(allowed_cpus())
+    if len(cpus) < 2:
+        pytest.skip("needs 2 CPUs")
+    w, e = cpus[0], cpus[1]
+    out = ok(bins["pingpong"], "-p", "1", "-n", "400", "-k", "1", "--start", f"{w}:{e}", "--settle", "200")
+    (p,) = out["per_pair"]
+    assert p["start"] == [w, e] and p["rounds"] == 400
+    assert p["waker_cpus"].get(str(w), 0) >= 199 and p["wakee_cpus"].get(str(e), 0) >= 199
+    out = ok(bins["pingpong"], "-p", "1", "-n", "50", "-k", "1", "--start", f"{w}:{e}", "--settle", "1000")
+    (p,) = out["per_pair"]
+    assert hist_cpus(p["waker_cpus"]) == {w} and hist_cpus(p["wakee_cpus"]) == {e}  # never let go
+    assert ok(bins["pingpong"], "-p", "1", "-n", "5")["per_pair"][0]["start"] == [-1, -1]
 
 
 def test_pingpong_cpus_outside_the_machine_is_a_runtime_error(bins):
