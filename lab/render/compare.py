@@ -14,12 +14,20 @@ _NUM = 9  # each number column
 
 
 def num(v: float | None) -> str:
-    """A figure in at most 9 columns: integers as integers, else 4 significant digits."""
+    """A figure in at most 8 columns, so a column of 9 always keeps a space before it:
+    whole numbers (and anything from 10^4 up, rounded) as integers, else 4 significant
+    digits, fewer when that is too wide.  (A mean of 111793.4 printed as '1.118e+05'
+    ran into the maximum before it.)"""
     if v is None:
         return "-"
-    if float(v).is_integer() and abs(v) < 1e9:
-        return str(int(v))
-    return f"{v:.4g}"
+    if abs(v) < 1e8 and (float(v).is_integer() or abs(v) >= 1e4):
+        return str(round(v))
+    s = ""
+    for f in (".4g", ".3g", ".2g", ".1e", ".0e"):
+        s = f"{v:{f}}"
+        if len(s) < _NUM:
+            break
+    return s
 
 
 def pct(v: float | None) -> str:

@@ -233,3 +233,14 @@ def test_each_run_records_the_lab_run_line_that_repeats_it(tmp_path, monkeypatch
     with session.command(["run", "x"]):
         d = session.new_run_dir("run", topology.load("zen3-2s-mini"), "k", base=tmp_path / "runs")
     assert (d / "command").read_text() == "lab run x\n"
+
+
+@pytest.mark.parametrize("v", [111793.4, 120560, 0.2622, -0.000123456, 1e9 + 0.5, 12345.67, -1234.5678, 2.5e-12, -9.99e99, 0.1 + 0.2])
+def test_a_number_leaves_a_space_in_its_column(v):
+    """Each number column is 9 wide and a number takes at most 8: a mean of 111793.4 as
+    '1.118e+05' (9) ran into the maximum before it ('1205601.118e+05')."""
+    from lab.render.compare import _NUM, num
+
+    s = num(v)
+    assert 0 < len(s) < _NUM, s
+    assert abs(float(s) - v) <= max(abs(v) * 0.05, 1e-12) or abs(v) >= 1e8, (s, v)  # 2 digits at worst
