@@ -155,10 +155,15 @@ def _cpu_override(dom: ET.Element, p: VmPlan) -> None:
     which keeps TOPOEXT for AMD models under TCG: render.qemu) gets QEMU's -cpu verbatim
     through <qemu:commandline>: QEMU takes the last -cpu, so the guest sees exactly the CPU
     the QEMU backend gives it (libvirt marks such a domain as tainted, nothing more)."""
-    if not _needs_override(p):
+    from . import qemu as rq
+
+    args = ["-cpu", p.cpu_model] if _needs_override(p) else []
+    if rq.x2apic_iommu(p):  # the QEMU backend's interrupt-remapping IOMMU, the same device
+        args += ["-device", rq.X2APIC_IOMMU]
+    if not args:
         return
     cl = ET.SubElement(dom, f"{{{QEMU_NS}}}commandline")
-    for arg in ("-cpu", p.cpu_model):
+    for arg in args:
         ET.SubElement(cl, f"{{{QEMU_NS}}}arg", value=arg)
 
 

@@ -321,6 +321,8 @@ def _x86(topo: Topology, version, acc: str, cpu_model: str, host: Host, notes: l
         cpu += "".join(f",-{f}" for f in off)
     if acc == "tcg" and model in AMD_TCG_MODELS.values():
         cpu += ",x-force-features=on" + "".join(f",-{f}" for f in AMD_TCG_UNSUPPORTED)
+        if topo.n_cpus > 255:
+            cpu += ",x2apic=on"  # APIC ids above 254: QEMU refuses the EPYC models without it
     if acc == "kvm" and vendor == "amd":
         cpu += ",topoext=on"
     dies, cores = x86_dies_cores(topo)
@@ -463,6 +465,19 @@ def cmdline(p: VmPlan) -> str:
     return " ".join(parts)
 
 
+# A guest above 255 x86 vCPUs under TCG: Linux switches to x2APIC mode (and brings up
+# the CPUs whose APIC id is 255 or more) only with interrupt remapping, or when a
+# hypervisor says it may do without (KVM's MSI_EXT_DEST_ID).  QEMU's intel-iommu with
+# intremap and eim (extended interrupt mode) gives it the remapping; without it CPU 255
+# was refused ("native_cpu_up: bad cpu 255").  Measured here: zen3-2s, 256 vCPUs, QEMU
+# 10.0.13, Debian 6.1: "x2apic: enabled by BIOS", 256 CPUs online, verify passes.
+X2APIC_IOMMU = "intel-iommu,intremap=on,eim=on"
+
+
+def x2apic_iommu(p: VmPlan) -> bool:
+    return p.topo.arch == "x86_64" and p.accel == "tcg" and p.topo.n_cpus > 255
+
+
 def argv(p: VmPlan, files: BootFiles) -> list[str]:
     """The exact QEMU argv for *p* booting *files* (run it in the run directory)."""
     a = [p.qemu, "-nodefaults", "-no-user-config", "-nographic", "-no-reboot"]
@@ -491,6 +506,8 @@ def argv(p: VmPlan, files: BootFiles) -> list[str]:
         a += ["-serial", "mon:stdio"]
     else:
         a += ["-chardev", f"file,id=con,path={files.console}", "-serial", "chardev:con"]
+    if x2apic_iommu(p):
+        a += ["-device", X2APIC_IOMMU]
     a += ["-device", "virtio-serial-pci,id=vs"]
     if files.agent_log is not None:
         a += ["-chardev", f"file,id=agentlog,path={files.agent_log}"]

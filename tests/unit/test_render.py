@@ -300,3 +300,20 @@ def test_hotplug_bringup_runs_one_tcg_thread_per_vcpu():
     assert p.tcg_threads == "multi"
     assert plan(_flat(128), HOST_72, kernel_features=HOTPLUG, tcg="single").tcg_threads == "single"
     assert plan(_flat(128), HOST_72).tcg_threads == "single"
+
+
+def test_more_than_255_x86_vcpus_get_x2apic_and_an_interrupt_remapping_iommu():
+    """zen3-2s at full size (256 vCPUs) under TCG on QEMU 10: the EPYC model needs
+    x2apic=on (QEMU refuses it otherwise) and the guest needs interrupt remapping to run
+    in x2APIC mode (without it CPU 255 was refused); minis get neither."""
+    from lab.render import libvirt as rl
+
+    h10 = host_mod.Host(arch="x86_64", cpus=2, qemu={"x86_64": (10, 0, 13), "arm64": (10, 0, 13)}, kvm=False, kvm_reason="t")
+    p = qemu.plan(topology.load("zen3-2s"), h10)
+    a = qemu.argv(p, qemu.boot_files(p, Path("K")))
+    assert a[a.index("-cpu") + 1].endswith(",x2apic=on")
+    assert a[a.index("intel-iommu,intremap=on,eim=on") - 1] == "-device"
+    assert "intel-iommu,intremap=on,eim=on" in rl.domain_xml(p, qemu.boot_files(p, Path("K")), name="t")
+    mini = qemu.plan(topology.load("zen3-2s-mini"), h10)
+    m = shlex.join(qemu.argv(mini, qemu.boot_files(mini, Path("K"))))
+    assert "x2apic=on" not in m and "intel-iommu" not in m
