@@ -147,7 +147,7 @@ ET.register_namespace("qemu", QEMU_NS)
 
 
 def _needs_override(p: VmPlan) -> bool:
-    return any(o.startswith("x-") for o in p.cpu_model.split(",")[1:])
+    return any(o.startswith(("x-", "level=")) for o in p.cpu_model.split(",")[1:])
 
 
 def _cpu_override(dom: ET.Element, p: VmPlan) -> None:

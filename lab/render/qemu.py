@@ -59,6 +59,8 @@ QEMU_X86_CLUSTERS = (9, 1, 0)
 QEMU_X86_DIES = (4, 1, 0)
 QEMU_ARM_CLUSTERS = (7, 0, 0)
 QEMU_TCG_X2APIC = (9, 0, 0)
+QEMU_1F_ABORTS = (10, 0, 0)  # the first version seen aborting on the Intel model's CPUID 0x1F
+INTEL_MODEL_LEVEL = 13  # Skylake-Server's own CPUID level (0xd)
 
 
 def _v(v: tuple[int, int, int]) -> str:
@@ -319,6 +321,13 @@ def _x86(topo: Topology, version, acc: str, cpu_model: str, host: Host, notes: l
         # TCG emulates x2APIC from QEMU_TCG_X2APIC (9.0): a guest above 255 vCPUs needs it.
         off = [f for f in TCG_UNSUPPORTED if not (f == "x2apic" and version >= QEMU_TCG_X2APIC)]
         cpu += "".join(f",-{f}" for f in off)
+        if version >= QEMU_1F_ABORTS and x86_dies_cores(topo)[0] > 1:
+            # Several dies raise the CPUID level to 0x1F, and QEMU 10.0.13 then aborts at
+            # boot (encode_topo_cpuid1f: "Assertion `count <= CPU_TOPOLOGY_LEVEL_SOCKET'",
+            # seen with Debian 6.1, lab-6.1 and lab-6.12 alike).  The model's own level
+            # (0xd) keeps 0x1F out; the guest still reads packages from 0xB and each die's
+            # L3 from CPUID 4 (verify passes).
+            cpu += f",level={INTEL_MODEL_LEVEL}"
     if acc == "tcg" and model in AMD_TCG_MODELS.values():
         cpu += ",x-force-features=on" + "".join(f",-{f}" for f in AMD_TCG_UNSUPPORTED)
         if topo.n_cpus > 255:

@@ -317,3 +317,19 @@ def test_more_than_255_x86_vcpus_get_x2apic_and_an_interrupt_remapping_iommu():
     mini = qemu.plan(topology.load("zen3-2s-mini"), h10)
     m = shlex.join(qemu.argv(mini, qemu.boot_files(mini, Path("K"))))
     assert "x2apic=on" not in m and "intel-iommu" not in m
+
+
+def test_intel_model_with_dies_on_qemu_10_keeps_cpuid_0x1f_out():
+    """QEMU 10.0.13 aborted at boot on the Intel model with several dies per socket (an
+    assertion in its CPUID 0x1F encoder); the model's own level (0xd) keeps the leaf out.
+    QEMU 7.2 and one-die machines are left as they were."""
+    from lab import topology as topo_mod
+
+    h10 = host_mod.Host(arch="x86_64", cpus=2, qemu={"x86_64": (10, 0, 13), "arm64": (10, 0, 13)}, kvm=False, kvm_reason="t")
+    spec = topo_mod.load("zen3-2s-mini")
+    p = qemu.plan(spec, h10, VmOptions(cpu_model="intel"))  # 4 dies per socket, Intel model
+    assert p.cpu_model.startswith("Skylake-Server,") and p.cpu_model.endswith(",level=13")
+    assert not qemu.plan(spec, HOST_72, VmOptions(cpu_model="intel")).cpu_model.endswith(",level=13")
+    one_die = qemu.plan(topo_mod.load("xeon-2s22c-mini"), h10)
+    assert "level=" not in one_die.cpu_model
+    assert "level=" not in qemu.plan(spec, h10).cpu_model  # the AMD model: no 0x1F abort seen
