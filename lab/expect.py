@@ -397,6 +397,18 @@ def _group_checks(topo: Topology, v: MachineView, guest_llc: str, limits: list[s
     return checks
 
 
+def _cache_list(v: MachineView, cpu: int, name: str) -> tuple[int, ...] | None:
+    """The CPUs sharing *cpu*'s cache *name* ("L1d", "L1i", "L2") in view *v*, or None."""
+    level, types = CACHE_LEVEL[name]
+    cv = v.cpus.get(cpu)
+    cache = next((x for x in cv.caches if x.level == level and x.type in types), None) if cv else None
+    return tuple(cache.shared) if cache else None
+
+
+def _differ(v: MachineView, name: str, bad: list[int]) -> str:
+    return f"CPU {bad[0]}: {_fmt(_cache_list(v, bad[0], name) or ()) or 'missing'}; {len(bad)} CPUs differ"
+
+
 def _shape_deviation_checks(topo: Topology, plan: VmPlan, v: MachineView) -> list[Check]:
     """Named known deviations of the machine's shape (sparse node ids, caches private to
     an SMT thread), each checked against what the guest shows: a guest that differs in
@@ -411,39 +423,21 @@ def _shape_deviation_checks(topo: Topology, plan: VmPlan, v: MachineView) -> lis
             known=sparse_nodes_why(topo) if ok_translated else "",
         ))
     for name in topo.per_thread:
-        level, types = CACHE_LEVEL[name]
-
-        def shared(cpu: int, level=level, types=types) -> tuple[int, ...] | None:
-            cv = v.cpus.get(cpu)
-            cache = next((x for x in cv.caches if x.level == level and x.type in types), None) if cv else None
-            return tuple(cache.shared) if cache else None
-
         if name in per_thread_reproduced(plan):
-            bad = [c.id for c in topo.cpus if shared(c.id) != (c.id,)]
-            actual = "same" if not bad else f"CPU {bad[0]}: {_fmt(shared(bad[0]) or ()) or 'missing'}; {len(bad)} CPUs differ"
-            checks.append(Check(f"{name} per thread", "one per CPU", actual, not bad))
+            bad = [c.id for c in topo.cpus if _cache_list(v, c.id, name) != (c.id,)]
+            checks.append(Check(f"{name} per thread", "one per CPU", _differ(v, name, bad) if bad else "same", not bad))
             continue
-        bad = [c.id for c in topo.cpus if shared(c.id) != topo.group_of("core", c.id)]
-        actual = "shared by each core's SMT threads" if not bad else (
-            f"CPU {bad[0]}: {_fmt(shared(bad[0]) or ()) or 'missing'}; {len(bad)} CPUs differ"
-        )
+        bad = [c.id for c in topo.cpus if _cache_list(v, c.id, name) != topo.group_of("core", c.id)]
+        actual = _differ(v, name, bad) if bad else "shared by each core's SMT threads"
         checks.append(Check(f"{name} per thread", "one per CPU", actual, False, known="" if bad else per_thread_why(name, plan)))
     for name in smt_split(topo, plan):
-        level, types = CACHE_LEVEL[name]
-
-        def shared_(cpu: int, level=level, types=types) -> tuple[int, ...] | None:
-            cv = v.cpus.get(cpu)
-            cache = next((x for x in cv.caches if x.level == level and x.type in types), None) if cv else None
-            return tuple(cache.shared) if cache else None
-
-        if all(shared_(c.id) == topo.group_of("core", c.id) for c in topo.cpus):
+        if all(_cache_list(v, c.id, name) == topo.group_of("core", c.id) for c in topo.cpus):
             checks.append(Check(f"{name} shared by SMT threads", "shared by each core's threads", "same", True))
             continue
-        bad = [c.id for c in topo.cpus if shared_(c.id) != (c.id,)]
-        actual = "one per CPU" if not bad else f"CPU {bad[0]}: {_fmt(shared_(bad[0]) or ()) or 'missing'}; {len(bad)} CPUs differ"
+        bad = [c.id for c in topo.cpus if _cache_list(v, c.id, name) != (c.id,)]
         checks.append(Check(
-            f"{name} shared by SMT threads", "shared by each core's threads", actual, False,
-            known="" if bad else smt_split_why(name, plan),
+            f"{name} shared by SMT threads", "shared by each core's threads", _differ(v, name, bad) if bad else "one per CPU",
+            False, known="" if bad else smt_split_why(name, plan),
         ))
     return checks
 

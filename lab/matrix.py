@@ -57,7 +57,6 @@ MATRIX_FILE = "matrix.json"
 JUNIT_FILE = "junit.xml"
 SUMMARY_FILE = "summary.md"
 BACKENDS = ("qemu", "libvirt", "vng")
-EXIT = {"PASS": 0, "SKIP": 0, "FAIL": 1, "ERROR": 3, "INCONCLUSIVE": 4}  # lab run's (runner.EXIT)
 STATUSES = ("PASS", "FAIL", "INCONCLUSIVE", "ERROR", "SKIP")
 QEMU_OVERHEAD_MB = 256  # QEMU's own memory beside the guest's (TCG's code cache included)
 STOP_GRACE_S = 60.0  # an interrupted cell's lab run: time to stop QEMU and write its results
@@ -726,8 +725,9 @@ def _dur(s: float) -> str:
 
 
 def exit_code(results: list[CellResult]) -> int:
-    sev = {"PASS": 0, "SKIP": 0, "INCONCLUSIVE": 1, "FAIL": 2, "ERROR": 3}  # runner.SEVERITY
-    return EXIT[max((r.status for r in results), key=lambda s: sev.get(s, 3), default="PASS")]
+    from .runner import EXIT, worst  # lab run's codes and order, the same for a matrix
+
+    return EXIT[worst(r.status for r in results)] if results else 0
 
 
 # ---- merge ----------------------------------------------------------------------------------

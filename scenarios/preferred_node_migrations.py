@@ -162,9 +162,8 @@ class Probe:
                     arrival = (m.ts, m.src_node, sum(1 for a in attempts if a <= m.ts))
                     break
         hold = None
-        t0 = pulls[0][0] if pulls else arrival[0] if arrival else None
-        if t0 is not None:
-            t = t0
+        t = pulls[0][0] if pulls else arrival[0] if arrival else None
+        if t is not None:
             after = [
                 (i, max(i.start, t)) for tr in res.tasks.values() for i in tr.intervals if i.end > t
             ]
