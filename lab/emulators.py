@@ -296,7 +296,7 @@ def required(topo, accel: str) -> tuple[tuple[int, int, int] | None, str]:
             return r.QEMU_ARM_CLUSTERS, f"{topo.name}: arm64 clusters need -smp clusters="
         return None, ""
     if topo.has_clusters:
-        return r.QEMU_X86_CLUSTERS, f"{topo.name}: x86 clusters need -smp clusters= on x86"
+        return r.QEMU_X86_CLUSTERS, f"{topo.name}: x86 clusters (-smp modules= with an L2 per module through -machine smp-cache)"
     if accel == "tcg" and topo.shape is not None:
         if topo.n_cpus > 255:
             return r.QEMU_TCG_X2APIC, f"{topo.name}: {topo.n_cpus} vCPUs need x2APIC, which TCG emulates from QEMU 9.0"

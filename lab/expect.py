@@ -88,8 +88,9 @@ def expected_domains(
         node = node_set[c.node]
         sock = frozenset(topo.group_of("socket", c.id))
         if arch == "x86_64":
-            # x86 cluster = CPUs sharing L2; lab's Intel model has a private L2 per core.
-            cls = core
+            # x86 cluster = CPUs sharing an L2 (cpu_l2c_shared_mask): a core's own L2
+            # unless the machine has clusters (QEMU modules with the L2 per module).
+            cls = frozenset(topo.group_of("cluster", c.id)) if topo.has_clusters else core
             mc = llc_span
         else:
             cls = frozenset(topo.group_of("cluster", c.id)) if topo.has_clusters else core
@@ -364,12 +365,12 @@ def _node_checks(topo: Topology, v: MachineView) -> list[Check]:
 
 
 def _group_checks(topo: Topology, v: MachineView, guest_llc: str, limits: list[str]) -> list[Check]:
-    """Per-CPU sibling groups: SMT, packages, arm64 clusters, the LLC."""
+    """Per-CPU sibling groups: SMT, packages, clusters, the LLC."""
     checks = [
         _compare_groups("SMT siblings", topo, "core", lambda c: v.cpus[c].siblings("thread") if c in v.cpus else None),
         _compare_groups("packages", topo, "socket", lambda c: v.cpus[c].siblings("package") if c in v.cpus else None),
     ]
-    if topo.arch == "arm64" and topo.has_clusters:
+    if topo.has_clusters:
         checks.append(_compare_groups("clusters", topo, "cluster", lambda c: v.cpus[c].siblings("cluster") if c in v.cpus else None))
     llc_level = v.llc_level
     if guest_llc != "spec":

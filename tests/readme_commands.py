@@ -128,6 +128,11 @@ CHECKS: dict[str, Check] = {
         "covered", by="tests/vm/test_verify_vm.py::test_verify_mini_on_debian_612",
         why="runs `lab verify` of the catalog minis, zen3-2s-mini among them, with --kernel debian-6.12 and needs exit 0",
     ),
+    "lab verify jacobsville-24c-mini": Check(
+        "covered", by="tests/vm/test_verify_vm.py::test_verify_mini",
+        why="runs `lab verify jacobsville-24c-mini --json` (an x86 mini) on the lab-built QEMU and needs exit 0 with "
+        "every check passing (the clusters and the CLS level among them); skipped, saying so, where no QEMU 9.2+ is built",
+    ),
     "lab verify zen3-2s": Check(
         "args", why="boots 256 vCPUs on the lab-built QEMU 10 (needs `lab qemu build`; 535 s here, run by "
         "hand); its argv (x2apic=on, the interrupt-remapping IOMMU) is checked by "

@@ -50,6 +50,13 @@ def adapt(p: VmPlan, version: tuple[int, int, int]) -> VmPlan:
     assert s is not None  # render.qemu.plan() refused irregular machines
     if version < LIBVIRT_MIN:
         raise UserError(f"{p.topo.name}: lab's domain XML needs libvirt {_v(LIBVIRT_MIN)}+ (<topology dies=...>); this is libvirt {_v(version)}")
+    if p.arch == "x86_64" and p.topo.has_clusters:
+        # QEMU makes x86 clusters as modules (-smp modules=) with the L2 per module
+        # (-machine smp-cache); libvirt's <topology> has no modules and no cache topology.
+        raise UserError(
+            f"{p.topo.name}: x86 clusters need QEMU's -smp modules= and -machine smp-cache, which libvirt's "
+            f"domain XML cannot express (libvirt {_v(version)}); use --backend qemu"
+        )
     sockets, dies, clusters, cores, threads = topology(p)
     if clusters > 1 and version < LIBVIRT_CLUSTERS:
         what = "LLCs" if p.arch == "arm64" and not p.topo.has_clusters else "clusters"

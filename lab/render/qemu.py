@@ -55,7 +55,7 @@ MAX_ARM_CPUS = 512  # GICv3 on virt, QEMU 7.2
 MAX_GICV2_CPUS = 8
 
 # QEMU versions that first express something (for the refusal messages).
-QEMU_X86_CLUSTERS = (9, 1, 0)
+QEMU_X86_CLUSTERS = (9, 2, 0)  # -smp modules= on x86 from 9.1, -machine smp-cache (L2 per module) from 9.2
 QEMU_X86_DIES = (4, 1, 0)
 QEMU_ARM_CLUSTERS = (7, 0, 0)
 QEMU_TCG_X2APIC = (9, 0, 0)
@@ -205,9 +205,14 @@ def max_apic_id(topo: Topology) -> int:
         return (n - 1).bit_length()
 
     dies, cores = x86_dies_cores(topo)
+    modules = s.clusters_per_llc if topo.has_clusters else 1
+    cores //= modules
     threads = s.threads_per_core
-    t, c, d = bits(threads), bits(cores), bits(dies)
-    return ((s.sockets - 1) << (t + c + d)) | ((dies - 1) << (t + c)) | ((cores - 1) << t) | (threads - 1)
+    t, c, m, d = bits(threads), bits(cores), bits(modules), bits(dies)
+    return (
+        ((s.sockets - 1) << (t + c + m + d)) | ((dies - 1) << (t + c + m)) | ((modules - 1) << (t + c))
+        | ((cores - 1) << t) | (threads - 1)
+    )
 
 
 def x86_dies_cores(topo: Topology) -> tuple[int, int]:
@@ -285,14 +290,15 @@ def tcg_threading(vcpus: int, host_cpus: int, bringup: str = "boot") -> str:
 def _x86(topo: Topology, version, acc: str, cpu_model: str, host: Host, notes: list[str]):
     s = topo.shape
     assert s is not None
-    if topo.has_clusters:
-        # A QEMU that has -smp clusters= on x86 (9.1+, e.g. lab qemu build's) still needs
-        # the L2 shared per cluster (-machine smp-cache, 9.2+) for the guest to build CLS:
-        # lab does not render that yet (issue 20), so it refuses rather than boot a
-        # machine whose clusters the guest cannot see.
+    modules = s.clusters_per_llc if topo.has_clusters else 1
+    if modules > 1 and version < QEMU_X86_CLUSTERS:
+        # x86 builds the CLS level from the CPUs sharing an L2 (cpu_l2c_shared_mask, from
+        # CPUID 4's L2 leaf).  QEMU calls an x86 cluster a module (-smp modules=, 9.1) and
+        # gives each core its own L2 unless -machine smp-cache puts the L2 at the module
+        # (9.2): without both the guest would see no cluster.
         raise UserError(
-            f"{topo.name}: x86 clusters need QEMU {_v(QEMU_X86_CLUSTERS)} (-smp clusters= on x86) and an L2 "
-            f"shared per cluster (smp-cache); lab does not render them yet (QEMU here: {_v(version)})"
+            f"{topo.name}: x86 clusters need QEMU {_v(QEMU_X86_CLUSTERS)} (-smp modules= and an L2 shared per "
+            f"module through -machine smp-cache); QEMU here: {_v(version)}"
         )
     dies, _ = x86_dies_cores(topo)
     if dies > 1 and version < QEMU_X86_DIES:
@@ -321,12 +327,12 @@ def _x86(topo: Topology, version, acc: str, cpu_model: str, host: Host, notes: l
         # TCG emulates x2APIC from QEMU_TCG_X2APIC (9.0): a guest above 255 vCPUs needs it.
         off = [f for f in TCG_UNSUPPORTED if not (f == "x2apic" and version >= QEMU_TCG_X2APIC)]
         cpu += "".join(f",-{f}" for f in off)
-        if version >= QEMU_1F_ABORTS and x86_dies_cores(topo)[0] > 1:
-            # Several dies raise the CPUID level to 0x1F, and QEMU 10.0.13 then aborts at
-            # boot (encode_topo_cpuid1f: "Assertion `count <= CPU_TOPOLOGY_LEVEL_SOCKET'",
+        if version >= QEMU_1F_ABORTS and (x86_dies_cores(topo)[0] > 1 or modules > 1):
+            # Several dies or modules raise the CPUID level to 0x1F, and QEMU 10.0.13 then
+            # aborts at boot (encode_topo_cpuid1f: "Assertion `count <= CPU_TOPOLOGY_LEVEL_SOCKET'",
             # seen with Debian 6.1, lab-6.1 and lab-6.12 alike).  The model's own level
             # (0xd) keeps 0x1F out; the guest still reads packages from 0xB and each die's
-            # L3 from CPUID 4 (verify passes).
+            # L3 and each module's L2 from CPUID 4 (verify passes).
             cpu += f",level={INTEL_MODEL_LEVEL}"
     if acc == "tcg" and model in AMD_TCG_MODELS.values():
         cpu += ",x-force-features=on" + "".join(f",-{f}" for f in AMD_TCG_UNSUPPORTED)
@@ -335,9 +341,10 @@ def _x86(topo: Topology, version, acc: str, cpu_model: str, host: Host, notes: l
     if acc == "kvm" and vendor == "amd":
         cpu += ",topoext=on"
     dies, cores = x86_dies_cores(topo)
-    smp = f"{topo.n_cpus},sockets={s.sockets},dies={dies},cores={cores},threads={s.threads_per_core}"
+    per = f"modules={modules},cores={cores // modules}" if modules > 1 else f"cores={cores}"
+    smp = f"{topo.n_cpus},sockets={s.sockets},dies={dies},{per},threads={s.threads_per_core}"
     if dies == 1:
-        smp = f"{topo.n_cpus},sockets={s.sockets},cores={cores},threads={s.threads_per_core}"
+        smp = f"{topo.n_cpus},sockets={s.sockets},{per},threads={s.threads_per_core}"
     # Nodes are whole sockets (or span several): one "-numa cpu" per socket.  Nodes
     # inside a socket are groups of dies (one die per LLC): one per (socket, die).  A die
     # that spans nodes (sub-NUMA clustering: one L3 per socket) is split per core: QEMU
@@ -357,6 +364,8 @@ def _x86(topo: Topology, version, acc: str, cpu_model: str, host: Host, notes: l
         if arg not in numa_cpu:
             numa_cpu.append(arg)
     machine = "q35"
+    if modules > 1:
+        machine += ",smp-cache.0.cache=l2,smp-cache.0.topology=module"
     return machine, cpu, vendor, smp, numa_cpu
 
 

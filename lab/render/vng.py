@@ -83,6 +83,9 @@ def qemu_opts(p: VmPlan, files: BootFiles, run_dir: Path | str) -> list[str]:
         return str(f) if f.is_absolute() else f"{run_dir}/{f}"
 
     a = ["-cpu", p.cpu_model]
+    machine_props = p.machine.split(",", 1)[1:]  # smp-cache (x86 clusters): QEMU merges it into vng's -machine
+    if machine_props:
+        a += ["-machine", machine_props[0]]
     if p.accel == "tcg":
         a += ["-accel", f"tcg,thread={p.tcg_threads}"]
     a += ["-device", "virtio-serial-pci,id=labvs"]
@@ -99,6 +102,8 @@ def argv(p: VmPlan, files: BootFiles, *, vng: str = "vng", run_dir: Path | str =
     a = [vng, "--verbose", "--force-9p", "--run", str(files.kernel)]
     if p.accel == "tcg":
         a.append("--disable-kvm")
+    if "/" in p.qemu:  # a lab-built QEMU (the system's is vng's own pick from PATH; vng's --qemu wants a path)
+        a += ["--qemu", p.qemu]
     a += ["--cpus", p.smp, "--memory", f"{p.memory_mb}M"]
     for i, node in enumerate(t.node_ids):
         guest = [g for g, c in enumerate(t.cpus) if c.node == node]

@@ -51,7 +51,7 @@ def test_auto_takes_the_system_qemu_where_it_can_express_the_machine(name, host,
 
 def test_x86_clusters_take_the_built_qemu_and_7_2_alone_refuses_naming_the_command():
     t = topology.loads(CLUSTERS)
-    with pytest.raises(UserError, match=r"x86 clusters need -smp clusters= on x86: needs QEMU 9\.1\.0 or newer \(here: 7\.2\.0 \(system\)\); `lab qemu build`"):
+    with pytest.raises(UserError, match=r"x86 clusters \(-smp modules= with an L2 per module through -machine smp-cache\): needs QEMU 9\.2\.0 or newer \(here: 7\.2\.0 \(system\)\); `lab qemu build`"):
         plan(t, BARE)
     e = emulators.choose(BUILT.emulators("x86_64"), "x86_64", "auto", *emulators.required(t, "tcg"))
     assert e == LAB10

@@ -21,6 +21,7 @@ from lab.render import qemu
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "qemu"
 HOST_72 = host_mod.Host(arch="x86_64", cpus=2, qemu={"x86_64": (7, 2, 0), "arm64": (7, 2, 0)}, kvm=False, kvm_reason="test host")
+HOST_10 = host_mod.Host(arch="x86_64", cpus=2, qemu={"x86_64": (10, 0, 13), "arm64": (10, 0, 13)}, kvm=False, kvm_reason="test host")
 HOST_KVM = host_mod.Host(arch="x86_64", cpus=64, qemu={"x86_64": (9, 2, 0), "arm64": (9, 2, 0)}, kvm=True, kvm_reason="ok")
 
 
@@ -61,7 +62,7 @@ def test_every_cpu_lands_in_its_node():
         t = topology.load(name)
         if t.arch != "x86_64" or t.n_cpus > 255:
             continue
-        p = plan(t, HOST_72)
+        p = plan(t, HOST_10 if t.has_clusters else HOST_72)  # x86 clusters: QEMU 9.2+
         s = t.shape
         dies = s.llcs_per_socket
         cover = {}
@@ -165,7 +166,7 @@ clusters_per_llc = 2
 cores_per_cluster = 2
 """
     )
-    with pytest.raises(UserError, match=r"x86 clusters need -smp clusters= on x86: needs QEMU 9\.1\.0 or newer"):
+    with pytest.raises(UserError, match=r"x86 clusters \(-smp modules= with an L2 per module through -machine smp-cache\): needs QEMU 9\.2\.0 or newer"):
         plan(clusters, HOST_72)
     smt_arm = topology.loads(
         """
@@ -333,3 +334,29 @@ def test_intel_model_with_dies_on_qemu_10_keeps_cpuid_0x1f_out():
     one_die = qemu.plan(topo_mod.load("xeon-2s22c-mini"), h10)
     assert "level=" not in one_die.cpu_model
     assert "level=" not in qemu.plan(spec, h10).cpu_model  # the AMD model: no 0x1F abort seen
+
+
+def test_x86_clusters_are_modules_with_the_l2_per_module():
+    """An x86 cluster is a QEMU module (-smp modules=, 9.1) whose L2 -machine smp-cache
+    puts at the module (9.2): the guest builds CLS from the CPUs sharing an L2.  On QEMU 10
+    the model keeps its own CPUID level (modules raise it to 0x1F, which aborted)."""
+    h10 = host_mod.Host(arch="x86_64", cpus=2, qemu={"x86_64": (10, 0, 13), "arm64": (10, 0, 13)}, kvm=False, kvm_reason="t")
+    h92 = host_mod.Host(arch="x86_64", cpus=2, qemu={"x86_64": (9, 2, 0), "arm64": (9, 2, 0)}, kvm=False, kvm_reason="t")
+    for name, n, modules in (("jacobsville-24c-mini", 12, 3), ("jacobsville-24c", 24, 6)):
+        t = topology.load(name)
+        p = qemu.plan(t, h10)
+        assert p.smp == f"{n},sockets=1,modules={modules},cores=4,threads=1"
+        assert p.machine == "q35,smp-cache.0.cache=l2,smp-cache.0.topology=module"
+        assert p.cpu_model.endswith(",level=13")
+        assert "level=" not in qemu.plan(t, h92).cpu_model  # the abort is 10.0's
+        a = argv(p)
+        assert a[a.index("-machine") + 1] == p.machine and a[a.index("-smp") + 1] == p.smp
+    # APIC ids: thread, core, module, die, socket fields, each a power of two wide
+    assert qemu.max_apic_id(topology.load("jacobsville-24c")) == (5 << 2) | 3
+    two = topology.loads(
+        '[cpu]\nvendor = "intel"\n[topology]\nsockets = 2\nllcs_per_node = 2\nclusters_per_llc = 3\n'
+        "cores_per_cluster = 4\nthreads_per_core = 2\n[numa]\ndistances = [[10, 20], [20, 10]]\n"
+    )
+    # socket << (1 thread + 2 core + 2 module + 1 die bits) | die << 5 | module << 3 | core << 1 | thread
+    assert qemu.max_apic_id(two) == (1 << 6) | (1 << 5) | (2 << 3) | (3 << 1) | 1
+    assert qemu.plan(two, h10).smp == "96,sockets=2,dies=2,modules=3,cores=4,threads=2"

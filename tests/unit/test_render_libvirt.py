@@ -217,3 +217,28 @@ def test_boot_dry_run_prints_the_domain(tmp_path):
     assert r.exit_code == 0, r.output
     dom = ET.fromstring(r.stdout)
     assert dom.find("os/initrd").text == "$RUN_DIR/initrd.cpio" and dom.find("features/acpi") is not None
+
+
+HOST_10 = host_mod.Host(arch="x86_64", cpus=2, qemu={"x86_64": (10, 0, 13), "arm64": (10, 0, 13)}, kvm=False, kvm_reason="test host")
+
+
+def test_x86_clusters_libvirt_refuses_and_vng_runs_lab_s_qemu_with_the_smp_cache():
+    """QEMU makes an x86 cluster a module with its L2 (-smp modules=, -machine smp-cache):
+    libvirt's domain XML has neither, so it refuses naming the way that works; vng gets
+    the plan's QEMU (a lab-built one: vng's --qemu) and the smp-cache merged into its
+    own -machine."""
+    with pytest.raises(UserError, match=r"jacobsville-24c-mini: x86 clusters need QEMU's -smp modules= and -machine smp-cache, which libvirt's domain XML cannot express \(libvirt 9\.0\.0\); use --backend qemu"):
+        plan("jacobsville-24c-mini", HOST_10)
+    built = "/cache/lab/qemu/store/10.0.13-x/bin/qemu-system-x86_64"
+    p = qemu.plan(topology.load("jacobsville-24c-mini"), HOST_10, VmOptions(backend="vng"))
+    from dataclasses import replace
+
+    p = vng.adapt(replace(p, qemu=built))
+    a = vng.argv(p, qemu.boot_files(p, Path("/KERNEL")), run_dir="/RUN", agent="sh /RUN/vng-agent.sh")
+    assert a[a.index("--qemu") + 1] == built and a[a.index("--cpus") + 1] == "12,sockets=1,modules=3,cores=4,threads=1"
+    opts = next(x for x in a if x.startswith("--qemu-opts="))
+    assert "-machine smp-cache.0.cache=l2,smp-cache.0.topology=module" in opts
+    # The system's QEMU is vng's own pick from PATH (its --qemu wants a path).
+    p72 = vng.adapt(qemu.plan(topology.load("xeon-2s22c-mini"), HOST_72, VmOptions(backend="vng")))
+    a = vng.argv(p72, qemu.boot_files(p72, Path("/KERNEL")), run_dir="/RUN")
+    assert "--qemu" not in a and "-machine" not in next(x for x in a if x.startswith("--qemu-opts="))
