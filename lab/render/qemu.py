@@ -364,6 +364,9 @@ def _x86(topo: Topology, version, acc: str, cpu_model: str, host: Host, notes: l
         if arg not in numa_cpu:
             numa_cpu.append(arg)
     machine = "q35"
+    # -machine smp-cache (9.2) only for clusters: QEMU 10.0's q35 refuses caches shared
+    # at the thread ("thread level cache not supported by this machine"), so a cache the
+    # real machine gives each SMT thread (caches.per_thread) stays a named deviation.
     if modules > 1:
         machine += ",smp-cache.0.cache=l2,smp-cache.0.topology=module"
     return machine, cpu, vendor, smp, numa_cpu

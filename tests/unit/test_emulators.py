@@ -112,3 +112,34 @@ def test_configure_builds_only_labs_emulators_with_system_firmware(tmp_path):
     assert "--cc=ccache gcc" in args
     assert f"--firmwarepath={emulators.FIRMWARE_PATH}" in args
     assert "--disable-download" in args and "--disable-user" in args
+
+
+def test_strip_keeps_the_program_and_drops_its_debug_info(tmp_path):
+    """lab qemu build strips what it publishes (QEMU's build keeps -g); a binary built
+    with -g here stands for it."""
+    import shutil
+    import subprocess
+
+    if not shutil.which("gcc") or not shutil.which("strip"):
+        pytest.skip("gcc and strip (binutils) are not installed")
+    src = tmp_path / "p.c"
+    src.write_text('#include <stdio.h>\nstatic int f(int x) { return x * 7; }\nint main(void) { printf("%d\\n", f(6)); return 0; }\n')
+    exe = tmp_path / "p"
+    subprocess.run(["gcc", "-g", "-O0", "-o", str(exe), str(src)], check=True)
+    before = exe.stat().st_size
+    assert b".debug_info" in exe.read_bytes()
+    emulators.strip(exe)
+    assert exe.stat().st_size < before and b".debug_info" not in exe.read_bytes()
+    assert subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout == "42\n"
+
+
+def test_of_two_builds_of_one_version_the_latest_is_taken(tmp_path, monkeypatch):
+    import json
+
+    monkeypatch.setattr(emulators, "store", lambda: tmp_path)
+    for entry, built in (("10.0.13-aaaa", "2026-11-23T18:00:00Z"), ("10.0.13-bbbb", "2026-11-23T23:00:00Z")):
+        (tmp_path / entry / "bin").mkdir(parents=True)
+        (tmp_path / entry / "bin" / "qemu-system-x86_64").write_text("")
+        (tmp_path / entry / "metadata.json").write_text(json.dumps(
+            {"version": "10.0.13", "binaries": {"x86_64": "bin/qemu-system-x86_64"}, "built": built}))
+    assert [e.entry for e in emulators.built()] == ["10.0.13-bbbb", "10.0.13-aaaa"]  # not the name's order
