@@ -20,12 +20,36 @@ bench/bench_verdicts.py, single runs on lab-6.1 pass 18-19 of 20 and the outlier
 fork placements that tie-break on a guest kernel thread counted busy at the instant of
 a fork (find_idlest_group() compares the sockets' idle CPUs), which a second run does
 not repeat; the reverted kernel fails 20 of 20.
+
+The seed's second machine, a 2-socket Ice Lake with one LLC per socket and even CPUs on
+node 0, odd on node 1, ran 16 threads pinned with `numactl -C 0-15`: a set that spans
+both sockets, 8 CPUs each.  On a machine with one LLC per socket and socket-interleaved
+numbering (icelake-2s-mini) the scenario pins that set, spec CPUs 0-15, and judges the
+same claims.  There the fix's mechanism does not apply: with one LLC per socket
+build_sched_domains() sets the NUMA domain's imb_numa_nr to an eighth of the socket's
+CPUs (64 >> 3 = 8 on the real machine, 16 >> 3 = 2 on the mini), not above the 8 CPUs
+each socket allows, so the fix's min(allowed CPUs in the local socket, imb_numa_nr)
+changes nothing and 6.1 with and without it place the threads alike.  The post claims no
+sched_migrate_task only for the Zen3 (its trace); on the Ice Lake it reports throughput
+alone, so there the workers' migrations while all run are a figure, not a claim.
 """
 
 from lab.analysis import count_by_group
-from lab.scenario import Expectation, Scenario, at_least
+from lab.scenario import Expectation, Requirement, Scenario, at_least
 
 COMM = "stream"
+ICELAKE_PIN = "0-15"  # seed 000: `numactl -C 0-15 ./stream16` on the Ice Lake
+
+
+def icelake_shape(t) -> bool:
+    """One LLC per socket, sockets interleaved in the numbering: the seed's Ice Lake."""
+    return t.shape is not None and t.shape.llcs_per_socket == 1 and t.numbering == "socket-interleaved" and t.n_cpus >= 16
+
+
+pinnable = Requirement(
+    "at least 2 LLCs per socket, or one per socket with the sockets interleaved (the seed's Ice Lake)",
+    lambda t: (t.shape is not None and t.shape.llcs_per_socket >= 2) or icelake_shape(t),
+)
 
 
 def early_migrations(r, workers, migs):
@@ -62,14 +86,16 @@ class LlcSpreadPinned(Scenario):
     summary = "stream threads pinned one per every-other LLC: fork placement must use both sockets (seed 000)"
     seed = "000"
     topologies = ["zen3-2s-mini", "epyc7551-8n-mini", "icelake-2s-mini"]
-    requires = [at_least("sockets", 2), at_least("llcs_per_socket", 2)]
+    requires = [at_least("sockets", 2), pinnable]
     events = ["sched:sched_wakeup_new", "sched:sched_migrate_task", "sched:sched_process_fork", "sched:sched_process_exit"]
     workloads = True
     verdict_runs = 3  # see the module docstring: why, and the measured single-run rates
 
     def steps(self, topo):
-        return """
-CPUS=$(labsel llc-firsts every=2) || exit 1
+        # The guest's ids of what is pinned: one CPU of every other LLC, or the Ice Lake's 0-15.
+        pick = f"labcpu {ICELAKE_PIN}" if icelake_shape(topo) else "labsel llc-firsts every=2"
+        return f"""
+CPUS=$({pick}) || exit 1
 N=$(labsel count "$CPUS")
 echo "$CPUS" > allowed
 lab_trace_on
@@ -86,6 +112,16 @@ lab_trace_off
         migs = [m for m in r.migrations(comms=COMM, keep=True).items if m.pid in workers]
         early, late = early_migrations(r, workers, migs)
         cause = self.cause(r)
+        no_balancing = Expectation(
+            "no balancing needed after the fork (no worker migrates before one finishes)",
+            not early,
+            evidence=[f"{m.ts:.6f}: sched_migrate_task: pid={m.pid} orig_cpu={m.src} dest_cpu={m.dst}" for m in early],
+            figures={"migrations": len(early), "after_first_exit": late},
+            inconclusive=cause if early else "",
+        )
+        split = socket_split(r, w, allowed, migs, cause)
+        if icelake_shape(r.topo):  # the seed's Ice Lake: placement is the claim, migrations a figure
+            split.figures.update({"migrations_before_first_exit": len(early), "after_first_exit": late})
         return [
             Expectation(
                 "a sched_wakeup_new per thread",
@@ -107,14 +143,8 @@ lab_trace_off
                 # the vendor effect: the guest's CPU model, not the kernel, decided the pile-up
                 inconclusive="" if len(set(targets)) == len(targets) and news else cause,
             ),
-            socket_split(r, w, allowed, migs, cause),
-            Expectation(
-                "no balancing needed after the fork (no worker migrates before one finishes)",
-                not early,
-                evidence=[f"{m.ts:.6f}: sched_migrate_task: pid={m.pid} orig_cpu={m.src} dest_cpu={m.dst}" for m in early],
-                figures={"migrations": len(early), "after_first_exit": late},
-                inconclusive=cause if early else "",
-            ),
+            split,
+            *([] if icelake_shape(r.topo) else [no_balancing]),
         ]
 
     @staticmethod

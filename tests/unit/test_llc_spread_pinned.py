@@ -77,3 +77,23 @@ def test_the_worst_of_several_runs_stands_for_them():
     assert runner.worst(["INCONCLUSIVE", "ERROR", "FAIL"]) == "ERROR"
     assert runner.worst(["PASS", "INCONCLUSIVE"]) == "INCONCLUSIVE"
     assert runner.worst(["PASS", "SKIP"]) in ("PASS", "SKIP") and runner.worst([]) == "ERROR"
+
+
+def test_icelake_pins_the_seed_s_0_15_and_judges_placement_with_migrations_as_a_figure():
+    """Seed 000's Ice Lake (one LLC per socket, even CPUs on socket 0): `numactl -C 0-15`
+    spans both sockets, 8 CPUs each.  Recorded on icelake-2s-mini with lab-6.1: one
+    target per pinned CPU, 8 per socket.  The post claims no migrations only for the
+    Zen3, so here the 7 migrations while all workers ran are a figure, not a FAIL."""
+    from lab import scenario as sc
+    from lab import topology
+
+    s = sc.load("llc-spread-pinned")
+    assert "labcpu 0-15" in s.steps(topology.load("icelake-2s-mini"))
+    assert "llc-firsts every=2" in s.steps(topology.load("zen3-2s-mini"))
+    o = runner.recheck(RUNS / "llc-spread-pinned-icelake-2s-mini-lab-6.1")
+    assert o.status == "PASS", [e.to_dict() for e in o.expectations if not e.ok]
+    e = by_name(o)
+    assert sorted(int(x) for x in e["targets distinct (no pile-up)"].figures["targets"].split(",")) == list(range(16))
+    split = e["even split between sockets"].figures
+    assert (split["socket0"], split["socket1"]) == (8, 8)
+    assert split["migrations_before_first_exit"] == 7 and "no balancing needed after the fork (no worker migrates before one finishes)" not in e

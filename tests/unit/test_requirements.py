@@ -58,7 +58,8 @@ def test_a_tool_missing_on_the_host_skips_naming_the_package(no_boot, monkeypatc
 
 def test_topology_and_tools_reasons_are_all_given():
     why = sc.load("llc-spread-pinned").skip_reason(topology.load("xeon-2s22c-mini"))
-    assert why == "the topology lacks at least 2 llcs per socket"
+    assert why == "the topology lacks at least 2 LLCs per socket, or one per socket with the sockets interleaved (the seed's Ice Lake)"
+    assert sc.load("llc-spread-pinned").skip_reason(topology.load("icelake-2s-mini")) is None
     assert sc.load("llc-spread-pinned").skip_reason(topology.load("zen3-2s-mini")) is None
 
 

@@ -56,7 +56,7 @@ def test_requirements_against_catalog():
 
 def test_skip_when_topology_lacks_requirement():
     r = CliRunner().invoke(main, ["run", "llc-spread-pinned", "--topology", "xeon-2s22c-mini"])
-    assert r.exit_code == 0 and "SKIP" in r.output and "at least 2 llcs per socket" in r.output
+    assert r.exit_code == 0 and "SKIP" in r.output and "at least 2 LLCs per socket" in r.output
 
 
 def outcome(status, figs=None, ok=True):
