@@ -1,7 +1,7 @@
 """Seed verdicts run after run: each seed scenario's pass rate on each kernel where its
 verdict is known, with the failing expectation of every outlier.
 
-    .venv/bin/python bench/bench_verdicts.py [--runs 20] [--mode single|verdict] [--only llc-spread-pinned,...]
+    .venv/bin/python bench/bench_verdicts.py [--runs 20] [--mode single|verdict] [--only llc-spread-pinned,cluster-wakeup@jacobsville-24c-mini,...]
 
 A verdict a bisection or a CI matrix can rely on passes on the kernel that must pass
 and fails on the kernel that must fail nearly every time: the target is 19 of 20 each
@@ -28,6 +28,10 @@ CASES = [
     ("llc-spread-pinned", "zen3-2s-mini", "lab-6.1-no-affinity-imbalance", "FAIL"),
     ("cluster-wakeup", "kunpeng920-2s-mini", "lab-6.1-arm64-cluster-scan", "PASS"),
     ("cluster-wakeup", "kunpeng920-2s-mini", "lab-6.1-arm64", "FAIL"),
+    ("llc-spread-pinned", "icelake-2s-mini", "lab-6.1", "PASS"),  # seed 000's Ice Lake: the fix's mechanism does not apply
+    ("llc-spread-pinned", "icelake-2s-mini", "lab-6.1-no-affinity-imbalance", "PASS"),
+    ("cluster-wakeup", "jacobsville-24c-mini", "debian-6.12", "PASS"),  # x86 clusters: a lab-built QEMU 9.2+
+    ("cluster-wakeup", "jacobsville-24c-mini", "debian", "FAIL"),
     # Seed 003's claim (NUMA balancing pulls the probe toward its memory's node, and
     # nothing NUMA-driven moves it with balancing off) holds on any 6.1.
     ("preferred-node-migrations", "epyc7551-8n-mini", "debian", "PASS"),
@@ -90,7 +94,7 @@ def summarise(expected: str, runs: list[dict]) -> dict:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--runs", type=int, default=20)
-    ap.add_argument("--only", default="", help="comma-separated scenarios")
+    ap.add_argument("--only", default="", help="comma-separated scenarios, or SCENARIO@TOPOLOGY")
     ap.add_argument("--mode", choices=["single", "verdict"], default="single")
     args = ap.parse_args()
     only = set(filter(None, args.only.split(",")))
@@ -100,7 +104,7 @@ def main() -> int:
     runs_dir = out_dir / f"bench_verdicts-{stamp}-runs"
     rows = []
     for scenario, topo, kernel, expected in CASES:
-        if only and scenario not in only:
+        if only and scenario not in only and f"{scenario}@{topo}" not in only:
             continue
         load0 = os.getloadavg()  # a shared host: the load each case ran under, with the case
         res = run_case(scenario, topo, kernel, args.runs, runs_dir, args.mode)

@@ -25,6 +25,21 @@ X86_SEEDS = {
 }
 
 
+# The verdicts known per kernel (issue 18), on the kernels CI has (Debian's 6.1 and 6.12;
+# the lab-built kernels' verdicts are in tests/build).  Measured pass rates are in the
+# README (bench/bench_verdicts.py).
+KNOWN_VERDICTS = [
+    # seed 000: 6.1 and 6.12 both have the fix (5.19): targets distinct, split 2/2
+    ("llc-spread-pinned", "zen3-2s-mini", "debian", "PASS"),
+    ("llc-spread-pinned", "zen3-2s-mini", "debian-6.12", "PASS"),
+    # seed 003: NUMA balancing pulls the probe to its memory's node
+    ("preferred-node-migrations", "epyc7551-8n-mini", "debian", "PASS"),
+    # seed 002 on x86's cluster machine: the cluster-first wakeup scan is 6.7+
+    ("cluster-wakeup", "jacobsville-24c-mini", "debian", "FAIL"),
+    ("cluster-wakeup", "jacobsville-24c-mini", "debian-6.12", "PASS"),
+]
+
+
 def run_and_judge(name: str, topo: str, *extra: str) -> None:
     runs = Path(os.environ["LAB_RUNS"])
     r = CliRunner().invoke(main, ["run", name, *extra])
@@ -47,6 +62,29 @@ def run_and_judge(name: str, topo: str, *extra: str) -> None:
 @pytest.mark.parametrize("name", sorted(X86_SEEDS))
 def test_seed_scenario_passes_or_states_why(debian_kernel, name):
     run_and_judge(name, X86_SEEDS[name])
+
+
+@pytest.mark.vm
+@pytest.mark.parametrize(("name", "topo", "kernel", "want"), KNOWN_VERDICTS, ids=["@".join(c[:3]) for c in KNOWN_VERDICTS])
+def test_seed_verdict_is_the_known_one(debian_kernel, name, topo, kernel, want):
+    """The verdict itself, on a kernel where it is known: PASS where the mechanism is in
+    the kernel, FAIL (the mechanism's own expectation, with its evidence) where it is not."""
+    from lab import emulators, topology
+
+    need, why = emulators.required(topology.load(topo), "tcg")
+    if need and not any(e.version >= need for e in emulators.available(topology.load(topo).arch)):
+        pytest.skip(f"{why}: needs QEMU {'.'.join(map(str, need))}+ (`lab qemu build`; setup.sh does not build it)")
+    runs = Path(os.environ["LAB_RUNS"])
+    r = CliRunner().invoke(main, ["run", name, "--topology", topo, "--kernel", kernel])
+    assert r.exit_code == {"PASS": 0, "FAIL": 1}[want], r.output[-3000:]
+    res = json.loads((sorted(runs.glob(f"*-{name}-*"))[-1] / "results.json").read_text())
+    assert res["status"] == want and res["topology"] == topo, res
+    failed = [e for e in res["expectations"] if e["status"] == "FAIL"]
+    if want == "PASS":
+        assert not failed and all(e["status"] == "PASS" for e in res["expectations"]), res["expectations"]
+    else:  # the mechanism's expectation failed, saying why, and nothing else did
+        assert [e["name"] for e in failed] == ["most wakeups land in the waker's cluster"], failed
+        assert failed[0]["note"] and failed[0]["figures"]["waker_cluster"] < 0.9, failed[0]
 
 
 @pytest.mark.vm
