@@ -260,6 +260,15 @@ class Cost:
     memory_mb: int
 
 
+def eta_sample(res) -> float | None:
+    """A finished cell's wall time as a sample for the ETA, or None: a reused cell took no
+    time, and a SKIP decided in the cell (its kernel's config) did not boot, so neither
+    says how long the cells left will take (a 0 s SKIP first made the ETA seconds)."""
+    if res.reused or res.status == "SKIP":
+        return None
+    return res.wall_s or 0.0
+
+
 def cost_of(plan) -> Cost:
     threads = 1 if plan.accel == "tcg" and plan.tcg_threads == "single" else plan.topo.n_cpus
     return Cost(threads, plan.memory_mb + QEMU_OVERHEAD_MB)
@@ -609,8 +618,8 @@ class Runner:
                         if r.popen.poll() is not None:
                             running.remove(r)
                             res = self._finish(r)
-                            if not res.reused:
-                                walls.append(res.wall_s or 0.0)
+                            if eta_sample(res) is not None:
+                                walls.append(eta_sample(res) or 0.0)
                             p.note(f"{res.status:5} {r.cell.id} ({res.wall_s or 0:.0f}s){': ' + res.message if res.message else ''}")
                             self._write(finished=False)
                     while pending and can_start([r.cost for r in running], pending[0][1], jobs=self.jobs, host_cpus=host_cpus, mem_mb=mem):

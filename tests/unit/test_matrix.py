@@ -436,6 +436,13 @@ def test_progress_says_done_running_left_and_eta():
     assert "ETA 1m40s" in r._status(4, [1, 2], [], [100.0])
 
 
+def test_eta_samples_only_cells_that_ran():
+    cell = mx.Cell("soft-affinity", "xeon-2s22c-mini", "debian")
+    assert mx.eta_sample(mx.CellResult(cell, "PASS", wall_s=42.0)) == 42.0
+    assert mx.eta_sample(mx.CellResult(cell, "SKIP", "kernel lacks CONFIG_SCHED_CLUSTER=y", wall_s=0.3)) is None
+    assert mx.eta_sample(mx.CellResult(cell, "PASS", wall_s=42.0, reused=True)) is None
+
+
 def test_a_scenario_file_runs_as_its_path_and_counts_by_its_name():
     path = ROOT / "tests" / "fixtures" / "scenarios" / "pinned_stays.py"
     m = mx.expand(f"{path},soft-affinity", "xeon-2s22c-mini", "debian")
