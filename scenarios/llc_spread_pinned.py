@@ -31,7 +31,10 @@ CPUs (64 >> 3 = 8 on the real machine, 16 >> 3 = 2 on the mini), not above the 8
 each socket allows, so the fix's min(allowed CPUs in the local socket, imb_numa_nr)
 changes nothing and 6.1 with and without it place the threads alike.  The post claims no
 sched_migrate_task only for the Zen3 (its trace); on the Ice Lake it reports throughput
-alone, so there the workers' migrations while all run are a figure, not a claim.
+alone, so there the workers' migrations while all run are a figure, not a claim.  So are
+pile-ups: the post's 16 OpenMP threads include the master, while lab's 16 workers and
+the main thread that forks them are 17 tasks on 16 CPUs, so the last forks have no free
+CPU; the split between the sockets is judged within one thread.
 """
 
 from lab.analysis import count_by_group
@@ -39,6 +42,12 @@ from lab.scenario import Expectation, Requirement, Scenario, at_least
 
 COMM = "stream"
 ICELAKE_PIN = "0-15"  # seed 000: `numactl -C 0-15 ./stream16` on the Ice Lake
+# Each stream thread runs this long from its own start.  Placement is judged while every
+# worker runs, so the last must be forked before the first ends: 4 threads fork within
+# 0.1 s under TCG, but 16 took up to 3.3 s (Debian 6.1 in a matrix at load 2), so 2 s
+# left the first workers gone before the last fork; the Ice Lake's 16 run 8 s.
+SECONDS = 2
+ICELAKE_SECONDS = 8
 
 
 def icelake_shape(t) -> bool:
@@ -83,16 +92,17 @@ def pileups_on_busy_cpus(news, paths):
     ]  # fmt: skip
 
 
-def socket_split(r, w, allowed, migs, cause, paths):
+def socket_split(r, w, allowed, migs, cause, paths, slack=0):
     """Where the workers are per socket once the last one is forked, against the allowed
-    CPUs per socket, and how long after the first fork the workers stopped moving."""
+    CPUs per socket (each within *slack* threads), and how long after the first fork the
+    workers stopped moving."""
     last_fork = max((x.ts for x in w.wakeups), default=0.0)
     placed = [c for c in (where(p, last_fork) for p in paths.values()) if c is not None]
     per_socket = count_by_group(r.topo, placed, "socket")
     allowed_per_socket = {s: n for s, n in count_by_group(r.topo, allowed, "socket").items() if n}
     split = {f"socket{s}": per_socket.get(s, 0) for s in allowed_per_socket}
     even = len(w.wakeups) == len(allowed) and all(
-        per_socket.get(s, 0) == n for s, n in allowed_per_socket.items()
+        abs(per_socket.get(s, 0) - n) <= slack for s, n in allowed_per_socket.items()
     )
     first_ts = w.wakeups[0].ts if w.wakeups else 0.0
     last_mig = max((m.ts for m in migs), default=first_ts)
@@ -117,13 +127,15 @@ class LlcSpreadPinned(Scenario):
 
     def steps(self, topo):
         # The guest's ids of what is pinned: one CPU of every other LLC, or the Ice Lake's 0-15.
-        pick = f"labcpu {ICELAKE_PIN}" if icelake_shape(topo) else "labsel llc-firsts every=2"
+        ice = icelake_shape(topo)
+        pick = f"labcpu {ICELAKE_PIN}" if ice else "labsel llc-firsts every=2"
+        secs = ICELAKE_SECONDS if ice else SECONDS
         return f"""
 CPUS=$({pick}) || exit 1
 N=$(labsel count "$CPUS")
 echo "$CPUS" > allowed
 lab_trace_on
-lab_run stream taskset -c "$CPUS" stream -t "$N" -s 2
+lab_run stream taskset -c "$CPUS" stream -t "$N" -s {secs}
 lab_trace_off
 """
 
@@ -145,9 +157,22 @@ lab_trace_off
             figures={"migrations": len(early), "after_first_exit": late},
             inconclusive=cause if early else "",
         )
-        split = socket_split(r, w, allowed, migs, cause, paths)
-        if icelake_shape(r.topo):  # the seed's Ice Lake: placement is the claim, migrations a figure
-            split.figures.update({"migrations_before_first_exit": len(early), "after_first_exit": late})
+        ice = icelake_shape(r.topo)
+        # The seed's Ice Lake: 16 pinned threads of an OpenMP stream, whose master is one of
+        # them; lab's stream forks 16 workers and its main thread joins, so while it forks
+        # 17 tasks share the 16 CPUs and the last fork has no free CPU: a socket may get one
+        # thread more, and a pile-up there is the harness's, a figure, as are migrations.
+        split = socket_split(r, w, allowed, migs, cause, paths, slack=1 if ice else 0)
+        if ice:
+            split.figures.update({"piled": len(piled), "migrations_before_first_exit": len(early), "after_first_exit": late})
+        distinct = Expectation(
+            "targets distinct (no pile-up)",
+            not piled and bool(news),
+            evidence=[x.line() + " (a worker is on that CPU)" for x in piled],
+            figures={"targets": ",".join(map(str, targets)), "distinct": len(set(targets)), "piled": len(piled)},
+            # the vendor effect: the guest's CPU model, not the kernel, decided the pile-up
+            inconclusive="" if not piled and news else cause,
+        )
         return [
             Expectation(
                 "a sched_wakeup_new per thread",
@@ -161,16 +186,9 @@ lab_trace_off
                 evidence=[x.line() for x in outside],
                 figures={"outside": len(outside)},
             ),
-            Expectation(
-                "targets distinct (no pile-up)",
-                not piled and bool(news),
-                evidence=[x.line() + " (a worker is on that CPU)" for x in piled],
-                figures={"targets": ",".join(map(str, targets)), "distinct": len(set(targets)), "piled": len(piled)},
-                # the vendor effect: the guest's CPU model, not the kernel, decided the pile-up
-                inconclusive="" if not piled and news else cause,
-            ),
+            *([] if ice else [distinct]),
             split,
-            *([] if icelake_shape(r.topo) else [no_balancing]),
+            *([] if ice else [no_balancing]),
         ]
 
     @staticmethod
