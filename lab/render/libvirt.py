@@ -73,7 +73,8 @@ def adapt(p: VmPlan, version: tuple[int, int, int]) -> VmPlan:
         notes.append(
             f"libvirt cannot set TCG threading (-accel tcg,thread=): QEMU's default, one thread per vCPU, "
             f"runs instead of thread={p.tcg_threads} (slower to boot {p.topo.n_cpus} vCPUs on this host; "
-            "same topology)"
+            "same topology; with more vCPUs than host cores they progress unevenly, which changes "
+            "timing-sensitive placements: compare verdicts with --backend qemu --tcg-threads multi)"
         )
     return replace(p, tcg_threads=threads_run, notes=tuple(notes))
 
