@@ -305,6 +305,32 @@ def smt_split_why(name: str, plan: VmPlan) -> str:
     )
 
 
+def fake_dies(plan: VmPlan) -> bool:
+    """Does the guest see the dies trick's dies?  lab gives x86 one die per LLC (-smp
+    dies=) so the CPU model gives one L3 each.  The Intel model reports the dies in CPUID
+    0x1F, and the AMD models put each die's id in 0x8000001E's node id, which Linux's AMD
+    path takes as the die: the guest's die lists are the LLCs, where the real parts lab
+    models have one die per package.  On QEMU 10 the Intel model keeps level 0xd
+    (render.qemu): 0x1F stays out and the dies with it."""
+    if plan.arch != "x86_64" or "dies=" not in plan.smp:
+        return False
+    if plan.cpu_vendor == "amd":  # seen on 7.2; QEMU 10.0's AMD model gives one node id per package
+        return tuple(plan.qemu_version) < (10, 0, 0)
+    return plan.cpu_vendor == "intel" and ",level=" not in plan.cpu_model
+
+
+def fake_dies_why(plan: VmPlan) -> str:
+    q = ".".join(map(str, plan.qemu_version))
+    if plan.cpu_vendor == "amd":
+        how = (f"QEMU {q}'s AMD model puts each die's id in CPUID 0x8000001E's node id, which Linux takes as the "
+               "die (one per package on the real machine: its node id is the socket's in NPS1; QEMU 10's AMD model "
+               "gives one per package: --qemu lab)")  # fmt: skip
+    else:
+        how = (f"QEMU {q}'s Intel model reports them in CPUID 0x1F (one die per package on the real machine; "
+               "QEMU 10 keeps 0x1F out: --qemu lab)")  # fmt: skip
+    return f"lab makes each LLC a QEMU die (-smp dies=) for its own L3 and the guest's die lists are the LLCs: {how}"
+
+
 def deviations(topo: Topology, plan: VmPlan) -> list[tuple[str, str]]:
     """(name, why) of everything a boot of *topo* by *plan* will not reproduce: what
     `lab topo import` lists and `lab verify` reports as named known deviations."""
@@ -324,6 +350,8 @@ def deviations(topo: Topology, plan: VmPlan) -> list[tuple[str, str]]:
         ))
     if topo.arch == "arm64" and not plan.dt_caches:
         out.append(("LLC groups", "no device-tree cache nodes (install device-tree-compiler)"))
+    if fake_dies(plan):
+        out.append(("dies", fake_dies_why(plan)))
     return out
 
 
@@ -431,6 +459,16 @@ def _shape_deviation_checks(topo: Topology, plan: VmPlan, v: MachineView) -> lis
         bad = [c.id for c in topo.cpus if _cache_list(v, c.id, name) != topo.group_of("core", c.id)]
         actual = _differ(v, name, bad) if bad else "shared by each core's SMT threads"
         checks.append(Check(f"{name} per thread", "one per CPU", actual, False, known="" if bad else per_thread_why(name, plan)))
+    if topo.arch == "x86_64" and "dies=" in plan.smp:  # the dies trick is in play: does the guest see dies?
+        dies = {c.id: v.cpus[c.id].siblings("die") if c.id in v.cpus else None for c in topo.cpus}
+        if any(d is not None for d in dies.values()):
+            pkg_bad = [c.id for c in topo.cpus if dies[c.id] != topo.group_of("socket", c.id)]
+            llc_like = all(dies[c.id] == topo.group_of("llc", c.id) for c in topo.cpus)
+            actual = "one per package" if not pkg_bad else ("one per LLC" if llc_like else f"CPU {pkg_bad[0]}: {_fmt(dies[pkg_bad[0]] or ())}")
+            checks.append(Check(
+                "dies", "one per package", actual, not pkg_bad,
+                known=fake_dies_why(plan) if pkg_bad and llc_like and fake_dies(plan) else "",
+            ))
     for name in smt_split(topo, plan):
         if all(_cache_list(v, c.id, name) == topo.group_of("core", c.id) for c in topo.cpus):
             checks.append(Check(f"{name} shared by SMT threads", "shared by each core's threads", "same", True))

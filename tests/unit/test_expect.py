@@ -70,7 +70,7 @@ def test_verify_recorded_guest_passes_with_named_vendor_effect():
     # The Intel model's CPUID 4 gives each thread its own L1; the EPYC shares it per core.
     for name in ("L1d shared by SMT threads", "L1i shared by SMT threads"):
         assert known[name].actual == "one per CPU" and "CPUID leaf 4" in known[name].known
-    assert set(known) == {"NUMA (distance 32) flags", "L1d shared by SMT threads", "L1i shared by SMT threads"}
+    assert set(known) == {"NUMA (distance 32) flags", "L1d shared by SMT threads", "L1i shared by SMT threads", "dies"}
 
 
 def test_verify_catches_a_wrong_guest():

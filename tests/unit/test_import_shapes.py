@@ -98,7 +98,7 @@ def test_opteron_private_l1d_is_a_named_deviation():
     assert p.cpu_model.startswith("Skylake-Server")  # family 15h: node_reclaim_distance 30 either way
     # The Intel model's CPUID 4 gives each thread its own L1: the L1d is reproduced; the
     # L1i, which each Bulldozer module shares between its two threads, is not.
-    assert [n for n, _ in expect.deviations(t, p)] == ["L1i shared by SMT threads"]
+    assert [n for n, _ in expect.deviations(t, p)] == ["L1i shared by SMT threads", "dies"]
 
 
 def test_l2_per_thread_named_at_import(tmp_path):
@@ -112,7 +112,7 @@ def test_l2_per_thread_named_at_import(tmp_path):
     assert t.per_thread == ("L1d", "L2")
     assert any("L2 is private" in n and "CLS" in n for n in notes)
     names = [n for n, _ in expect.deviations(t, qemu.plan(t, HOST))]
-    assert names == ["L2 per thread", "L1i shared by SMT threads"]
+    assert names == ["L2 per thread", "L1i shared by SMT threads", "dies"]
 
 
 def test_sparse_node_ids_translated_and_named():
@@ -124,7 +124,7 @@ def test_sparse_node_ids_translated_and_named():
     assert p.guest_node_to_spec == t.node_ids
     argv = shlex.join(qemu.argv(p, qemu.boot_files(p, Path("K"))))
     assert "node,nodeid=7," in argv and "nodeid=73" not in argv  # QEMU numbers nodes densely
-    assert [n for n, _ in expect.deviations(t, p)] == ["node ids"]
+    assert [n for n, _ in expect.deviations(t, p)] == ["node ids", "dies"]
 
 
 def test_verify_names_sparse_nodes_and_per_thread_caches():
@@ -165,10 +165,16 @@ def test_cli_import_ends_with_what_the_vm_will_not_reproduce(tmp_path):
     assert r.output.strip().splitlines()[-1] == "the VM of snc.toml will not reproduce: nothing lab knows of"
 
 
-def test_capture_no_vm_here_can_boot_is_refused(tmp_path):
+def test_capture_no_vm_here_can_boot_is_refused(tmp_path, monkeypatch):
     """An x86 machine with clusters (L2 shared by two cores): QEMU 7.2 cannot build x86
     clusters (9.2 can: modules and smp-cache), so without a lab-built QEMU import refuses it
     naming the version that can, and writes nothing."""
+    from lab import emulators
+    from lab import host as host_mod
+
+    monkeypatch.setattr(emulators, "built", lambda: [])  # no lab-built QEMU (one can boot x86 clusters)
+    host_mod.probe.cache_clear()  # probed once per process: probe this host without one
+    monkeypatch.setattr(host_mod, "probe", host_mod.probe.__wrapped__)
     with tarfile.open(OPTERON) as tf:
         tf.extractall(tmp_path, filter="data")
     root = tmp_path / "opteron6376-4s"
@@ -179,8 +185,7 @@ def test_capture_no_vm_here_can_boot_is_refused(tmp_path):
     assert t.has_clusters
     r = CliRunner().invoke(main, ["topo", "import", str(root), "-o", str(tmp_path / "c.toml")])
     assert r.exit_code == 2 and r.output.count("\n") == 1, r.output
-    # No lab-built QEMU here (the tests' cache is empty): the version that can and the
-    # command that builds it.
+    # No lab-built QEMU: the version that can and the command that builds it.
     assert "x86 clusters (" in r.output and "needs QEMU 9.2.0 or newer" in r.output, r.output
     assert "`lab qemu build`" in r.output, r.output
     assert not (tmp_path / "c.toml").exists()
@@ -195,4 +200,6 @@ def test_intel_l1_shared_by_smt_threads_is_named_before_qemu_9_1_only():
     new_host = host.Host(arch="x86_64", cpus=2, qemu={"x86_64": (10, 0, 13), "arm64": (10, 0, 13)}, kvm=False, kvm_reason="test")
     assert expect.deviations(t, qemu.plan(t, new_host)) == []
     z = topology.load("zen3-2s-mini")  # the AMD model shares L1 per core on any QEMU
-    assert expect.deviations(z, qemu.plan(z, HOST)) == []
+    # ... but on 7.2 it shows each LLC as a die (0x8000001E's node id); 10.0 does not
+    assert [n for n, _ in expect.deviations(z, qemu.plan(z, HOST))] == ["dies"]
+    assert expect.deviations(z, qemu.plan(z, new_host)) == []
