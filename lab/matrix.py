@@ -324,6 +324,7 @@ class CellResult:
     run_dirs: list[str] = field(default_factory=list)
     reused: bool = False
     log: str = ""
+    connect: str = ""  # --backend libvirt: the libvirt URI the cell ran on ('' for the backend's default)
 
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
@@ -684,6 +685,7 @@ class Runner:
         res.wall_s = round(time.monotonic() - r.started, 1)
         res.started_s = round(r.started - self.t0, 1)
         res.key, res.kernel_id, res.log = r.key, res.kernel_id or r.kernel_id, str(log_f)
+        res.connect = r.connect or ""
         if not res.run_dirs:
             runs = self.out / "runs" / r.cell.slug
             res.run_dirs = sorted(str(d) for d in runs.iterdir()) if runs.is_dir() else []

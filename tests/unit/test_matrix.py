@@ -477,3 +477,15 @@ def test_shards_of_different_arches_merge_and_a_kernel_id_that_differs_is_refuse
     (other / "matrix.json").write_text(json.dumps(d))
     with pytest.raises(UserError, match="kernel_ids.debian@arm64 is .* in .* and \"debian-6.1.0-99-arm64\""):
         mx.merge([a, b, other])
+
+
+def test_each_cell_records_the_libvirt_uri_it_ran_on(tmp_path, fake):
+    """--connect URI1 --connect URI2: the cells spread over both, and each cell's result
+    (matrix.json) names the URI it ran on."""
+    child, _, _, _ = fake
+    m = mx.expand("soft-affinity", "xeon-2s22c-mini,zen3-2s-mini", "debian")
+    uris = ("qemu:///system", "qemu+ssh://root@host-b/system")
+    res = mx.Runner(m, tmp_path / "out", jobs=2, connect=uris, child=child).run()
+    assert sorted(r.connect for r in res) == sorted(uris)
+    doc = json.loads((tmp_path / "out" / "matrix.json").read_text())
+    assert sorted(c["connect"] for c in doc["cells"]) == sorted(uris)
