@@ -53,6 +53,11 @@ PKGS="qemu-system-x86 qemu-system-arm qemu-utils busybox-static cpio file kmod
       libvirt-daemon-system libvirt-dev pkg-config python3-dev"
 
 missing=""
+# The test set only: the remote-libvirt VM test starts its own sshd on a localhost port
+# (tests/vm/test_remote_libvirt_vm.py).  Debian's openssh-server package also enables the
+# system's own sshd (port 22) where systemd runs, so it is named below before it goes in.
+[ "$ACTION" != "--test" ] || PKGS="$PKGS openssh-server openssh-client"
+
 for p in $PKGS; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing="$missing $p"
 done
@@ -66,6 +71,9 @@ if [ -n "$missing" ] || [ -n "$add_arm64" ]; then
     [ -z "$add_arm64" ] || echo "  $SUDO dpkg --add-architecture arm64   (arm64 guests: Debian's arm64 kernel and busybox)"
     echo "  $SUDO apt-get update"
     [ -z "$missing" ] || echo "  $SUDO apt-get install --no-install-recommends$missing"
+    case " $missing " in *" openssh-server "*)
+        echo "  (openssh-server: for a test's own sshd; Debian's package also starts the system's sshd on port 22 under systemd)" ;;
+    esac
     if [ -z "$YES" ]; then
         if [ -t 0 ]; then
             printf "setup: go ahead? [y/N] "

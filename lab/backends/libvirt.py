@@ -11,7 +11,9 @@ VM behind; lab also destroys it on exit, on error and on Ctrl-C.
 Remote URIs (qemu+ssh://host/system): libvirtd on that host opens the kernel, the
 initramfs and the run directory's files at the paths lab names, so they must be the
 same paths there (lab's cache and runs folder on a shared file system, mounted at the
-same place), and QEMU runs there as lab's uid:gid.  Not tested here (no second host).
+same place), and QEMU runs there as lab's uid:gid.  Tested through libvirt's ssh
+transport to this same host (tests/vm/test_remote_libvirt_vm.py: transport, keys, the
+far libvirtd); a separate host, where the paths must really be shared, is not.
 """
 
 from __future__ import annotations
