@@ -38,7 +38,7 @@ def stuck(p, errlog: Path) -> str:
     return f"{state}, wchan {wchan}\n{stack}"
 
 
-_PROGRESS = re.compile(r"\[ *\d+\.\ds\] (\w+)(: done \(\d+\.\ds\))?")  # lab.progress's plain lines
+_PROGRESS = re.compile(r"\[ *(\d+\.\d)s\] (\w+)(: done \((\d+\.\d)s\))?")  # lab.progress's plain lines
 
 
 def progress_steps(stderr: str) -> tuple[list[str], list[str]]:
@@ -51,8 +51,29 @@ def progress_steps(stderr: str) -> tuple[list[str], list[str]]:
         m = _PROGRESS.match(line)
         if not m:
             continue
-        if m.group(2):
-            done.append(m.group(1))
-        elif not started or started[-1] != m.group(1) or (done and done[-1] == m.group(1)):
-            started.append(m.group(1))
+        if m.group(3):
+            done.append(m.group(2))
+        elif not started or started[-1] != m.group(2) or (done and done[-1] == m.group(2)):
+            started.append(m.group(2))
     return started, done
+
+
+def assert_slow_steps_said_done(stderr: str, steps: list[str], outer: str = "") -> None:
+    """Each of *steps* that took clearly longer than progress.SLOW_S (from its start line
+    to the next step's start, or to the last line) said it was done; a quick one may not.
+    *outer*, the command's own step, spans all lines.  How long a boot takes depends on
+    the host: the rule is what is checked."""
+    from lab.progress import SLOW_S
+
+    lines = [m for m in map(_PROGRESS.match, stderr.splitlines()) if m]
+    _, done = progress_steps(stderr)
+    for name in steps:
+        i = next((k for k, m in enumerate(lines) if m.group(2) == name and not m.group(3)), None)
+        assert i is not None, f"no {name} step in {stderr}"
+        t0 = float(lines[i].group(1))
+        later = [float(m.group(1)) for m in lines[i + 1 :] if m.group(2) != name]
+        took = (later[0] if later else float(lines[-1].group(1))) - t0
+        if name == outer:
+            took = float(lines[-1].group(1)) - t0
+        if took > SLOW_S + 0.2:  # the printed times are rounded to 0.1 s
+            assert name in done, f"{name} took {took:.1f}s and did not say done: {stderr}"
