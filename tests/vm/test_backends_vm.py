@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -23,61 +22,7 @@ from click.testing import CliRunner
 
 from lab.cli import main
 
-URI = "qemu:///system"
-DAEMONS = ("virtlogd", "libvirtd")
-
-
-def _answers() -> bool:
-    try:
-        import libvirt
-    except ImportError:
-        return False
-    libvirt.registerErrorHandler(lambda *_: None, None)
-    try:
-        libvirt.open(URI).close()
-        return True
-    except libvirt.libvirtError:
-        return False
-
-
-def lab_domains() -> list[str]:
-    import libvirt
-
-    conn = libvirt.open(URI)
-    try:
-        return [d.name() for d in conn.listAllDomains() if d.name().startswith("lab-")]
-    finally:
-        conn.close()
-
-
-@pytest.fixture(scope="module")
-def libvirtd():
-    if shutil.which("libvirtd") is None:
-        pytest.skip("libvirtd missing: apt-get install libvirt-daemon-system (scripts/setup.sh does)")
-    pytest.importorskip("libvirt", reason="libvirt-python missing: pip install -e . (scripts/setup.sh does)")
-    started: list[int] = []
-    if not _answers():
-        if Path("/run/systemd/system").is_dir():
-            subprocess.run(["systemctl", "start", "libvirtd"], check=True)
-        else:
-            for d in DAEMONS:
-                pidfile = Path(f"/run/{d}.pid")
-                if subprocess.run(["pgrep", "-x", d], capture_output=True).returncode != 0:
-                    subprocess.run([d, "-d"], check=True)
-                    for _ in range(100):
-                        if pidfile.exists():
-                            started.append(int(pidfile.read_text().split()[0]))
-                            break
-                        time.sleep(0.1)
-        for _ in range(300):
-            if _answers():
-                break
-            time.sleep(0.1)
-        else:
-            pytest.fail(f"libvirtd started but {URI} does not answer")
-    yield URI
-    for pid in reversed(started):
-        os.kill(pid, signal.SIGTERM)
+from .conftest import lab_domains
 
 
 def verify(backend: str, *extra: str) -> tuple[int, dict]:

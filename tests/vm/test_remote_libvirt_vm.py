@@ -25,7 +25,7 @@ from click.testing import CliRunner
 
 from lab.cli import main
 
-from .test_backends_vm import lab_domains, libvirtd  # noqa: F401 - the fixture that starts libvirtd
+from .conftest import lab_domains
 
 SSHD = "/usr/sbin/sshd"
 
@@ -37,7 +37,7 @@ def _free_port() -> int:
 
 
 @pytest.fixture(scope="module")
-def ssh_uri(tmp_path_factory, libvirtd):  # noqa: F811 - pytest's fixture injection
+def ssh_uri(tmp_path_factory, libvirtd):
     if not Path(SSHD).is_file() or shutil.which("ssh") is None or shutil.which("ssh-keygen") is None:
         pytest.skip("openssh-server/openssh-client missing: apt-get install openssh-server (scripts/setup.sh does)")
     if os.geteuid() != 0:
