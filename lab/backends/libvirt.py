@@ -8,8 +8,13 @@ The domain is transient and started with VIR_DOMAIN_START_AUTODESTROY: libvirtd
 destroys it when lab's connection closes, so a lab killed even by SIGKILL leaves no
 VM behind; lab also destroys it on exit, on error and on Ctrl-C.
 
+The results come back over libvirt's stream API (render.libvirt: a unix channel, not a
+file, because virtlogd cuts file channels at 2 MiB); the guest waits for lab to end the
+domain once every byte it sent has arrived (LAB_HOST_ENDS), so none is left in the port's
+queue when QEMU stops.
+
 Remote URIs (qemu+ssh://host/system): libvirtd on that host opens the kernel, the
-initramfs and the run directory's files at the paths lab names, so they must be the
+initramfs, the console and the agent's log at the paths lab names, so they must be the
 same paths there (lab's cache and runs folder on a shared file system, mounted at the
 same place), and QEMU runs there as lab's uid:gid.  Tested through libvirt's ssh
 transport to this same host (tests/vm/test_remote_libvirt_vm.py: transport, keys, the
@@ -20,13 +25,14 @@ from __future__ import annotations
 
 import os
 import socket
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from .. import proc
+from .. import integrity, proc
 from ..errors import InfraError, LostGuest, UserError
 from ..kernel.artifact import KernelArtifact
 from ..plan import VmPlan
@@ -98,7 +104,9 @@ def boot(
     conn = connect(where)
     try:
         render.adapt(plan, _version(conn.getLibVersion()))  # the daemon's version, not only ours
-        files = replace(qemu.prepare(plan, kernel, run_dir, job or qemu.GuestJob()), monitor=None)  # libvirt owns QEMU's monitor
+        job = job or qemu.GuestJob()
+        job = replace(job, config={**job.config, "LAB_HOST_ENDS": "1"})  # see ended() below
+        files = replace(qemu.prepare(plan, kernel, run_dir, job), monitor=None)  # libvirt owns QEMU's monitor
         assert files.console and files.agent_log and files.results
         xml = domain_xml(plan, files, run_dir)
         (run_dir / "domain.xml").write_text(xml)
@@ -110,6 +118,7 @@ def boot(
 
         t0 = time.monotonic()
         dom = None
+        results: _Results | None = None
         try:
             with proc.signals_held():  # dom is set before an interrupt can unwind
                 try:
@@ -119,9 +128,23 @@ def boot(
                         f"libvirt at {where} could not start the domain: {e.get_error_message() or e} "
                         f"(domain XML: {run_dir / 'domain.xml'})"
                     ) from None
+            results = got = _Results(libvirt, conn, dom, run_dir / files.results, where)
+            got.start()
             pid = _qemu_pid(dom.name(), where)
+            sent_at: list[float] = []
 
             def ended() -> int | None:
+                # The guest waits for lab to end it once its results are all here
+                # (LAB_HOST_ENDS): every byte it said it sent arrived, or the stream
+                # ended, or nothing more came for SENT_GRACE_S (then judged short).
+                sent = integrity.said([line for _, line in said.events], "sent")
+                if sent is not None:
+                    sent_at[:] = sent_at or [time.monotonic()]
+                    want = integrity.count(sent.get("bytes"))
+                    if got.eof or (want is not None and got.received >= want):
+                        return 0
+                    if time.monotonic() - max(sent_at[0], got.last_data) > SENT_GRACE_S:
+                        return 0
                 try:
                     return None if dom.isActive() else 0
                 except libvirt.libvirtError:  # a transient domain is gone once it stops
@@ -131,6 +154,8 @@ def boot(
         finally:
             if dom is not None:
                 _destroy(libvirt, dom)
+            if results is not None:
+                results.close()
         wall = time.monotonic() - t0
         return qemu.collect(plan, run_dir, files, said, ["virsh", "-c", where, "create", str(run_dir / "domain.xml")], wall)
     finally:
@@ -138,6 +163,64 @@ def boot(
             conn.close()
         except libvirt.libvirtError:
             pass
+
+
+SENT_GRACE_S = 30.0  # after the guest said "sent": how long lab waits for bytes that stopped coming
+
+
+class _Results(threading.Thread):
+    """Copies the guest's results channel into *path* through libvirt's stream API
+    (virDomainOpenChannel), on this host or a remote one, as the guest writes them."""
+
+    def __init__(self, libvirt: Any, conn: Any, dom: Any, path: Path, where: str):
+        super().__init__(name="lab-results", daemon=True)
+        self.libvirt, self.path = libvirt, path
+        self.received, self.eof, self.last_data = 0, False, time.monotonic()
+        self.error: BaseException | None = None
+        self.stream = conn.newStream(0)
+        try:
+            dom.openChannel(render.RESULTS_PORT, self.stream, 0)
+        except libvirt.libvirtError as e:
+            raise InfraError(f"libvirt at {where} could not open the guest's results channel: {e.get_error_message() or e}") from None
+        self.file = open(path, "wb")
+
+    def run(self) -> None:
+        try:
+            while True:
+                data = self.stream.recv(1 << 18)
+                if isinstance(data, int):  # -2: would block (not on a blocking stream)
+                    time.sleep(0.01)
+                    continue
+                if not data:
+                    break
+                self.file.write(data)
+                self.received += len(data)
+                self.last_data = time.monotonic()
+        except self.libvirt.libvirtError:  # the domain went away: what arrived is what there is
+            pass
+        except OSError as e:  # disk full: said by close(), in lab's thread
+            self.error = e
+        finally:
+            self.eof = True
+
+    def close(self) -> None:
+        """Wait for the stream's end (the domain is gone by now), keep what arrived."""
+        self.join(timeout=15)
+        if self.is_alive():
+            try:
+                self.stream.abort()
+            except self.libvirt.libvirtError:
+                pass
+            self.join(timeout=5)
+        else:
+            try:
+                self.stream.finish()
+            except self.libvirt.libvirtError:
+                pass
+        if not self.is_alive():
+            self.file.close()
+        if self.error is not None:
+            raise self.error
 
 
 def _destroy(libvirt: Any, dom: Any) -> None:

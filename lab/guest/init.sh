@@ -98,6 +98,13 @@ finish() {
         say "sent bytes=$((n)) tar=$(cat /tmp/tar.rc 2>/dev/null)"
     fi
     sync
+    if [ -n "$OUT" ] && [ "${LAB_HOST_ENDS:-0}" = 1 ]; then
+        # libvirt: the last bytes tee wrote may still wait in the port's queue (QEMU
+        # holds them while libvirtd's relay is behind), and a reboot now would drop
+        # them.  The host ends the VM once every byte has reached it; if it never does,
+        # the guest ends itself after 120 s and the host finds the stream short.
+        sleep 120
+    fi
     reboot -f
     sleep 5
     echo b > /proc/sysrq-trigger

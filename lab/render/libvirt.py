@@ -38,6 +38,8 @@ LIBVIRT_MIN = (6, 1, 0)  # what lab's domain XML needs at all (dies; distances s
 ARCH = {"x86_64": "x86_64", "arm64": "aarch64"}
 RUN_DIR_PLACEHOLDER = "$RUN_DIR"  # where a rendered domain names the run directory (lab topo render)
 
+RESULTS_PORT = "lab.out"  # the channel lab reads the guest's results from
+
 
 def _v(v: tuple[int, int, int]) -> str:
     return ".".join(map(str, v))
@@ -136,12 +138,19 @@ def domain_xml(
     else:
         serial = ET.SubElement(dev, "serial", type="pty")
         ET.SubElement(serial, "target", port="0")
-    for f, port in ((files.agent_log, "lab.log"), (files.results, "lab.out")):
-        if f is None:
-            continue
+    if files.agent_log is not None:
         ch = ET.SubElement(dev, "channel", type="file")
-        ET.SubElement(ch, "source", path=path(f))
-        ET.SubElement(ch, "target", type="virtio", name=port)
+        ET.SubElement(ch, "source", path=path(files.agent_log))
+        ET.SubElement(ch, "target", type="virtio", name="lab.log")
+    if files.results is not None:
+        # Not a file: libvirt hands file chardevs to virtlogd, which rolls a file over at
+        # 2 MiB (virtlogd.conf max_size), so a bigger results stream was split into
+        # results.tar.0 and results.tar.  A unix channel, read by lab through libvirt's
+        # stream API (virDomainOpenChannel), passes any size, and works over remote URIs
+        # with nothing shared.  The guest's writes wait until lab is connected.
+        ch = ET.SubElement(dev, "channel", type="unix")
+        ET.SubElement(ch, "source", mode="bind")  # libvirt names the socket
+        ET.SubElement(ch, "target", type="virtio", name=RESULTS_PORT)
     ET.SubElement(dev, "memballoon", model="none")
     sec = ET.SubElement(dom, "seclabel", type="static", model="dac", relabel="no")
     ET.SubElement(sec, "label").text = f"+{owner[0]}:+{owner[1]}"

@@ -73,6 +73,22 @@ def test_scenario_through_libvirt(debian_kernel, libvirtd):
     assert not lab_domains()
 
 
+def test_results_over_2_mib_arrive_whole_through_libvirt(debian_kernel, libvirtd, tmp_path, monkeypatch):
+    """A file channel goes through virtlogd, which cut the results at 2 MiB (results.tar.0
+    and a short results.tar: an ERROR in CI); lab reads them over a unix channel."""
+    import hashlib
+
+    monkeypatch.setenv("LAB_RUNS", str(tmp_path / "runs"))
+    cmd = 'head -c 6000000 /dev/urandom > "$LAB_OUT/big" && sha256sum "$LAB_OUT/big"'
+    r = CliRunner().invoke(main, ["boot", "zen3-2s-mini", "--backend", "libvirt", "--", "sh", "-c", cmd])
+    assert r.exit_code == 0, (r.stdout, r.stderr[-3000:])
+    (run_dir,) = (tmp_path / "runs").iterdir()
+    big = (run_dir / "out" / "big").read_bytes()
+    assert len(big) == 6_000_000 and hashlib.sha256(big).hexdigest() == r.stdout.split()[0]
+    assert not list(run_dir.glob("results.tar.*")), "virtlogd rolled the results over"
+    assert not lab_domains()
+
+
 def test_verify_through_libvirt_catches_lost_acpi(debian_kernel, libvirtd, monkeypatch):
     """The trap seen on this host: a domain without <features><acpi/> makes libvirt start
     QEMU with -no-acpi, and the guest reads no SLIT (every distance 20, or one node)."""
