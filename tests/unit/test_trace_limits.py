@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import resource
 import shutil
 from pathlib import Path
@@ -41,12 +40,12 @@ def check_event(ev) -> None:
     type, every CPU and node in range."""
     cls = EVENT_CLASSES.get(ev.name)
     assert type(ev) is (cls or GenericEvent), ev
-    for f in dataclasses.fields(ev):
-        v = getattr(ev, f.name)
-        if f.type in ("int", int):
-            assert isinstance(v, int) and not isinstance(v, bool), (f.name, v)
-        elif f.type in ("str", str):
-            assert isinstance(v, str), (f.name, v)
+    for name, typ in type(ev).FIELD_TYPES.items():
+        v = getattr(ev, name)
+        if typ == "int":
+            assert isinstance(v, int) and not isinstance(v, bool), (name, v)
+        elif typ == "str":
+            assert isinstance(v, str), (name, v)
     assert 0 <= ev.cpu < MAX_CPUS and 0 <= ev.pid <= MAX_PID
     for name in ("target_cpu", "orig_cpu", "dest_cpu"):
         if hasattr(ev, name):
