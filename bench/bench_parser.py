@@ -1,12 +1,13 @@
 """Parser throughput on a generated ftrace text trace.
 
-    .venv/bin/python bench/bench_parser.py [--events N] [--repeat R]
+    .venv/bin/python bench/bench_parser.py [--events N] [--repeat R] [--python]
 
 Generates a trace shaped like a scheduler run (mostly sched_switch and
 wakeups, some migrations, a few NUMA and fork/exit events, odd comms, a LOST
 marker), writes it to a temporary file, parses it R times with
 ``lab.trace.parse_file`` and prints the best events/s.  The figures also go to
-bench/results/bench_parser-<time>.json (gitignored).
+bench/results/bench_parser-<time>.json (gitignored).  The parser's C fast path
+(lab/trace/_scan.c) is used when it is built; --python measures the pure-Python path.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import json
 import os
 import platform
 import random
+import resource
 import sys
 import tempfile
 import time
@@ -23,7 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from lab.trace import parse_file  # noqa: E402
+from lab.trace import parse_file, parser  # noqa: E402
 
 COMMS = ["stream", "kworker/0:1-events", "perf-exec", "hackbench", "sh", "rcu_sched", "my prog"]
 
@@ -84,7 +86,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--events", type=int, default=1_000_000)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--keep", type=Path, help="also keep the generated trace here")
+    ap.add_argument("--python", action="store_true", help="the pure-Python path, without the C fast path")
     args = ap.parse_args(argv)
+    if args.python:
+        parser._fast = None
+    path_used = "python" if parser._fast is None else "c"
 
     with tempfile.TemporaryDirectory() as tmp:
         path = args.keep or Path(tmp) / "trace.txt"
@@ -117,6 +123,7 @@ def main(argv: list[str] | None = None) -> int:
     best_cpu = min(cpu_runs)
     result = {
         "benchmark": "parser",
+        "path": path_used,
         "events": n,
         "bytes": size,
         "repeat": args.repeat,
@@ -126,6 +133,7 @@ def main(argv: list[str] | None = None) -> int:
         "cpu_seconds": cpu_runs,
         "events_per_cpu_second": n / best_cpu,
         "load_average": os.getloadavg(),
+        "max_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
         "mb_per_second": size / best / 1e6,
         "generate_seconds": gen_s,
         "python": platform.python_version(),
@@ -135,8 +143,9 @@ def main(argv: list[str] | None = None) -> int:
         "time": time.strftime("%Y-%m-%dT%H:%M:%S"),
     }
     print(
-        f"parsed {n} events ({size / 1e6:.1f} MB) in {best:.2f} s: {n / best:,.0f} events/s "
-        f"({n / best_cpu:,.0f} per CPU-second; load average {os.getloadavg()[0]:.2f})"
+        f"{path_used} path: parsed {n} events ({size / 1e6:.1f} MB) in {best:.2f} s: {n / best:,.0f} events/s "
+        f"({n / best_cpu:,.0f} per CPU-second; load average {os.getloadavg()[0]:.2f}; "
+        f"peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB for a {size / 1e6:.0f} MB trace)"
     )
     out_dir = Path(__file__).resolve().parent / "results"
     out_dir.mkdir(exist_ok=True)

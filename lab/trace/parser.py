@@ -14,6 +14,15 @@ What the parser yields is typed and in range: a line whose context cannot be rea
 ``unparsed_lines``; a known event whose body does not decode into its fields is
 counted in ``mismatched`` and skipped, never yielded half-built.  Only events lab has
 no class for come out as ``GenericEvent``.
+
+Two paths, one result.  The fast path (lab/trace/_scan.c, a C extension built by
+``pip install``) takes blocks of whole lines and builds the typed events of the lines
+it is sure of, exactly as the patterns below would; every other line (headers, LOST
+markers, unknown events, mismatched bodies, values out of range, non-ASCII text) comes
+back to the Python path, which does all the accounting.  Without the extension every
+line takes the Python path (bench/bench_parser.py gives both rates).  Memory is bounded
+either way: the file is read in blocks of BLOCK_CHARS characters, a line longer than
+limits.MAX_TRACE_LINE is cut there and counted as unparsed.
 """
 
 from __future__ import annotations
@@ -30,6 +39,7 @@ from typing import IO, Any
 
 from ..limits import MAX_COMM, MAX_CPUS, MAX_NODES, MAX_PID, MAX_TRACE_LINE, open_regular
 from .events import (
+    EVENT_CLASSES,
     Event,
     GenericEvent,
     SchedMigrateTask,
@@ -44,6 +54,15 @@ from .events import (
     SchedWaking,
     fast_constructor,
 )
+
+_fast: Any
+try:  # the C fast path (setup.py builds it; optional)
+    from . import _scan as _fast  # type: ignore[attr-defined, no-redef]
+except ImportError:  # pragma: no cover - a build without a C compiler
+    _fast = None
+
+BLOCK_CHARS = 1 << 20  # the file is read this much at a time
+BATCH_LINES = 4096  # parse(lines) hands the fast path this many lines at a time
 
 # Every pattern below is linear in the line, whatever the line holds (issue 13).  A
 # comm may hold spaces, so its end is found by looking for the next key; that search is
@@ -340,9 +359,14 @@ class TraceReader:
     wrapper costs nothing per event.
     """
 
-    def __init__(self, lines: Iterable[str], only: Iterable[str] | None = None):
+    def __init__(
+        self, lines: Iterable[str], only: Iterable[str] | None = None, *, blocks: Iterable[str | list[str]] | None = None
+    ):
         self.stats = TraceStats()
-        self._gen = _events(lines, self.stats, frozenset(only) if only is not None else None)
+        wanted = frozenset(only) if only is not None else None
+        if blocks is None:
+            blocks = _line_blocks(lines)
+        self._gen = _events(blocks, self.stats, wanted)
 
     def __iter__(self) -> Iterator[Event]:
         return self._gen
@@ -381,15 +405,15 @@ def parse_file(path: str | Path, only: Iterable[str] | None = None, *, follow_sy
     must be an uncompressed regular file: anything else is a UserError when iteration
     begins (limits.open_regular), never a read that waits on a FIFO."""
 
-    def lines() -> Iterator[str]:
+    def blocks() -> Iterator[str]:
         if follow_symlinks:
             f = open_trace(path)
         else:
             f = io.TextIOWrapper(open_regular(path, follow_symlinks=False), encoding="utf-8", errors="replace")
         with f:
-            yield from bounded_lines(f)
+            yield from bounded_blocks(f)
 
-    return TraceReader(lines(), only)
+    return TraceReader((), only, blocks=blocks())
 
 
 def bounded_lines(f: IO[str], limit: int = MAX_TRACE_LINE) -> Iterator[str]:
@@ -404,6 +428,63 @@ def bounded_lines(f: IO[str], limit: int = MAX_TRACE_LINE) -> Iterator[str]:
         yield line
 
 
+def bounded_blocks(f: IO[str], limit: int = MAX_TRACE_LINE, size: int = BLOCK_CHARS) -> Iterator[str]:
+    """*f*'s text in blocks of whole lines (the last may lack its newline), each about
+    *size* characters; a line longer than *limit* comes as its first limit + 1
+    characters, on its own line, the rest dropped (as bounded_lines does), so memory
+    stays within size + limit whatever the file holds."""
+    read = f.read
+    carry = ""
+    skipping = False  # dropping the rest of an overlong line, up to its newline
+    while block := read(size):
+        if skipping:
+            nl = block.find("\n")
+            if nl < 0:
+                continue
+            block, skipping = block[nl + 1 :], False
+        data = carry + block if carry else block
+        cut = data.rfind("\n") + 1
+        carry = data[cut:]
+        head = data[:cut]
+        if len(carry) > limit:  # a line with no end in sight: keep its start, drop the rest
+            head += carry[: limit + 1] + "\n"
+            carry, skipping = "", True
+        if head:
+            yield head
+    if carry:
+        yield carry
+
+
+def _line_blocks(lines: Iterable[str]) -> Iterator[str | list[str]]:
+    """Lines (each ending in a newline but maybe the last) joined into blocks for the
+    fast path; a batch whose lines are not like that stays a list, for the Python path."""
+    batch: list[str] = []
+    for line in lines:
+        batch.append(line)
+        if len(batch) == BATCH_LINES:
+            yield _joined(batch)
+            batch = []
+    if batch:
+        yield _joined(batch)
+
+
+def _joined(batch: list[str]) -> str | list[str]:
+    text = "".join(batch)
+    whole = batch[-1].endswith("\n")
+    if text.count("\n") == len(batch) - (not whole) and all(line.endswith("\n") for line in batch[:-1]):
+        return text
+    return list(batch)
+
+
+def _split(text: str) -> list[str]:
+    """*text*'s lines, split at newlines only (as a file is read), each keeping its own."""
+    lines = [line + "\n" for line in text.split("\n")]
+    lines[-1] = lines[-1][:-1]
+    if not lines[-1]:
+        lines.pop()
+    return lines
+
+
 def parse_line(line: str) -> Event | None:
     """Parse one line; None when it is not an event (header, LOST marker, junk)."""
     for ev in parse([line]):
@@ -411,69 +492,106 @@ def parse_line(line: str) -> Event | None:
     return None
 
 
-def _events(
-    lines: Iterable[str], stats: TraceStats, only: frozenset[str] | None
-) -> Generator[Event, None, None]:
-    match = _LINE.match
-    decoders = _decoders()
-    generic = fast_constructor(GenericEvent)
+def _events(blocks: Iterable[str | list[str]], stats: TraceStats, only: frozenset[str] | None) -> Generator[Event, None, None]:
+    """The events of *blocks* (text made of whole lines, or a list of lines), in order."""
+    one = _LineParser(stats, only)
+    kinds = _fast.KINDS if _fast is not None else ()
+    classes = tuple(EVENT_CLASSES[k] for k in kinds)
+    build = tuple(only is None or k in only for k in kinds)
     counts = stats.events
     n = 0
-    first_ts = last_ts = None  # kept as strings: float() only once, at the end
+    first_ts: str | None = None  # kept as text: float() once, at the end
+    last_ts: str | None = None
     try:
-        for line in lines:
-            n += 1
-            if len(line) > MAX_TRACE_LINE:
-                # Not a line ftrace wrote (see limits.MAX_TRACE_LINE): never scanned.
-                _unparsed(line, stats)
+        for text in blocks:
+            if _fast is None or not isinstance(text, str) or not text.isascii():
+                for line in _split(text) if isinstance(text, str) else text:
+                    n += 1
+                    ev, ts_s = one(line)
+                    if ts_s is not None:
+                        if first_ts is None:
+                            first_ts = ts_s
+                        last_ts = ts_s
+                    if ev is not None:
+                        yield ev
                 continue
-            m = match(line)
-            if m is None:
-                _other_line(line, stats)
-                continue
-            comm, pid, tgid, cpu, flags, ts_s, name = m.groups()
-            counts[name] += 1
-            last_ts = ts_s
-            if first_ts is None:
-                first_ts = ts_s
-            if only is not None and name not in only:
-                continue
-            ts = float(ts_s)
-            if tgid is not None:
-                tgid = int(tgid) if tgid[0] != "-" else None
-            cpu = int(cpu)
-            pid = int(pid)
-            if cpu >= MAX_CPUS or pid > MAX_PID or (tgid is not None and tgid > MAX_PID):
-                # The digits are bounded by _LINE; the values are checked here, where they
-                # are converted anyway (lines *only* leaves out are counted, not built).
-                counts[name] -= 1
-                if not counts[name]:
-                    del counts[name]
-                _unparsed(line, stats)
-                continue
-            if flags is None:
-                flags = ""
-            dec = decoders.get(name)
-            if dec is not None:
-                # The body regex runs on the line from the header's end: no slice copy.
-                ev = dec(cpu, ts, comm, pid, tgid, flags, line, m.end())
-                if ev is not None:
-                    yield ev
-                else:
-                    # A known event whose fields cannot be decoded (cut short, garbled,
-                    # out of range) is counted and skipped: as a GenericEvent named
-                    # sched_switch it reached check() as an AttributeError.
-                    stats.mismatched[name] += 1
-                continue
-            yield generic(cpu, ts, comm, pid, tgid, flags, name, line[m.end() :].rstrip())
+            items, fallback, lines, first, last = _fast.scan(
+                text, classes, build, counts, MAX_CPUS, MAX_PID, MAX_NODES, MAX_TRACE_LINE
+            )
+            n += lines
+            for pos, index, line in fallback:  # lines the fast path left to this one, in order
+                ev, ts_s = one(line)
+                items[pos] = ev
+                if ts_s is not None:
+                    if first is None or index < first[0]:
+                        first = (index, ts_s)
+                    if last is None or index > last[0]:
+                        last = (index, ts_s)
+            if first is not None:
+                if first_ts is None:
+                    first_ts = first[1]
+                last_ts = last[1]
+            yield from filter(None, items) if fallback else items
     finally:
         # Runs on exhaustion and on close(): the stats are right even if the
-        # consumer stopped early.
+        # consumer stopped early (up to the block it stopped in).
         stats.lines += n
         if first_ts is not None and stats.first_ts is None:
             stats.first_ts = float(first_ts)
         if last_ts is not None:
             stats.last_ts = float(last_ts)
+
+
+class _LineParser:
+    """The Python path: one line -> (its event or None, its timestamp text when it is an
+    event line).  Every line's accounting happens here or in the fast path, never both."""
+
+    def __init__(self, stats: TraceStats, only: frozenset[str] | None):
+        self.stats, self.only = stats, only
+        self.match = _LINE.match
+        self.decoders = _decoders()
+        self.generic = fast_constructor(GenericEvent)
+
+    def __call__(self, line: str) -> tuple[Event | None, str | None]:
+        stats = self.stats
+        if len(line) > MAX_TRACE_LINE:
+            # Not a line ftrace wrote (see limits.MAX_TRACE_LINE): never scanned.
+            _unparsed(line, stats)
+            return None, None
+        m = self.match(line)
+        if m is None:
+            _other_line(line, stats)
+            return None, None
+        comm, pid_s, tgid_s, cpu_s, flags, ts_s, name = m.groups()
+        counts = stats.events
+        counts[name] += 1
+        if self.only is not None and name not in self.only:
+            return None, ts_s
+        ts = float(ts_s)
+        tgid = (int(tgid_s) if tgid_s[0] != "-" else None) if tgid_s is not None else None
+        cpu = int(cpu_s)
+        pid = int(pid_s)
+        if cpu >= MAX_CPUS or pid > MAX_PID or (tgid is not None and tgid > MAX_PID):
+            # The digits are bounded by _LINE; the values are checked here, where they
+            # are converted anyway (lines *only* leaves out are counted, not built).
+            counts[name] -= 1
+            if not counts[name]:
+                del counts[name]
+            _unparsed(line, stats)
+            return None, ts_s
+        if flags is None:
+            flags = ""
+        dec = self.decoders.get(name)
+        if dec is not None:
+            # The body regex runs on the line from the header's end: no slice copy.
+            ev = dec(cpu, ts, comm, pid, tgid, flags, line, m.end())
+            if ev is None:
+                # A known event whose fields cannot be decoded (cut short, garbled,
+                # out of range) is counted and skipped: as a GenericEvent named
+                # sched_switch it reached check() as an AttributeError.
+                stats.mismatched[name] += 1
+            return ev, ts_s
+        return self.generic(cpu, ts, comm, pid, tgid, flags, name, line[m.end() :].rstrip()), ts_s
 
 
 def _other_line(line: str, stats: TraceStats) -> None:
