@@ -45,8 +45,31 @@ def test_a_migration_after_the_first_worker_exits_is_reported_not_judged():
     in, after the first worker finished, the worker on CPU 12 moved to the idle CPU 8."""
     o = runner.recheck(RUNS / "llc-spread-pinned-zen3-2s-mini-lab-6.1-late-migration")
     assert o.status == "PASS", [e.to_dict() for e in o.expectations if not e.ok]
-    mig = by_name(o)["no balancing needed after the fork (no worker migrates before one finishes)"]
-    assert mig.figures == {"migrations": 0, "after_first_exit": 1}
+    mig = by_name(o)["no balancing needed after the fork (no worker migrates to correct it before one finishes)"]
+    assert mig.figures == {"migrations": 0, "after_first_exit": 1, "churn_of_an_even_placement": False}
+
+
+def test_workers_shuffled_between_evenly_placed_cpus_is_churn_not_correction():
+    """Recorded on lab-6.1 in CI with another guest spinning (load 12): targets 8,0,4,12,
+    one per allowed CPU, then within 60 ms the balancer rotated three workers 12->4,
+    4->8, 8->12, each CPU again holding one.  A FAIL of the majority of runs in CI
+    before; the fork placement needed nothing, so the claim holds, the moves are shown."""
+    o = runner.recheck(RUNS / "llc-spread-pinned-zen3-2s-mini-lab-6.1-churn")
+    assert o.status == "PASS", [e.to_dict() for e in o.expectations if not e.ok]
+    mig = by_name(o)["no balancing needed after the fork (no worker migrates to correct it before one finishes)"]
+    assert mig.figures == {"migrations": 3, "after_first_exit": 0, "churn_of_an_even_placement": True}
+    assert len(mig.evidence) == 3 and "corrected nothing" in mig.note
+
+
+def test_the_reverted_fix_piles_up_and_the_balancer_corrects_it():
+    """Recorded on lab-6.1-no-affinity-imbalance in the same CI run: targets 0,4,4,12 (a
+    pile-up on CPU 4), then migrations that fix it: not churn, a FAIL."""
+    o = runner.recheck(RUNS / "llc-spread-pinned-zen3-2s-mini-lab-6.1-no-affinity-imbalance")
+    assert o.status == "FAIL"
+    e = by_name(o)
+    assert e["targets distinct (no pile-up)"].status == "FAIL"
+    mig = e["no balancing needed after the fork (no worker migrates to correct it before one finishes)"]
+    assert mig.status == "FAIL" and mig.figures["migrations"] == 2 and mig.figures["churn_of_an_even_placement"] is False
 
 
 def test_a_verdict_is_the_majority_of_up_to_three_runs():
