@@ -335,17 +335,27 @@ class AgentLog:
         self.online_s: float | None = None
         self._offset = 0  # bytes of the log taken so far
         self._partial = b""  # a line QEMU has not finished writing
+        self._ino: int | None = None  # the file's inode: another one means it was rolled over
 
     def read(self, t: float) -> None:
         """Take the complete lines written since the last read, seen at *t* s (only the
         new bytes are read: this runs every 50 ms for the whole boot)."""
         try:
             with open(self.path, "rb") as f:
+                ino = os.fstat(f.fileno()).st_ino
+                data = b""
+                if self._ino is not None and ino != self._ino:
+                    # Rolled over (libvirt's virtlogd renames a file channel to .0 at
+                    # 2 MiB and starts a new one): the old file's rest, then the new one.
+                    data = _tail(self.path.with_name(self.path.name + ".0"), self._offset)
+                    self._offset = 0
+                self._ino = ino
                 f.seek(self._offset)
-                data = f.read()
+                new = f.read()
         except OSError:
             return
-        self._offset += len(data)
+        self._offset += len(new)
+        data += new
         *complete, self._partial = (self._partial + data).split(b"\n")
         for raw in complete:
             line = raw.decode(errors="replace")
@@ -367,6 +377,15 @@ class AgentLog:
             return "; the agent said nothing"
         t, line = self.events[-1]
         return f"; the agent's last word, at {t:.1f}s: {line!r}"
+
+
+def _tail(path: Path, offset: int) -> bytes:
+    try:
+        with open(path, "rb") as f:
+            f.seek(offset)
+            return f.read()
+    except OSError:
+        return b""
 
 
 def _run_qemu(

@@ -129,3 +129,22 @@ def test_an_image_layer_made_once_is_a_step_and_a_cached_one_is_silent(monkeypat
     n = len(out.getvalue())
     assert initramfs.cached_tree_layer("workloads", "k1", fill, p) == first
     assert len(out.getvalue()) == n  # cached: nothing to say
+
+
+def test_the_agents_log_is_read_whole_across_a_rollover(tmp_path):
+    """libvirt's virtlogd renames a file channel to .0 at 2 MiB and starts a new file:
+    the lines lab had not read yet from the old file come first, none lost or repeated."""
+    p = qemu.plan(topology.load("zen3-2s-mini"), HOST, VmOptions(kernel="fake"), kernel_features=frozenset())
+    log = tmp_path / "agent.log"
+    log.write_bytes(b"lab: one\nlab: tw")
+    said = backend.AgentLog(log, p, tmp_path / "console.log")
+    said.read(0.1)
+    with open(log, "ab") as f:
+        f.write(b"o\nlab: three\n" + b"x" * 100 + b"\n")  # written, then the file rolls over
+    log.rename(tmp_path / "agent.log.0")
+    log.write_bytes(b"lab: four\nlab: ready uptime=1.0\n")
+    said.read(0.2)
+    assert [line for _, line in said.events] == ["lab: one", "lab: two", "lab: three", "x" * 100, "lab: four", "lab: ready uptime=1.0"]
+    assert said.ready_s == 0.2
+    said.read(0.3)  # nothing new: nothing repeated
+    assert len(said.events) == 6
