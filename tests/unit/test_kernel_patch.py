@@ -94,6 +94,12 @@ def test_shipped_patches_apply_to_linux_6_1(tmp_path):
         t = tmp_path / name
         for rel in ("kernel/sched", "include/linux/sched"):
             shutil.copytree(linux / rel, t / rel)
+        # and every other file a patch touches (soft affinity: sched.h, fs/proc/base.c)
+        for patch in r.patches:
+            for line in patch.path.read_text().splitlines():
+                if line.startswith("+++ b/") and not (t / line[6:]).exists():
+                    (t / line[6:]).parent.mkdir(parents=True, exist_ok=True)
+                    shutil.copy(linux / line[6:], t / line[6:])
         for patch in r.patches:
             source.apply_patch(patch, t)
 

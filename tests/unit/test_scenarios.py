@@ -664,6 +664,97 @@ def test_soft_affinity_cross_node_under_hard_affinity_fails(tmp_path):
     assert t.figures["gain_hard_vs_none_pct"] == round(100 * (3.1 - 3.1) / 3.1, 2)
 
 
+SOFT_STAYS = "soft affinity, both nodes busy: each instance runs mostly on its own node (>= 75% of its run time)"
+SOFT_SPILLS = "soft affinity, other node idle: the instance bursts out (>= 20% of its run time off its node)"
+
+
+def _soft_files(own: dict[str, float], alone_away: float) -> dict[str, str]:
+    """A run on a kernel with soft affinity: in phase soft, instance X (root pid, one forked
+    task) runs own[X] of its second on its node and the rest on the other; in soft1
+    instance a alone runs alone_away of its second on node 1."""
+    topo = topology.load("xeon-2s22c-mini")
+    g = [c.id for c in topo.cpus]
+    cpu = {n: [i for i, s in enumerate(g) if topo.node_of(s) == n] for n in (0, 1)}
+
+    def runs(task: int, comm_pid: int, segs: list[tuple[int, float, float]]) -> str:
+        out = ""
+        for c, t0, t1 in segs:
+            out += line("<idle>", 0, c, t0, "sched_switch",
+                        f"prev_comm=swapper/{c} prev_pid=0 prev_prio=120 prev_state=R ==> "
+                        f"next_comm=hackbench next_pid={task} next_prio=120")
+            out += line("hackbench", task, c, t1, "sched_switch",
+                        f"prev_comm=hackbench prev_pid={task} prev_prio=120 prev_state=S ==> "
+                        f"next_comm=swapper/{c} next_pid=0 next_prio=120")
+        return out
+
+    def fork(root: int, child: int, c: int, ts: float) -> str:
+        return line("hackbench", root, c, ts, "sched_process_fork",
+                    f"comm=hackbench pid={root} child_comm=hackbench child_pid={child}")
+
+    def instance(root: int, home: int, share: float, t0: float) -> str:
+        away = 1 - home
+        return fork(root, root + 1, cpu[home][0], t0) + runs(root + 1, root, [
+            (cpu[home][1], t0 + 0.01, t0 + 0.01 + share),
+            (cpu[away][1], t0 + 0.02 + share, t0 + 1.02),
+        ])
+
+    files = {
+        "soft_affinity": "yes\n", "soft_ratio": "5:4\n",
+        "instance_a": f"0 {cpu[0][0]}-{cpu[0][-1]}\n", "instance_b": f"1 {cpu[1][0]}-{cpu[1][-1]}\n",
+        "trace.hard.txt": "",
+        "trace.none.txt": instance(500, 0, 0.3, 5.0) + instance(600, 1, 0.25, 5.0) + line(
+            "hackbench", 501, cpu[0][1], 5.5, "sched_migrate_task",
+            f"comm=hackbench pid=501 prio=120 orig_cpu={cpu[0][1]} dest_cpu={cpu[1][1]}"),
+        "none_a.pid": "500\n", "none_b.pid": "600\n",
+        "trace.soft.txt": instance(700, 0, own["a"], 1.0) + instance(800, 1, own["b"], 1.0),
+        "soft_a.pid": "700\n", "soft_b.pid": "800\n",
+        "trace.soft1.txt": instance(900, 0, 1 - alone_away, 9.0), "soft1_a.pid": "900\n",
+    }
+    for k in ("hard_a", "hard_b", "none_a", "none_b", "soft_a", "soft_b", "soft1_a"):
+        files[f"{k}.out"] = "Running in process mode with 2 groups\nTime: 1.5\n"
+        files[f"{k}.rc"] = "0\n"
+    return files
+
+
+def test_soft_affinity_stays_and_spills_pass(tmp_path):
+    o = fake_run(tmp_path, "soft-affinity", "xeon-2s22c-mini", _soft_files({"a": 0.9, "b": 0.85}, 0.4))
+    stays, spills = o.by[SOFT_STAYS], o.by[SOFT_SPILLS]
+    assert stays.ok and spills.ok, (stays.evidence, spills.evidence)
+    assert stays.figures["own_node_share_a"] == 0.9 and stays.figures["own_node_share_b"] == 0.85
+    # Compared with the unaffined phase's shares, shown beside them.
+    assert stays.figures["own_node_share_none_a"] == 0.3 and stays.figures["own_node_share_none_b"] == 0.25
+    assert spills.figures["other_node_share"] == 0.4
+    assert stays.figures["sched_allowed:sched_preferred"] == "5:4"
+    t = o.by["run time of each instance, hard and soft vs none (figures; the RFC's %gain)"]
+    assert t.figures["soft_affinity"] == "ran" and t.figures["time_soft1_a_s"] == 1.5
+    assert o.ok
+
+
+def test_soft_affinity_spread_like_none_fails(tmp_path):
+    o = fake_run(tmp_path, "soft-affinity", "xeon-2s22c-mini", _soft_files({"a": 0.9, "b": 0.5}, 0.4))
+    stays = o.by[SOFT_STAYS]
+    assert not stays.ok and not o.ok
+    assert "ran too much off its preferred node" in stays.note
+    assert any("instance b (node 1): 50.0%" in ev for ev in stays.evidence), stays.evidence
+
+
+def test_soft_affinity_that_never_bursts_out_fails(tmp_path):
+    o = fake_run(tmp_path, "soft-affinity", "xeon-2s22c-mini", _soft_files({"a": 0.9, "b": 0.9}, 0.05))
+    spills = o.by[SOFT_SPILLS]
+    assert o.by[SOFT_STAYS].ok and not spills.ok
+    assert spills.figures["other_node_share"] == 0.05 and "stayed on its preferred node" in spills.note
+
+
+def test_soft_affinity_absent_kernel_says_so(tmp_path):
+    files = {k: v for k, v in _soft_files({"a": 0.9, "b": 0.9}, 0.4).items()
+             if not k.startswith(("soft", "trace.soft"))}
+    o = fake_run(tmp_path, "soft-affinity", "xeon-2s22c-mini", files)
+    assert SOFT_STAYS not in o.by and SOFT_SPILLS not in o.by
+    t = o.by["run time of each instance, hard vs none (figures; the RFC's %gain)"]
+    assert t.figures["soft_affinity"] == "not in this kernel"
+    assert any("lab-6.1-soft-affinity has it" in ev for ev in t.evidence)
+
+
 def test_hackbench_time_and_instance_roots():
     mod = module_of(sc.load("soft-affinity"))
     assert mod.hb_time("Running in process mode\nEach sender ...\nTime: 12.345\n") == 12.345
