@@ -94,7 +94,7 @@ def test_cluster_wakeup_skip_through_the_cli():
 
     r = CliRunner().invoke(main, ["run", "cluster-wakeup", "--topology", "xeon-2s22c-mini"])
     assert r.exit_code == 0, r.output
-    assert r.output.startswith("SKIP cluster-wakeup on xeon-2s22c-mini") and "clusters" in r.output
+    assert r.stdout.startswith("SKIP cluster-wakeup on xeon-2s22c-mini") and "clusters" in r.output
 
 
 def test_requirements_against_the_catalog():

@@ -104,7 +104,7 @@ def test_cluster_wakeup_on_arm64_passes_or_states_why():
         except LabError as e:
             pytest.skip(f"no arm64 kernel: lab kernel fetch debian --arch arm64 ({e})")
         r = CliRunner().invoke(main, ["run", "cluster-wakeup"])
-        assert r.exit_code == 0 and r.output.startswith("SKIP cluster-wakeup on kunpeng920-2s-mini"), r.output
+        assert r.exit_code == 0 and r.stdout.startswith("SKIP cluster-wakeup on kunpeng920-2s-mini"), r.output
         assert "lacks CONFIG_SCHED_CLUSTER=y" in r.output and not list(Path(os.environ["LAB_RUNS"]).glob("*"))
         return
     run_and_judge("cluster-wakeup", "kunpeng920-2s-mini", "--kernel", "lab-6.1-arm64")
