@@ -9,9 +9,9 @@ destroys it when lab's connection closes, so a lab killed even by SIGKILL leaves
 VM behind; lab also destroys it on exit, on error and on Ctrl-C.
 
 The results come back over libvirt's stream API (render.libvirt: a unix channel, not a
-file, because virtlogd cuts file channels at 2 MiB); the guest waits for lab to end the
-domain once every byte it sent has arrived (LAB_HOST_ENDS), so none is left in the port's
-queue when QEMU stops.
+file, because virtlogd cuts file channels at 2 MiB), on a connection of their own
+(_Results); the guest waits for lab to end the domain once every byte it sent has arrived
+(LAB_HOST_ENDS), so none is left in the port's queue when QEMU stops.
 
 Remote URIs (qemu+ssh://host/system): libvirtd on that host opens the kernel, the
 initramfs, the console and the agent's log at the paths lab names, so they must be the
@@ -128,7 +128,7 @@ def boot(
                         f"libvirt at {where} could not start the domain: {e.get_error_message() or e} "
                         f"(domain XML: {run_dir / 'domain.xml'})"
                     ) from None
-            results = got = _Results(libvirt, conn, dom, run_dir / files.results, where)
+            results = got = _Results(libvirt, dom, run_dir / files.results, where)
             got.start()
             pid = _qemu_pid(dom.name(), where)
             sent_at: list[float] = []
@@ -170,19 +170,32 @@ SENT_GRACE_S = 30.0  # after the guest said "sent": how long lab waits for bytes
 
 class _Results(threading.Thread):
     """Copies the guest's results channel into *path* through libvirt's stream API
-    (virDomainOpenChannel), on this host or a remote one, as the guest writes them."""
+    (virDomainOpenChannel), on this host or a remote one, as the guest writes them.
 
-    def __init__(self, libvirt: Any, conn: Any, dom: Any, path: Path, where: str):
+    On a connection of its own: while this thread waits in a blocking virStreamRecv,
+    another call on the same connection can wait with it (seen over qemu+ssh in about
+    one run in three: lab's virDomainDestroy, made once every result had arrived, did
+    not return until the guest, tired of waiting to be ended, rebooted 120 s later)."""
+
+    def __init__(self, libvirt: Any, dom: Any, path: Path, where: str):
         super().__init__(name="lab-results", daemon=True)
         self.libvirt, self.path = libvirt, path
         self.received, self.eof, self.last_data = 0, False, time.monotonic()
         self.error: BaseException | None = None
-        self.stream = conn.newStream(0)
+        self.conn = connect(where)
         try:
-            dom.openChannel(render.RESULTS_PORT, self.stream, 0)
+            self.stream = self.conn.newStream(0)
+            self.conn.lookupByUUID(dom.UUID()).openChannel(render.RESULTS_PORT, self.stream, 0)
         except libvirt.libvirtError as e:
+            self._close_conn()
             raise InfraError(f"libvirt at {where} could not open the guest's results channel: {e.get_error_message() or e}") from None
         self.file = open(path, "wb")
+
+    def _close_conn(self) -> None:
+        try:
+            self.conn.close()
+        except self.libvirt.libvirtError:
+            pass
 
     def run(self) -> None:
         try:
@@ -219,6 +232,7 @@ class _Results(threading.Thread):
                 pass
         if not self.is_alive():
             self.file.close()
+        self._close_conn()
         if self.error is not None:
             raise self.error
 
