@@ -166,9 +166,10 @@ class HostClock:
     guests, the hypervisor's steal).  On a quiet host it runs with the wall clock; when
     other guests keep the host's cores busy it runs slower, so a guest's deadlines
     follow the capacity it really got instead of failing a slow-but-sane boot.  The
-    share never drops below MIN_SHARE, so a deadline always comes."""
+    share never drops below MIN_SHARE, so a deadline always comes.  With *pid* None (a
+    guest on another host) it is the wall clock."""
 
-    def __init__(self, pid: int, *, read_stat=None, read_proc=None, clock=None) -> None:
+    def __init__(self, pid: int | None, *, read_stat=None, read_proc=None, clock=None) -> None:
         import time
 
         self.pid = pid
@@ -181,6 +182,8 @@ class HostClock:
         self.host_s = 0.0
 
     def _sample(self) -> tuple[int, int, int] | None:
+        if self.pid is None:
+            return None
         try:
             busy, total = _host_ticks(self._read_stat())
             return busy, total, self._read_proc(self.pid)

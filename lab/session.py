@@ -81,7 +81,7 @@ def for_backend(plan: VmPlan, kernel: KernelArtifact | None = None) -> VmPlan:
         from .backends import libvirt
         from .render import libvirt as render_libvirt
 
-        return render_libvirt.adapt(plan, libvirt.library_version())
+        return render_libvirt.adapt(plan, libvirt.library_version(), tcg_wrapper=libvirt.tcg_wrapper_usable(plan))
     if plan.options.backend == "vng":
         from .render import vng
 

@@ -13,6 +13,10 @@ file, because virtlogd cuts file channels at 2 MiB), on a connection of their ow
 (_Results); the guest waits for lab to end the domain once every byte it sent has arrived
 (LAB_HOST_ENDS), so none is left in the port's queue when QEMU stops.
 
+Under TCG with more vCPUs than twice the host's cores the plan runs thread=single, as
+through the QEMU backend; libvirt cannot ask for it, so the domain's <emulator> is lab's
+wrapper (tcg_wrapper(), render.tcg_wrapper_script()) when libvirtd runs on this host.
+
 Remote URIs (qemu+ssh://host/system): libvirtd on that host opens the kernel, the
 initramfs, the console and the agent's log at the paths lab names, so they must be the
 same paths there (lab's cache and runs folder on a shared file system, mounted at the
@@ -76,11 +80,87 @@ def connect(name: str) -> Any:
         raise UserError(f"cannot connect to libvirt at {name}: {e.get_error_message() or e}") from None
 
 
-def domain_xml(plan: VmPlan, files: qemu.render.BootFiles, run_dir: Path) -> str:
+def domain_xml(plan: VmPlan, files: qemu.render.BootFiles, run_dir: Path, emulator: str | None = None) -> str:
     tag = f"{socket.gethostname()}-{os.getpid()}"
     return render.domain_xml(
-        plan, files, name=render.domain_name(run_dir, tag), run_dir=run_dir.resolve(), owner=(os.getuid(), os.getgid())
-    )
+        plan, files, name=render.domain_name(run_dir, tag), run_dir=run_dir.resolve(), owner=(os.getuid(), os.getgid()),
+        emulator=emulator,
+    )  # fmt: skip
+
+
+LOOPBACK = ("localhost", "localhost.localdomain", "127.0.0.1", "::1")
+
+
+def is_local(where: str) -> bool:
+    """Whether the libvirtd at URI *where* runs on this host (qemu:///system, or a
+    transport to this host's own name or loopback): its QEMU is this host's process, and
+    a file lab writes here is there."""
+    from urllib.parse import urlsplit
+
+    try:
+        host = urlsplit(where).hostname
+    except ValueError:
+        return False
+    if not host:
+        return True
+    return host.lower() in {*LOOPBACK, socket.gethostname().lower(), socket.getfqdn().lower()}
+
+
+def tcg_wrapper_usable(plan: VmPlan) -> bool:
+    """Whether a boot of *plan* can start QEMU through lab's TCG-threading wrapper
+    (render.tcg_wrapper_script): the file lab writes must be on libvirtd's host."""
+    return plan.accel == "tcg" and is_local(uri(plan))
+
+
+WRAPPER_DIR = Path("/var/tmp")  # world-traversable: libvirtd probes an emulator as its own qemu user
+
+
+def _default_emulator(conn: Any, plan: VmPlan, where: str) -> str:
+    """The QEMU binary libvirtd at *where* runs for *plan*'s arch and accelerator."""
+    from xml.etree import ElementTree as ET
+
+    libvirt = _module()
+    try:
+        caps = conn.getDomainCapabilities(None, render.ARCH[plan.arch], None, "kvm" if plan.accel == "kvm" else "qemu", 0)
+        path = ET.fromstring(caps).findtext("path")
+    except (libvirt.libvirtError, ET.ParseError) as e:
+        raise InfraError(f"libvirt at {where} did not say which QEMU it runs for {plan.arch}: {e}") from None
+    if not path:
+        raise InfraError(f"libvirt at {where} names no QEMU binary for {plan.arch}")
+    return path
+
+
+def tcg_wrapper(conn: Any, plan: VmPlan, where: str) -> str:
+    """The path of lab's wrapper running libvirt's QEMU with -accel tcg,thread=<plan's>,
+    written once (named by its content, so libvirt's cached probe of it stays valid) in
+    /var/tmp/lab-<uid>/, which libvirtd's unprivileged capability probe can reach (lab's
+    cache under a 0700 home cannot be)."""
+    import hashlib
+    import stat
+
+    from .. import atomic
+
+    text = render.tcg_wrapper_script(_default_emulator(conn, plan, where), plan.tcg_threads)
+    d = WRAPPER_DIR / f"lab-{os.getuid()}"
+    path = d / f"qemu-tcg-{hashlib.sha256(text.encode()).hexdigest()[:12]}"
+    how = "--tcg-threads multi runs QEMU's default threading without it"
+    try:
+        d.mkdir(mode=0o755, exist_ok=True)
+        st = d.lstat()
+        if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o022:
+            raise InfraError(f"{d} is not a directory only this user can write ({how})")
+        if stat.S_IMODE(st.st_mode) != 0o755:
+            d.chmod(0o755)  # a umask of 077 would hide the wrapper from libvirt's probe
+        try:
+            current = path.read_text()
+        except FileNotFoundError:
+            current = None
+        if current != text:
+            with atomic.atomic_file(path, mode=0o755, what="lab's QEMU wrapper for libvirt") as tmp:
+                tmp.write_text(text)
+    except OSError as e:
+        raise InfraError(f"cannot write lab's QEMU wrapper for libvirt at {path}: {e.strerror or e} ({how})") from None
+    return str(path)
 
 
 def dry_run_xml(plan: VmPlan, kernel: KernelArtifact) -> str:
@@ -103,12 +183,14 @@ def boot(
     where = uri(plan)
     conn = connect(where)
     try:
-        render.adapt(plan, _version(conn.getLibVersion()))  # the daemon's version, not only ours
+        # the daemon's version, not only ours
+        render.adapt(plan, _version(conn.getLibVersion()), tcg_wrapper=tcg_wrapper_usable(plan))
+        emulator = tcg_wrapper(conn, plan, where) if plan.accel == "tcg" and plan.tcg_threads != "multi" else None
         job = job or qemu.GuestJob()
         job = replace(job, config={**job.config, "LAB_HOST_ENDS": "1"})  # see ended() below
         files = replace(qemu.prepare(plan, kernel, run_dir, job), monitor=None)  # libvirt owns QEMU's monitor
         assert files.console and files.agent_log and files.results
-        xml = domain_xml(plan, files, run_dir)
+        xml = domain_xml(plan, files, run_dir, emulator)
         (run_dir / "domain.xml").write_text(xml)
         console = run_dir / files.console
         said = qemu.AgentLog(run_dir / files.agent_log, plan, console, on_event)
@@ -124,9 +206,10 @@ def boot(
                 try:
                     dom = conn.createXML(xml, libvirt.VIR_DOMAIN_START_AUTODESTROY)
                 except libvirt.libvirtError as e:
+                    via = f"; QEMU through lab's wrapper {emulator}, --tcg-threads multi runs without it" if emulator else ""
                     raise InfraError(
                         f"libvirt at {where} could not start the domain: {e.get_error_message() or e} "
-                        f"(domain XML: {run_dir / 'domain.xml'})"
+                        f"(domain XML: {run_dir / 'domain.xml'}{via})"
                     ) from None
             results = got = _Results(libvirt, dom, run_dir / files.results, where)
             got.start()
@@ -245,13 +328,17 @@ def _destroy(libvirt: Any, dom: Any) -> None:
         pass
 
 
-def _qemu_pid(name: str, where: str) -> int:
-    """QEMU's pid for the host clock when libvirtd runs it on this host; else lab's own
-    (a remote guest's CPU time is not ours to see: its deadlines count in wall time)."""
-    if where.startswith("qemu:///"):
-        for d in ("/run/libvirt/qemu", "/var/run/libvirt/qemu"):
-            try:
-                return int(Path(d, f"{name}.pid").read_text().split()[0])
-            except (OSError, ValueError, IndexError):
-                continue
+def _qemu_pid(name: str, where: str) -> int | None:
+    """QEMU's pid for the host clock when libvirtd runs it on this host (whatever the
+    transport; lab's own pid when libvirt's pid file is not readable: QEMU's time then
+    counts as other work, which stretches deadlines, never shortens them); None for a
+    remote host: its guest's CPU time is not ours to see and this host's load says
+    nothing about it, so its deadlines count in wall time."""
+    if not is_local(where):
+        return None
+    for d in ("/run/libvirt/qemu", "/var/run/libvirt/qemu"):
+        try:
+            return int(Path(d, f"{name}.pid").read_text().split()[0])
+        except (OSError, ValueError, IndexError):
+            continue
     return os.getpid()

@@ -409,12 +409,13 @@ def _run_qemu(
 
 
 def watch(
-    ended: Callable[[], int | None], pid: int, said: AgentLog, lost: Callable[[str], LostGuest], *,
+    ended: Callable[[], int | None], pid: int | None, said: AgentLog, lost: Callable[[str], LostGuest], *,
     ready_within: float, finish_within: float,
 ) -> int | None:
     """Wait until *ended*() returns the VM's exit status (not None), reading the agent's
     log as it goes; a guest not ready or not finished in time is lost (raised).  *pid*
-    is the process whose CPU time is the guest's (QEMU's), for the host clock.
+    is the process whose CPU time is the guest's (QEMU's), for the host clock (None: a
+    guest on another host, whose deadlines are in wall time).
 
     The deadlines are in host time (host.HostClock): a busy host (other guests, other
     builds) stretches them by the share of its CPUs the other work took, so a boot

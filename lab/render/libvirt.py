@@ -45,9 +45,10 @@ def _v(v: tuple[int, int, int]) -> str:
     return ".".join(map(str, v))
 
 
-def adapt(p: VmPlan, version: tuple[int, int, int]) -> VmPlan:
+def adapt(p: VmPlan, version: tuple[int, int, int], *, tcg_wrapper: bool = False) -> VmPlan:
     """*p* as libvirt *version* runs it, or a UserError naming what it cannot express
-    and the version that can."""
+    and the version that can.  *tcg_wrapper*: the domain will name lab's emulator
+    wrapper (tcg_wrapper_script()), so a TCG threading other than QEMU's default runs."""
     s = p.topo.shape
     assert s is not None  # render.qemu.plan() refused irregular machines
     if version < LIBVIRT_MIN:
@@ -68,7 +69,7 @@ def adapt(p: VmPlan, version: tuple[int, int, int]) -> VmPlan:
         )
     notes = list(p.notes)
     threads_run = p.tcg_threads
-    if p.accel == "tcg" and p.tcg_threads != "multi":
+    if p.accel == "tcg" and p.tcg_threads != "multi" and not tcg_wrapper:
         # libvirt (up to 11.x) has no setting for -accel tcg,thread=: QEMU's default runs,
         # one thread per vCPU for x86_64 and arm64 guests on an x86_64 host.
         threads_run = "multi"
@@ -98,10 +99,12 @@ def domain_name(run_dir: Path | str, tag: str = "") -> str:
 
 
 def domain_xml(
-    p: VmPlan, files: BootFiles, *, name: str, run_dir: Path | str = RUN_DIR_PLACEHOLDER, owner: tuple[int, int] = (0, 0)
+    p: VmPlan, files: BootFiles, *, name: str, run_dir: Path | str = RUN_DIR_PLACEHOLDER, owner: tuple[int, int] = (0, 0),
+    emulator: str | None = None,
 ) -> str:
     """The transient domain booting *p* with *files*; the run directory's files are
-    named under *run_dir* (libvirt wants absolute paths), QEMU runs as *owner* (uid, gid)."""
+    named under *run_dir* (libvirt wants absolute paths), QEMU runs as *owner* (uid, gid),
+    started through *emulator* when given (else libvirt's default for the arch)."""
     sockets, dies, clusters, cores, threads = topology(p)
 
     def path(f: Path) -> str:
@@ -109,7 +112,10 @@ def domain_xml(
 
     dom = ET.Element("domain", type="kvm" if p.accel == "kvm" else "qemu")
     ET.SubElement(dom, "name").text = name
-    ET.SubElement(dom, "description").text = f"lab: {p.topo.name}; transient, destroyed when lab ends"
+    desc = f"lab: {p.topo.name}; transient, destroyed when lab ends"
+    if emulator is not None:
+        desc += f"; QEMU started through {emulator} (-accel tcg,thread={p.tcg_threads})"
+    ET.SubElement(dom, "description").text = desc
     ET.SubElement(dom, "memory", unit="MiB").text = str(p.memory_mb)
     ET.SubElement(dom, "vcpu", placement="static").text = str(p.topo.n_cpus)
     ET.SubElement(dom, "memoryBacking").append(ET.Element("source", type="anonymous"))  # memory-backend-ram, as -object
@@ -129,6 +135,8 @@ def domain_xml(
     for ev in ("on_poweroff", "on_reboot", "on_crash"):  # the agent's reboot ends the VM (QEMU's -no-reboot)
         ET.SubElement(dom, ev).text = "destroy"
     dev = ET.SubElement(dom, "devices")
+    if emulator is not None:
+        ET.SubElement(dev, "emulator").text = emulator
     ET.SubElement(dev, "controller", type="usb", model="none")
     ET.SubElement(dev, "controller", type="virtio-serial", index="0")
     if files.console is not None:
@@ -213,3 +221,36 @@ def _cpu(p: VmPlan, sockets: int, dies: int, clusters: int, cores: int, threads:
         for j in range(t.n_nodes):
             ET.SubElement(dist, "sibling", id=str(j), value=str(t.distances[i][j]))
     return cpu
+
+
+def tcg_wrapper_script(qemu_binary: str, threads: str) -> str:
+    """A shell script that runs *qemu_binary* with TCG on *threads* ("single"/"multi").
+
+    libvirt (up to 11.x) has no element for ``-accel tcg,thread=``: it passes
+    ``-accel tcg`` and QEMU takes the first -accel that works, so one added through
+    <qemu:commandline> is ignored.  Named as the domain's <emulator>, this script adds
+    ``thread=`` to libvirt's own -accel tcg and execs QEMU (same pid, same arguments
+    otherwise; libvirt's capability probe, which passes no -accel, runs QEMU unchanged).
+    Without it a 32-vCPU guest on a 2-core host ran MTTCG: slower to boot than one TCG
+    thread, and under a loaded host it hung at boot (RCU stalls, a CPU's timer never
+    firing), where the QEMU backend's thread=single booted."""
+    import shlex
+
+    return (
+        "#!/bin/sh\n"
+        f"# Written by lab: {qemu_binary} with -accel tcg,thread={threads}, which libvirt's\n"
+        "# domain XML cannot ask for (lab/render/libvirt.py, tcg_wrapper_script).\n"
+        "prev=\n"
+        "for a do\n"
+        "  shift\n"
+        '  if [ "$prev" = -accel ]; then\n'
+        '    case "$a" in\n'
+        "      tcg,*thread=*) ;;\n"
+        f'      tcg|tcg,*) a="$a,thread={threads}" ;;\n'
+        "    esac\n"
+        "  fi\n"
+        '  set -- "$@" "$a"\n'
+        '  prev="$a"\n'
+        "done\n"
+        f'exec {shlex.quote(qemu_binary)} "$@"\n'
+    )

@@ -70,3 +70,14 @@ def test_a_real_process_is_measured():
 
     c = host.HostClock(os.getpid())
     assert 0.0 <= c.tick() <= c.wall_s + 1e-6
+
+
+def test_no_pid_is_the_wall_clock_however_busy_this_host():
+    """A guest on another host (libvirt over ssh): this host's load says nothing about it."""
+    f = Fake()
+    c = host.HostClock(None, read_stat=lambda: stat(f.busy, f.idle), read_proc=lambda pid: 0, clock=lambda: f.t)
+    for _ in range(10):
+        f.step(1.0, ours=0, others=200, idle=0)
+        c.tick()
+    assert c.host_s == pytest.approx(10.0)
+    assert c.describe() == ""

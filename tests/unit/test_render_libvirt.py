@@ -101,6 +101,86 @@ def test_tcg_threading_is_named_when_libvirt_cannot_set_it():
     assert any("libvirt cannot set TCG threading" in n for n in p.notes)
 
 
+def test_tcg_threading_runs_as_planned_through_lab_s_wrapper():
+    p = libvirt.adapt(qemu.plan(topology.load("zen3-2s-mini"), HOST_72, VmOptions(backend="libvirt")), LIBVIRT_90, tcg_wrapper=True)
+    assert p.tcg_threads == "single" and not any("TCG threading" in n for n in p.notes)
+    files = qemu.boot_files(p, Path("/KERNEL"))
+    dom = ET.fromstring(libvirt.domain_xml(p, files, name="lab-RUN", run_dir="/RUN", emulator="/var/tmp/lab-0/qemu-tcg-x"))
+    assert dom.findtext("devices/emulator") == "/var/tmp/lab-0/qemu-tcg-x"
+    assert "thread=single" in dom.findtext("description")
+    assert ET.fromstring(xml(p)).find("devices/emulator") is None  # none asked for: libvirt's default
+
+
+def test_the_wrapper_is_used_only_where_libvirtd_can_see_it():
+    """lab writes the wrapper on this host: a libvirtd here (any transport) runs it, one on
+    another host gets QEMU's default threading and the note saying so."""
+    import socket
+
+    from lab import session
+    from lab.backends import libvirt as backend
+
+    assert backend.is_local("qemu:///system") and backend.is_local("qemu+unix:///system")
+    assert backend.is_local("qemu+ssh://root@127.0.0.1:2222/system?keyfile=/k&no_verify=1")
+    assert backend.is_local(f"qemu+ssh://{socket.gethostname()}/system")
+    assert not backend.is_local("qemu+ssh://root@build-7.example.org/system")
+    topo = topology.load("zen3-2s-mini")
+    here = session.for_backend(qemu.plan(topo, HOST_72, VmOptions(backend="libvirt")))
+    far = session.for_backend(qemu.plan(topo, HOST_72, VmOptions(backend="libvirt", connect="qemu+ssh://far.example/system")))
+    assert here.tcg_threads == "single" and not any("TCG threading" in n for n in here.notes)
+    assert far.tcg_threads == "multi" and any("libvirt cannot set TCG threading" in n for n in far.notes)
+
+
+def _wrapped_argv(tmp_path, threads, *argv):
+    """The argv the wrapper execs, through a stand-in QEMU that prints its arguments."""
+    import subprocess
+
+    fake = tmp_path / "qemu system"  # a space in the path: quoted
+    fake.write_text('#!/bin/sh\nfor a do printf "%s\\n" "$a"; done\n')
+    fake.chmod(0o755)
+    wrapper = tmp_path / "wrapper"
+    wrapper.write_text(libvirt.tcg_wrapper_script(str(fake), threads))
+    wrapper.chmod(0o755)
+    return subprocess.run([str(wrapper), *argv], capture_output=True, text=True, check=True).stdout.splitlines()
+
+
+def test_the_wrapper_adds_tcg_threading_to_libvirt_s_accel_only(tmp_path):
+    argv = ["-name", "guest=a b", "-accel", "tcg", "-machine", "none,accel=kvm:tcg", "-append", "x -accel tcg y", "tcg"]
+    want = ["-name", "guest=a b", "-accel", "tcg,thread=single", "-machine", "none,accel=kvm:tcg", "-append", "x -accel tcg y", "tcg"]
+    assert _wrapped_argv(tmp_path, "single", *argv) == want
+    assert _wrapped_argv(tmp_path, "single", "-accel", "tcg,tb-size=64") == ["-accel", "tcg,tb-size=64,thread=single"]
+    assert _wrapped_argv(tmp_path, "single", "-accel", "tcg,thread=multi") == ["-accel", "tcg,thread=multi"]
+    assert _wrapped_argv(tmp_path, "single", "-accel", "kvm") == ["-accel", "kvm"]
+    assert _wrapped_argv(tmp_path, "single") == []  # libvirt's capability probe passes no -accel
+
+
+def test_the_wrapper_really_makes_qemu_run_one_tcg_thread(tmp_path):
+    """The real QEMU through the wrapper: 8 vCPUs on one TCG thread, as -accel tcg,thread=single."""
+    import shutil
+    import subprocess
+    import time
+
+    binary = shutil.which("qemu-system-x86_64")
+    if binary is None:
+        pytest.skip("qemu-system-x86_64 missing (scripts/setup.sh installs it)")
+
+    def threads(path):
+        p = subprocess.Popen([path, "-name", "t,debug-threads=on", "-accel", "tcg", "-smp", "8", "-m", "64", "-nodefaults", "-display", "none", "-S"])
+        try:
+            time.sleep(1.5)
+            vcpus = [t for t in Path(f"/proc/{p.pid}/task").iterdir() if "TCG" in (t / "comm").read_text()]
+            return len(vcpus), Path(f"/proc/{p.pid}/exe").resolve()
+        finally:
+            p.kill()
+            p.wait()
+
+    wrapper = tmp_path / "wrapper"
+    wrapper.write_text(libvirt.tcg_wrapper_script(binary, "single"))
+    wrapper.chmod(0o755)
+    assert threads(binary)[0] == 8  # QEMU's default: MTTCG, one thread per vCPU
+    n, exe = threads(str(wrapper))
+    assert n == 1 and exe == Path(binary).resolve()  # exec'd: libvirt's pid is QEMU's
+
+
 def test_kvm_domain_passes_the_host_cpu():
     p = plan("zen3-2s-mini", host=HOST_KVM)
     dom = ET.fromstring(xml(p))

@@ -66,6 +66,10 @@ def check_scenario(backend: str) -> None:
 def test_verify_through_libvirt(debian_kernel, libvirtd):
     check_verify("libvirt")
     assert not lab_domains()
+    # 32 vCPUs on this 2-core host: one TCG thread, as through QEMU, by lab's emulator wrapper
+    run_dir = sorted(Path(os.environ["LAB_RUNS"]).glob("*-verify-zen3-2s-mini-*"))[-1]
+    assert json.loads((run_dir / "plan.json").read_text())["tcg_threads"] == "single"
+    assert "/var/tmp/lab-" in (run_dir / "domain.xml").read_text().split("<emulator>")[1].split("</emulator>")[0]
 
 
 def test_scenario_through_libvirt(debian_kernel, libvirtd):
