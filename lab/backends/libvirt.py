@@ -103,7 +103,9 @@ def is_local(where: str) -> bool:
         return False
     if not host:
         return True
-    return host.lower() in {*LOOPBACK, socket.gethostname().lower(), socket.getfqdn().lower()}
+    host = host.lower()
+    # getfqdn() asks the resolver: only when the cheap names did not answer
+    return host in LOOPBACK or host == socket.gethostname().lower() or host == socket.getfqdn().lower()
 
 
 def tcg_wrapper_usable(plan: VmPlan) -> bool:
@@ -132,7 +134,8 @@ def _default_emulator(conn: Any, plan: VmPlan, where: str) -> str:
 
 def tcg_wrapper(conn: Any, plan: VmPlan, where: str) -> str:
     """The path of lab's wrapper running libvirt's QEMU with -accel tcg,thread=<plan's>,
-    written once (named by its content, so libvirt's cached probe of it stays valid) in
+    written once (named by its content: an existing file is the right one, and libvirt's
+    cached probe of it stays valid) in
     /var/tmp/lab-<uid>/, which libvirtd's unprivileged capability probe can reach (lab's
     cache under a 0700 home cannot be)."""
     import hashlib
@@ -151,11 +154,7 @@ def tcg_wrapper(conn: Any, plan: VmPlan, where: str) -> str:
             raise InfraError(f"{d} is not a directory only this user can write ({how})")
         if stat.S_IMODE(st.st_mode) != 0o755:
             d.chmod(0o755)  # a umask of 077 would hide the wrapper from libvirt's probe
-        try:
-            current = path.read_text()
-        except FileNotFoundError:
-            current = None
-        if current != text:
+        if not path.is_file():
             with atomic.atomic_file(path, mode=0o755, what="lab's QEMU wrapper for libvirt") as tmp:
                 tmp.write_text(text)
     except OSError as e:
@@ -183,8 +182,7 @@ def boot(
     where = uri(plan)
     conn = connect(where)
     try:
-        # the daemon's version, not only ours
-        render.adapt(plan, _version(conn.getLibVersion()), tcg_wrapper=tcg_wrapper_usable(plan))
+        render.adapt(plan, _version(conn.getLibVersion()))  # the daemon's version, not only ours
         emulator = tcg_wrapper(conn, plan, where) if plan.accel == "tcg" and plan.tcg_threads != "multi" else None
         job = job or qemu.GuestJob()
         job = replace(job, config={**job.config, "LAB_HOST_ENDS": "1"})  # see ended() below
@@ -242,10 +240,14 @@ def boot(
         wall = time.monotonic() - t0
         return qemu.collect(plan, run_dir, files, said, ["virsh", "-c", where, "create", str(run_dir / "domain.xml")], wall)
     finally:
-        try:
-            conn.close()
-        except libvirt.libvirtError:
-            pass
+        _close(libvirt, conn)
+
+
+def _close(libvirt: Any, conn: Any) -> None:
+    try:
+        conn.close()
+    except libvirt.libvirtError:
+        pass
 
 
 SENT_GRACE_S = 30.0  # after the guest said "sent": how long lab waits for bytes that stopped coming
@@ -270,15 +272,9 @@ class _Results(threading.Thread):
             self.stream = self.conn.newStream(0)
             self.conn.lookupByUUID(dom.UUID()).openChannel(render.RESULTS_PORT, self.stream, 0)
         except libvirt.libvirtError as e:
-            self._close_conn()
+            _close(libvirt, self.conn)
             raise InfraError(f"libvirt at {where} could not open the guest's results channel: {e.get_error_message() or e}") from None
         self.file = open(path, "wb")
-
-    def _close_conn(self) -> None:
-        try:
-            self.conn.close()
-        except self.libvirt.libvirtError:
-            pass
 
     def run(self) -> None:
         try:
@@ -315,7 +311,7 @@ class _Results(threading.Thread):
                 pass
         if not self.is_alive():
             self.file.close()
-        self._close_conn()
+        _close(self.libvirt, self.conn)
         if self.error is not None:
             raise self.error
 

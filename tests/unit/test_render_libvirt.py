@@ -130,6 +130,13 @@ def test_the_wrapper_is_used_only_where_libvirtd_can_see_it():
     assert far.tcg_threads == "multi" and any("libvirt cannot set TCG threading" in n for n in far.notes)
 
 
+def _wrapper(tmp_path, binary, threads="single") -> Path:
+    w = tmp_path / "wrapper"
+    w.write_text(libvirt.tcg_wrapper_script(binary, threads))
+    w.chmod(0o755)
+    return w
+
+
 def _wrapped_argv(tmp_path, threads, *argv):
     """The argv the wrapper execs, through a stand-in QEMU that prints its arguments."""
     import subprocess
@@ -137,10 +144,7 @@ def _wrapped_argv(tmp_path, threads, *argv):
     fake = tmp_path / "qemu system"  # a space in the path: quoted
     fake.write_text('#!/bin/sh\nfor a do printf "%s\\n" "$a"; done\n')
     fake.chmod(0o755)
-    wrapper = tmp_path / "wrapper"
-    wrapper.write_text(libvirt.tcg_wrapper_script(str(fake), threads))
-    wrapper.chmod(0o755)
-    return subprocess.run([str(wrapper), *argv], capture_output=True, text=True, check=True).stdout.splitlines()
+    return subprocess.run([str(_wrapper(tmp_path, str(fake), threads)), *argv], capture_output=True, text=True, check=True).stdout.splitlines()
 
 
 def test_the_wrapper_adds_tcg_threading_to_libvirt_s_accel_only(tmp_path):
@@ -173,11 +177,8 @@ def test_the_wrapper_really_makes_qemu_run_one_tcg_thread(tmp_path):
             p.kill()
             p.wait()
 
-    wrapper = tmp_path / "wrapper"
-    wrapper.write_text(libvirt.tcg_wrapper_script(binary, "single"))
-    wrapper.chmod(0o755)
     assert threads(binary)[0] == 8  # QEMU's default: MTTCG, one thread per vCPU
-    n, exe = threads(str(wrapper))
+    n, exe = threads(str(_wrapper(tmp_path, binary)))
     assert n == 1 and exe == Path(binary).resolve()  # exec'd: libvirt's pid is QEMU's
 
 
