@@ -8,15 +8,37 @@ The cover letter compares run time, sched_move_numa / sched_swap_numa /
 sched_stick_numa counts and the numa_* vmstat counters, and says the patches give
 "faster and better consolidation with lesser task migrations".
 
-Here the same shape runs on the topology's CPU count (2 processes x ncpus/2 threads),
-scaled to finish under TCG: 16 MiB of process memory instead of 3 GiB, a time cap
-instead of 50 loops, and NUMA balancing's scanner sped up through its debugfs knobs
-(every knob written is recorded in ``knobs``).  Convergence is judged from the trace:
-each thread's node over the last quarter of the run (its CPU from sched_wakeup_new,
-then every sched_migrate_task), grouped by perf's own thread names ("thread P/T").  A
-process with T threads on nodes of C CPUs needs ceil(T / C) nodes; it has converged
-when its threads sit on that many nodes and share none with the other process (perf's
-"-c" criterion, generalised to processes larger than a node).
+Here the same shapes run on the topology's CPU count, scaled to finish under TCG:
+
+- numa01: 2 processes x ncpus/2 threads sharing 16 MiB per process (the seed: 3 GiB),
+  for a time cap instead of 50 loops.  Convergence is judged from the trace: each
+  thread's node over the last quarter of the run (its CPU from sched_wakeup_new, then
+  every sched_migrate_task), grouped by perf's own thread names ("thread P/T").  A
+  process with T threads on nodes of C CPUs needs ceil(T / C) nodes; it has converged
+  when its threads sit on that many nodes and share none with the other process (perf's
+  "-c" criterion, generalised to processes larger than a node).  The time to converge
+  is when the threads last took such a placement and kept it to the end.
+- numa02: 1 process x ncpus threads, each with 2 MiB of its own memory (the seed: 32 MiB).
+  Its memory is local to its threads when most of the phase's hinting faults are local
+  (the seed's figure: 92%): where a thread moved, its memory followed it; /proc/vmstat, sampled every 2 s, shows the faults over time (they
+  thin out once memory is local: the scanner's period grows while its faults are local).
+
+What differs from the seed's machine, and why (every knob written is recorded in
+``knobs``):
+
+- NUMA balancing's scanner starts and repeats sooner (scan_delay 100 ms instead of
+  1000, period 100..1000 ms instead of 1000..60000, 256 MB per scan): under TCG a
+  guest second holds ~1/100 of the work a real CPU does in it, and the run is minutes,
+  not the seed's 440-941 s.
+- Transparent huge pages are off: 16 MiB is only 8 huge pages per process, the unit
+  NUMA balancing faults and migrates; with so few samples the processes' memory
+  ping-pongs and numa01 did not converge in 120 s (the seed's 3 GiB is 1536 huge pages).
+  With 4 KiB pages a process has 4096.
+
+Even so, numa01 converges in some runs and not in others (CONVERGED_HERE): a verdict to
+read as one sample of a rate, not one to bisect on (README, "Seed 001").  With NUMA
+balancing off (``--append numa_balancing=disable``, which the job leaves off) it must
+FAIL every claim, and does: that is the verdict the VM tests check.
 """
 
 from __future__ import annotations
@@ -28,17 +50,35 @@ from collections import Counter, defaultdict
 from lab.scenario import Expectation, Scenario, at_least, kernel_config
 
 PHASE = "numa01"
-SECONDS = 25  # perf's -s cap
+SECONDS = 180  # perf's -s cap
+# Measured (README, "Seed 001"): whether numa01 converges is not the same every run.
+CONVERGED_HERE = (
+    "Under TCG with these knobs numa01 converged in 3 of 4 runs on Debian's 6.1 (after 78-136 s) "
+    "and in 0 of 4 on 6.12; the others ended with a few threads per process stranded on the "
+    "other's nodes, where NUMA balancing kept finding no better place"
+)
 PROC_MB = 16  # perf's -P (the seed: 3072)
+PHASE2 = "numa02"
+SECONDS2 = 60
+THREAD_MB = 2  # perf's -T (the seed: 32)
+SAMPLE_S = 2  # /proc/vmstat sampling period during numa02
+# Memory left on the node where it was first touched, after its thread moved to another
+# node, faults locally 1 time in 4 on 4 nodes; memory local to its thread, every time.
+# 60% is well clear of the first (the seed's numa02: 92%; here 75-97%, README).
+LOCAL_MIN = 0.6
 FINAL = 0.25  # the share of the run, at its end, that decides where a thread "ended"
 # The knobs the seed's kernel ran with are the defaults (scan_delay 1000 ms, period
-# 1000..60000 ms); a 25 s run under TCG needs the scanner to start and repeat sooner.
+# 1000..60000 ms); a run of minutes under TCG needs the scanner to start and repeat sooner.
+ON = "/proc/sys/kernel/numa_balancing"
+OFF_BY_CMDLINE = "left off: numa_balancing=disable on the kernel command line"
 KNOBS = {
-    "/proc/sys/kernel/numa_balancing": 1,
+    ON: 1,
     "/sys/kernel/debug/sched/numa_balancing/scan_delay_ms": 100,
     "/sys/kernel/debug/sched/numa_balancing/scan_period_min_ms": 100,
     "/sys/kernel/debug/sched/numa_balancing/scan_period_max_ms": 1000,
     "/sys/kernel/debug/sched/numa_balancing/scan_size_mb": 256,
+    # 16 MiB is 8 huge pages: too few for NUMA balancing's fault statistics (docstring).
+    "/sys/kernel/mm/transparent_hugepage/enabled": "never",
 }
 THREAD = re.compile(r"thread (\d+)/(\d+)$")
 VMSTAT = (
@@ -96,6 +136,107 @@ def thread_nodes(paths, topo, final: float = FINAL):
     return out, (lo, end)
 
 
+def placement_converged(nodes_of: dict[int, Counter[int]], need: int) -> bool:
+    """Processes (process -> threads per node) each on at most *need* nodes, none shared."""
+    holders = Counter(n for nodes in nodes_of.values() for n, k in nodes.items() if k)
+    return (
+        bool(nodes_of)
+        and all(sum(1 for k in nodes.values() if k) <= need for nodes in nodes_of.values())
+        and max(holders.values(), default=0) <= 1
+    )
+
+
+def converged_since(paths, topo, need: int) -> float | None:
+    """When the perf workers last took a converged placement and kept it to the end of the
+    trace, in seconds after the first worker was placed; None if they ended unconverged."""
+    workers = {
+        p: int(m.group(1)) for p, t in paths.items() if (m := THREAD.match(t.comm)) and t.path
+    }
+    if not workers:
+        return None
+    moves = sorted((ts, p, topo.node_of(cpu)) for p in workers for ts, cpu in paths[p].path)
+    where: dict[int, int] = {}
+    nodes_of: dict[int, Counter[int]] = defaultdict(Counter)
+    since = None
+    for i, (ts, pid, node) in enumerate(moves):
+        if pid in where:
+            nodes_of[workers[pid]][where[pid]] -= 1
+        where[pid] = node
+        nodes_of[workers[pid]][node] += 1
+        if i + 1 < len(moves) and moves[i + 1][0] == ts:
+            continue  # judge the placement once every move at this instant is in
+        ok = len(where) == len(workers) and placement_converged(nodes_of, need)
+        if ok and since is None:
+            since = ts
+        elif not ok:
+            since = None
+    return None if since is None else round(since - moves[0][0], 1)
+
+
+def vmstat_samples(text: str) -> list[tuple[float, dict[str, int]]]:
+    """'t <uptime>' lines each followed by '<counter> <value>' lines -> [(t, counters)]."""
+    out: list[tuple[float, dict[str, int]]] = []
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) != 2:
+            continue
+        try:
+            if parts[0] == "t":
+                out.append((float(parts[1]), {}))
+            elif out:
+                out[-1][1][parts[0]] = int(parts[1])
+        except ValueError:
+            continue
+    return [(t, c) for t, c in out if "numa_hint_faults" in c and "numa_hint_faults_local" in c]
+
+
+def memory_follows(r) -> Expectation:
+    """numa02: the share of the phase's hinting faults that were local (the seed's figure,
+    from /proc/vmstat before and after), with the 2 s samples as the timeline."""
+    step = r.step(PHASE2)
+    nb = r.numa_balancing(PHASE2)
+    counts = {f"sched_{k}_numa": nb.count(k) for k in ("move", "swap", "stick")}
+    vm = r.vmstat(PHASE2)
+    faults, local = vm.get("numa_hint_faults", 0), vm.get("numa_hint_faults_local", 0)
+    share = local / faults if faults else 0.0
+    samples = vmstat_samples(r.text(f"vmstat.{PHASE2}.samples"))
+    timeline = []
+    for (_, a), (t, b) in zip(samples, samples[1:], strict=False):
+        f = b["numa_hint_faults"] - a["numa_hint_faults"]
+        loc = b["numa_hint_faults_local"] - a["numa_hint_faults_local"]
+        timeline.append(
+            f"{t - samples[0][0]:.1f} s: {f} hinting faults"
+            + (f", {loc / f:.0%} local" if f else "")
+        )
+    ran = step.rc == 0 and bool(perf_figures(step.out))
+    ok = ran and faults > 0 and share >= LOCAL_MIN
+    if not ran:
+        note = f"{PHASE2} did not run to its end (exit {step.rc})"
+    elif not faults:
+        note = f"no hinting faults during {PHASE2}: the scanner did not run"
+    else:
+        note = f"only {share:.0%} of {faults} hinting faults were local: threads moved and their memory did not follow"
+    # Once memory is local the scanner backs off (its period grows with the share of local
+    # faults), so the run's end has few faults: the timeline shows it, the share is the run's.
+    return Expectation(
+        f"{PHASE2}: each thread's memory is local to it (>= {LOCAL_MIN:.0%} of hinting faults local)",
+        ok,
+        evidence=(timeline[:4] + ["..."] + timeline[-4:]) if len(timeline) > 8 else timeline,
+        figures={
+            "threads": r.topo.n_cpus,
+            "thread_mb": THREAD_MB,
+            "runtime_max_s": perf_figures(step.out).get("runtime-max/thread"),
+            "local_share": round(share, 3),
+            "numa_hint_faults": faults,
+            "numa_hint_faults_local": local,
+            "numa_pages_migrated": vm.get("numa_pages_migrated", 0),
+            **counts,
+            "seed_local_share": 0.92,
+        },
+        note="" if ok else note,
+    )
+
+
 def knobs_written(r) -> Expectation:
     knobs = [ln for ln in r.text("knobs").splitlines() if ln.strip()]
     failed = [k for k in knobs if "FAILED" in k]
@@ -103,7 +244,7 @@ def knobs_written(r) -> Expectation:
         "NUMA balancing enabled and sped up (knobs written)",
         bool(knobs) and not failed,
         evidence=failed or knobs,
-        figures={"knobs": len(knobs), "failed": len(failed)},
+        figures={"knobs": len(knobs), "failed": len(failed), "numa_balancing": "off" if balancing_off(r) else "on"},
         note="a knob could not be written (is debugfs mounted, CONFIG_NUMA_BALANCING=y?)"
         if failed
         else "",
@@ -116,13 +257,21 @@ def threads_per_proc(r, threads) -> int:
     return written or max(Counter(t["proc"] for t in threads.values()).values(), default=0)
 
 
-def why_not_converged(run_s, counts, vmf, tpp) -> str:
+def balancing_off(r) -> bool:
+    return OFF_BY_CMDLINE in r.text("knobs")
+
+
+def why_not_converged(run_s, counts, vmf, tpp, off: bool = False) -> str:
+    if off:
+        return (
+            f"not converged in a {run_s:.0f} s run with NUMA balancing off ({OFF_BY_CMDLINE.split(': ')[1]}): "
+            f"the load balancer alone does not gather a process's threads"
+        )
     return (
         f"not converged in a {run_s:.0f} s run: NUMA balancing made {counts['sched_move_numa']} moves and "
-        f"{counts['sched_swap_numa']} swaps ({counts['sched_stick_numa']} stick) from {vmf['numa_hint_faults']} hinting faults; "
-        f"the seed's numa01 runs 440-941 s on its 96-CPU machine before it is judged, and here "
-        f"{2 * tpp} busy vCPUs fill every CPU (no idle CPU to move to: only swaps consolidate) "
-        f"and share the host's cores under TCG, so this run sees only the start of consolidation"
+        f"{counts['sched_swap_numa']} swaps, and found no better place {counts['sched_stick_numa']} times "
+        f"(sched_stick_numa), from {vmf['numa_hint_faults']} hinting faults; {2 * tpp} busy threads fill every vCPU, "
+        f"so only swaps consolidate. {CONVERGED_HERE}"
     )
 
 
@@ -164,6 +313,14 @@ def convergence(threads, window, tpp, topo, perf_out, why_not) -> Expectation:
                 f"proc{p}_nodes": "+".join(f"{n}:{c}" for n, c in sorted(nodes.items()))
                 for p, nodes in sorted(procs.items())
             },
+            # How far apart a process's nodes are: the seed's machine pairs its nodes at
+            # distance 20 (0-1, 2-3) and puts 40 between the pairs.
+            **{
+                f"proc{p}_distance": max(
+                    (topo.distance(a, b) for a in nodes for b in nodes), default=0
+                )
+                for p, nodes in sorted(procs.items())
+            },
             "shared_nodes": len(shared),
             "window_s": round(hi - lo, 2),
             "threads_seen": len(threads),
@@ -174,7 +331,7 @@ def convergence(threads, window, tpp, topo, perf_out, why_not) -> Expectation:
 
 class NumaBalancing(Scenario):
     name = "numa-balancing"
-    summary = "perf bench numa mem shaped like numa01 (2 procs x ncpus/2 threads): NUMA balancing counts and convergence (seed 001)"
+    summary = "perf bench numa mem shaped like numa01 (2 procs x ncpus/2 threads) and numa02 (ncpus threads, private memory): NUMA balancing counts, convergence, local faults (seed 001)"
     seed = "001"
     topologies = ["numa4-96-mini"]
     requires = [at_least("nodes", 2), kernel_config("NUMA_BALANCING", "automatic NUMA balancing")]
@@ -191,11 +348,18 @@ class NumaBalancing(Scenario):
     filters = {"sched_migrate_task": 'comm ~ "thread*" || comm ~ "process*" || comm == "numa-mem"'}
     tools = ["perf"]
     workloads = False
-    timeout = 300
+    timeout = 480  # numa01 180 s + numa02 60 s, the boot and the trace
 
     def steps(self, topo):
-        knobs = "\n".join(f"lab_sysctl {k} {v}" for k, v in KNOBS.items())
+        knobs = "\n".join(f"lab_sysctl {k} {v}" for k, v in KNOBS.items() if k != ON)
+        # `--append numa_balancing=disable` runs the same workload with the mechanism off:
+        # the verdict must then FAIL (tests/vm).
         return f"""
+if grep -qw numa_balancing=disable /proc/cmdline; then
+    echo "{ON}={OFF_BY_CMDLINE}" >> "$LAB_OUT/knobs"
+else
+    lab_sysctl {ON} 1
+fi
 {knobs}
 NCPU=$(labsel count "$(labsel all)")
 THREADS=$((NCPU / 2))
@@ -203,6 +367,14 @@ echo "$THREADS" > threads_per_proc
 lab_trace_on {PHASE}
 lab_run {PHASE} perf bench numa mem --no-data_rand_walk -p 2 -t "$THREADS" -G 0 -P {PROC_MB} -T 0 -l 1000000 -c -s {SECONDS}
 lab_trace_off {PHASE}
+sample() {{ echo "t $(cut -d' ' -f1 /proc/uptime)"; grep '^numa_' /proc/vmstat; }}
+lab_trace_on {PHASE2}
+( while :; do sample; sleep {SAMPLE_S}; done ) > vmstat.{PHASE2}.samples &
+SAMPLER=$!
+lab_run {PHASE2} perf bench numa mem --no-data_rand_walk -p 1 -t "$NCPU" -G 0 -P 0 -T {THREAD_MB} -l 1000000 -c -s {SECONDS2}
+kill $SAMPLER; wait $SAMPLER 2>/dev/null
+sample >> vmstat.{PHASE2}.samples
+lab_trace_off {PHASE2}
 """
 
     def check(self, r):
@@ -215,7 +387,18 @@ lab_trace_off {PHASE}
         run_s, phase_s = pf.get("runtime-max/thread"), r.phase_seconds(PHASE)
         threads, window = thread_nodes(r.task_paths(PHASE), r.topo)
         tpp = threads_per_proc(r, threads)
-        why_not = why_not_converged(run_s or phase_s or 0, counts, vmf, tpp)
+        why_not = why_not_converged(run_s or phase_s or 0, counts, vmf, tpp, balancing_off(r))
+        conv = convergence(threads, window, tpp, r.topo, step.out, why_not)
+        since = (
+            converged_since(r.task_paths(PHASE), r.topo, conv.figures["nodes_needed"])
+            if conv.ok
+            else None
+        )
+        conv.figures["converged_after_s"] = since
+        if since is not None:
+            conv.evidence.insert(
+                0, f"converged {since} s into the {run_s or phase_s or 0:.0f} s run and stayed so"
+            )
         return [
             knobs_written(r),
             Expectation(
@@ -240,5 +423,6 @@ lab_trace_off {PHASE}
                 if vmf["numa_hint_faults"] > 0
                 else "no NUMA hinting faults: the scanner never ran (kernel.numa_balancing off or the run too short)",
             ),
-            convergence(threads, window, tpp, r.topo, step.out, why_not),
+            conv,
+            memory_follows(r),
         ]
