@@ -18,6 +18,16 @@ placement (one worker per allowed CPU after the last fork and again at the first
 on a busy host a stalled vCPU and a kworker make idle balancing rotate workers between
 their CPUs, which corrects nothing the fork did (churn_only()).
 
+lab's stream forks its N workers from a main thread pinned to the same N CPUs, which
+it holds until it waits in join: the N-th fork has no free CPU, and whether it lands on
+the main thread's CPU or on a worker's is a tie the fix has no part in (the seed's
+OpenMP master was one of its N threads, so its last fork had a free CPU).  A pile-up
+there is shown, not judged: the split is then judged within one thread, and migrations
+that end with one worker per allowed CPU corrected the harness, not the fork
+(forced_last_fork()).  In CI with another guest spinning, 4 of 10 runs on Debian's 6.1
+failed on exactly that, and 1 on a pile-up with a CPU free; the reverted fix's pile-ups
+come with CPUs free and still fail.
+
 One verdict is the majority of up to 3 runs (verdict_runs): measured with
 bench/bench_verdicts.py, single runs on lab-6.1 pass 18-19 of 20 and the outliers are
 fork placements that tie-break on a guest kernel thread counted busy at the instant of
@@ -90,9 +100,7 @@ def churn_only(paths, allowed, news, early) -> bool:
     if not early or not news:
         return False
     last_fork = max(x.ts for x in news)
-    exits = [p.exit_ts for p in paths.values() if p.exit_ts is not None]
-    end = min(exits) - 1e-9 if exits else max(p.path[-1][0] for p in paths.values() if p.path)
-    return even_placement(paths, allowed, last_fork) and even_placement(paths, allowed, end)
+    return even_placement(paths, allowed, last_fork) and even_placement(paths, allowed, end_of_judged(paths))
 
 
 def where(path, t):
@@ -115,6 +123,25 @@ def pileups_on_busy_cpus(news, paths):
         x for x in news
         if any(p != x.pid and where(path, x.ts) == x.target_cpu for p, path in paths.items())
     ]  # fmt: skip
+
+
+def forced_last_fork(news, paths, allowed):
+    """The last fork, if every allowed CPU then held a worker or the forking main thread:
+    lab's stream forks N workers from a main thread pinned to the same N CPUs, so the
+    N-th fork has no free CPU, and whether it lands on the main thread's CPU (about to
+    wait in join) or on a worker's is a tie the fix has no part in.  The seed's OpenMP
+    master was one of its N threads: its last fork had a free CPU.  None otherwise."""
+    if not news:
+        return None
+    last = max(news, key=lambda x: x.ts)
+    held = {where(path, last.ts) for p, path in paths.items() if p != last.pid} | {last.waker_cpu}
+    return last if set(allowed) <= held else None
+
+
+def end_of_judged(paths):
+    """Just before the first worker's exit (the end of what the no-migration claim judges)."""
+    exits = [p.exit_ts for p in paths.values() if p.exit_ts is not None]
+    return min(exits) - 1e-9 if exits else max(p.path[-1][0] for p in paths.values() if p.path)
 
 
 def socket_split(r, w, allowed, migs, cause, paths, slack=0):
@@ -171,36 +198,47 @@ lab_trace_off
         # The worker threads are the forked tasks; the main thread only forks and joins.
         workers = {x.pid for x in news}
         paths = r.task_paths(pids=workers)
-        piled = pileups_on_busy_cpus(news, paths)
+        forced = forced_last_fork(news, paths, allowed)
+        all_piled = pileups_on_busy_cpus(news, paths)
+        piled = [x for x in all_piled if x is not forced]
+        forced_pile = forced is not None and forced in all_piled  # it went to a worker's CPU
         migs = [m for m in r.migrations(comms=COMM, keep=True).items if m.pid in workers]
         early, late = early_migrations(r, workers, migs)
         cause = self.cause(r)
         churn = churn_only(paths, allowed, news, early)
+        # After a forced last fork the balancer moves a worker onto the main thread's CPU
+        # once it waits: that corrects the harness, not the fork, if it ends even.
+        fixup = bool(forced_pile and early and even_placement(paths, allowed, end_of_judged(paths)))
         no_balancing = Expectation(
             "no balancing needed after the fork (no worker migrates to correct it before one finishes)",
-            not early or churn,
+            not early or churn or fixup,
             evidence=[f"{m.ts:.6f}: sched_migrate_task: pid={m.pid} orig_cpu={m.src} dest_cpu={m.dst}" for m in early],
-            figures={"migrations": len(early), "after_first_exit": late, "churn_of_an_even_placement": churn},
+            figures={"migrations": len(early), "after_first_exit": late, "churn_of_an_even_placement": churn, "after_forced_last_fork": fixup},
             note=f"the {len(early)} migrations moved workers between allowed CPUs that each had one worker after the "
             "last fork and again when the first worker finished: the balancer shuffled an even placement, it "
             "corrected nothing the fork did"
             if churn
+            else f"the {len(early)} migrations spread the workers one per allowed CPU after the last fork, which had "
+            "no free CPU (the main thread held one): the balancer corrected lab's harness, not the fork"
+            if fixup
             else "",
-            inconclusive=cause if early and not churn else "",
+            inconclusive=cause if early and not churn and not fixup else "",
         )
         ice = icelake_shape(r.topo)
         # The seed's Ice Lake: 16 pinned threads of an OpenMP stream, whose master is one of
         # them; lab's stream forks 16 workers and its main thread joins, so while it forks
         # 17 tasks share the 16 CPUs and the last fork has no free CPU: a socket may get one
         # thread more, and a pile-up there is the harness's, a figure, as are migrations.
-        split = socket_split(r, w, allowed, migs, cause, paths, slack=1 if ice else 0)
+        # A forced last fork (forced_last_fork()) may likewise leave a socket one thread over.
+        split = socket_split(r, w, allowed, migs, cause, paths, slack=1 if ice or forced_pile else 0)
         if ice:
             split.figures.update({"piled": len(piled), "migrations_before_first_exit": len(early), "after_first_exit": late})
         distinct = Expectation(
             "targets distinct (no pile-up)",
             not piled and bool(news),
-            evidence=[x.line() + " (a worker is on that CPU)" for x in piled],
-            figures={"targets": ",".join(map(str, targets)), "distinct": len(set(targets)), "piled": len(piled)},
+            evidence=[x.line() + " (a worker is on that CPU)" for x in piled]
+            + ([forced.line() + " (the last fork: every allowed CPU held a worker or the main thread)"] if forced_pile else []),
+            figures={"targets": ",".join(map(str, targets)), "distinct": len(set(targets)), "piled": len(piled), "forced_last_fork": forced_pile},
             # the vendor effect: the guest's CPU model, not the kernel, decided the pile-up
             inconclusive="" if not piled and news else cause,
         )
