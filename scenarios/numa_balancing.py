@@ -136,6 +136,12 @@ def thread_nodes(paths, topo, final: float = FINAL):
     return out, (lo, end)
 
 
+def numa_counts(r, phase) -> dict[str, int]:
+    """The phase's sched_move_numa / sched_swap_numa / sched_stick_numa counts."""
+    nb = r.numa_balancing(phase)
+    return {f"sched_{k}_numa": nb.count(k) for k in ("move", "swap", "stick")}
+
+
 def placement_converged(nodes_of: dict[int, Counter[int]], need: int) -> bool:
     """Processes (process -> threads per node) each on at most *need* nodes, none shared."""
     holders = Counter(n for nodes in nodes_of.values() for n, k in nodes.items() if k)
@@ -194,8 +200,8 @@ def memory_follows(r) -> Expectation:
     """numa02: the share of the phase's hinting faults that were local (the seed's figure,
     from /proc/vmstat before and after), with the 2 s samples as the timeline."""
     step = r.step(PHASE2)
-    nb = r.numa_balancing(PHASE2)
-    counts = {f"sched_{k}_numa": nb.count(k) for k in ("move", "swap", "stick")}
+    counts = numa_counts(r, PHASE2)
+    pf = perf_figures(step.out)
     vm = r.vmstat(PHASE2)
     faults, local = vm.get("numa_hint_faults", 0), vm.get("numa_hint_faults_local", 0)
     share = local / faults if faults else 0.0
@@ -208,7 +214,7 @@ def memory_follows(r) -> Expectation:
             f"{t - samples[0][0]:.1f} s: {f} hinting faults"
             + (f", {loc / f:.0%} local" if f else "")
         )
-    ran = step.rc == 0 and bool(perf_figures(step.out))
+    ran = step.rc == 0 and bool(pf)
     ok = ran and faults > 0 and share >= LOCAL_MIN
     if not ran:
         note = f"{PHASE2} did not run to its end (exit {step.rc})"
@@ -225,7 +231,7 @@ def memory_follows(r) -> Expectation:
         figures={
             "threads": r.topo.n_cpus,
             "thread_mb": THREAD_MB,
-            "runtime_max_s": perf_figures(step.out).get("runtime-max/thread"),
+            "runtime_max_s": pf.get("runtime-max/thread"),
             "local_share": round(share, 3),
             "numa_hint_faults": faults,
             "numa_hint_faults_local": local,
@@ -285,7 +291,7 @@ def convergence(threads, window, tpp, topo, perf_out, why_not) -> Expectation:
     holders = Counter(n for nodes in procs.values() for n in nodes)
     shared = sorted(n for n, k in holders.items() if k > 1)
     spread = {p: len(nodes) for p, nodes in procs.items()}
-    converged = bool(procs) and all(n <= need for n in spread.values()) and not shared
+    converged = placement_converged(procs, need)
     evidence = [
         f"process {p}: threads on nodes {dict(sorted(nodes.items()))} (needs {need} node(s) of {node_cpus} CPUs for {tpp} threads)"
         for p, nodes in sorted(procs.items())
@@ -380,17 +386,17 @@ lab_trace_off {PHASE2}
     def check(self, r):
         vm = r.vmstat(PHASE)
         vmf = {k: vm.get(k, 0) for k in VMSTAT}
-        nb = r.numa_balancing(PHASE)
-        counts = {f"sched_{k}_numa": nb.count(k) for k in ("move", "swap", "stick")}
+        counts = numa_counts(r, PHASE)
         step = r.step(PHASE)
         pf = perf_figures(step.out)
         run_s, phase_s = pf.get("runtime-max/thread"), r.phase_seconds(PHASE)
-        threads, window = thread_nodes(r.task_paths(PHASE), r.topo)
+        paths = r.task_paths(PHASE)  # parsed once: thread_nodes() and converged_since() read it
+        threads, window = thread_nodes(paths, r.topo)
         tpp = threads_per_proc(r, threads)
         why_not = why_not_converged(run_s or phase_s or 0, counts, vmf, tpp, balancing_off(r))
         conv = convergence(threads, window, tpp, r.topo, step.out, why_not)
         since = (
-            converged_since(r.task_paths(PHASE), r.topo, conv.figures["nodes_needed"])
+            converged_since(paths, r.topo, conv.figures["nodes_needed"])
             if conv.ok
             else None
         )
@@ -416,7 +422,7 @@ lab_trace_off {PHASE2}
             ),
             Expectation(
                 "NUMA balancing was active (hinting faults, task moves)",
-                vmf["numa_hint_faults"] > 0 and nb.total > 0,
+                vmf["numa_hint_faults"] > 0 and sum(counts.values()) > 0,
                 evidence=[f"{k} {v}" for k, v in vmf.items()],
                 figures={**counts, **vmf},
                 note=""

@@ -317,19 +317,24 @@ def test_numa_balancing_shared_node_fails_with_evidence(tmp_path):
     assert "nodes holding threads of both processes: [1]" in conv.evidence
 
 
-def test_numa_balancing_final_window_decides(tmp_path):
-    """A thread that moved to its sibling's node early in the run counts where it ended."""
-    trace = _numa_trace({"thread 0/0": 0, "thread 0/1": 8, "thread 1/0": 16, "thread 1/1": 17})
+def _moved_at_4s(placement: dict[str, int], src: int, dst: int) -> str:
+    """_numa_trace(placement) with 'thread 0/1' (pid 502) migrated from *src* to *dst* at t=4."""
+    trace = _numa_trace(placement)
     moved = line(
-        "migration/8",
+        f"migration/{src}",
         60,
-        8,
+        src,
         4.0,
         "sched_migrate_task",
-        "comm=thread 0/1 pid=502 prio=120 orig_cpu=8 dest_cpu=1",
+        f"comm=thread 0/1 pid=502 prio=120 orig_cpu={src} dest_cpu={dst}",
     )
     lines = trace.splitlines(keepends=True)
-    trace = "".join(lines[:4] + [moved] + lines[4:])
+    return "".join(lines[:4] + [moved] + lines[4:])
+
+
+def test_numa_balancing_final_window_decides(tmp_path):
+    """A thread that moved to its sibling's node early in the run counts where it ended."""
+    trace = _moved_at_4s({"thread 0/0": 0, "thread 0/1": 8, "thread 1/0": 16, "thread 1/1": 17}, 8, 1)
     o = fake_run(
         tmp_path, "numa-balancing", "numa4-96-mini", {**NB_COMMON, "trace.numa01.txt": trace}
     )
@@ -341,17 +346,7 @@ NB02 = "numa02: each thread's memory is local to it (>= 60% of hinting faults lo
 
 def test_numa_balancing_converged_after_counts_from_the_last_unconverged_placement(tmp_path):
     """A thread that sits on the other process's node until t=4 converges the run at 4 - 1 s."""
-    trace = _numa_trace({"thread 0/0": 0, "thread 0/1": 16, "thread 1/0": 16, "thread 1/1": 17})
-    moved = line(
-        "migration/16",
-        60,
-        16,
-        4.0,
-        "sched_migrate_task",
-        "comm=thread 0/1 pid=502 prio=120 orig_cpu=16 dest_cpu=1",
-    )
-    lines = trace.splitlines(keepends=True)
-    trace = "".join(lines[:4] + [moved] + lines[4:])
+    trace = _moved_at_4s({"thread 0/0": 0, "thread 0/1": 16, "thread 1/0": 16, "thread 1/1": 17}, 16, 1)
     o = fake_run(
         tmp_path,
         "numa-balancing",
