@@ -372,6 +372,63 @@ def test_numa_balancing_processes_apart_but_unconverged_at_the_end_have_no_conve
     assert mod.converged_since(paths, topo, 1) == 5.5
 
 
+def _two_instances(cpus_a: list[int], cpus_b: list[int], forks: bool = True) -> str:
+    """numa01 as the scenario runs it: two perf instances, each naming its workers
+    'thread 0/T', created by their processes (pids 400 and 410), exiting at t=11."""
+    out = []
+    for parent, cpus, base in ((400, cpus_a, 500), (410, cpus_b, 600)):
+        for t, cpu in enumerate(cpus):
+            pid = base + t
+            if forks:
+                out.append(line("process 0", parent, 0, 0.9, "sched_process_fork",
+                                f"comm=process 0 pid={parent} child_comm=process 0 child_pid={pid}"))  # fmt: skip
+            out.append(line("process 0", parent, 0, 1.0, "sched_wakeup_new",
+                            f"comm=numa-mem pid={pid} prio=120 target_cpu={cpu:03d}"))  # fmt: skip
+            out.append(line(f"thread 0/{t}", pid, cpu, 11.0, "sched_process_exit", f"comm=thread 0/{t} pid={pid} prio=120"))
+    return "".join(out)
+
+
+def test_numa_balancing_tells_the_two_perf_instances_apart_by_their_creator(tmp_path):
+    """Both instances call their workers 'thread 0/T': the process that created each worker
+    (sched_process_fork) says which instance it is, so two instances on nodes 0 and 2 have
+    converged; told apart by name alone they would be one process on two nodes."""
+    o = fake_run(tmp_path, "numa-balancing", "numa4-96-mini",
+                 {**NB_COMMON, "trace.numa01.txt": _two_instances([0, 1], [16, 17])})  # fmt: skip
+    conv = o.by["each process's threads end on their own node(s) (convergence)"]
+    assert conv.ok, conv.to_dict()
+    assert (conv.figures["proc0_nodes"], conv.figures["proc1_nodes"]) == ("0:2", "2:2")
+    assert conv.figures["converged_after_s"] == 0.0 and conv.figures["threads_seen"] == 4
+    (tmp_path / "b").mkdir()
+    o = fake_run(tmp_path / "b", "numa-balancing", "numa4-96-mini",
+                 {**NB_COMMON, "trace.numa01.txt": _two_instances([0, 1], [16, 17], forks=False)})  # fmt: skip
+    assert not o.by["each process's threads end on their own node(s) (convergence)"].ok
+    mod = module_of(sc.load("numa-balancing"))
+    from lab.analysis.placement import TaskPath
+
+    paths = {
+        1: TaskPath(1, "thread 0/0", [(1.0, 0)]),
+        2: TaskPath(2, "thread 0/0", [(1.0, 16)]),
+    }
+    assert mod.worker_procs(paths, [(400, 1), (410, 2)]) == {1: 0, 2: 1}
+    assert mod.worker_procs(paths) == {1: 0, 2: 0}  # no fork seen: by name
+
+
+def test_numa_balancing_convergence_ends_when_the_first_worker_exits():
+    """The first instance to finish frees its CPUs and the other's threads spread into them:
+    placements after the first worker's exit do not undo a convergence."""
+    mod = module_of(sc.load("numa-balancing"))
+    topo = topology.load("numa4-96-mini")
+    from lab.analysis.placement import TaskPath
+
+    paths = {
+        1: TaskPath(1, "thread 0/0", [(1.0, 0)], exit_ts=10.0),
+        2: TaskPath(2, "thread 1/0", [(1.0, 16), (10.5, 1)], exit_ts=11.0),
+    }
+    assert mod.converged_since(paths, topo, 1) == 0.0
+    threads, window = mod.thread_nodes(paths, topo)
+    assert window[1] == 10.0 and threads[2]["node"] == 2
+
+
 def test_numa02_memory_follows_its_threads_passes_with_the_seeds_figures(tmp_path):
     o = fake_run(tmp_path, "numa-balancing", "numa4-96-mini", NB_COMMON)
     e = o.by[NB02]
@@ -414,6 +471,10 @@ def test_numa_balancing_off_on_the_command_line_fails_each_claim_saying_so(tmp_p
     job = sc.load("numa-balancing").steps(topology.load("numa4-96-mini"))
     assert "grep -qw numa_balancing=disable /proc/cmdline" in job
     assert job.count("lab_sysctl /proc/sys/kernel/numa_balancing 1") == 1
+    # numa01: two perf instances of one process each, started mixed on every node
+    assert job.count("perf bench numa mem --no-data_rand_walk -p 1 -t \"$THREADS\"") == 2 and "mix $A $B" in job
+    assert mod.mixed_workers("16 workers mixed by uptime 17.38\nfreed at uptime 22.66\n") == 16
+    assert mod.mixed_workers("") is None
     trace = _numa_trace({"thread 0/0": 0, "thread 0/1": 8, "thread 1/0": 9, "thread 1/1": 17}, swaps=0)
     trace = "".join(ln for ln in trace.splitlines(keepends=True) if "_numa:" not in ln)
     files = {
@@ -440,6 +501,12 @@ def test_perf_summary_parsing():
         " main,      29.575, secs,   runtime-max/thread\n # junk, 1\n main, 0.058, GB/sec, total-speed\n"
     )
     assert figs == {"runtime-max/thread": 29.575, "total-speed": 0.058}
+    # numa01's two instances: the longest run, the summed speed
+    two = mod.perf_figures(
+        " main, 180.4, secs, runtime-max/thread\n main, 179.0, secs, runtime-min/thread\n main, 0.5, GB/sec, total-speed\n"
+        " main, 181.0, secs, runtime-max/thread\n main, 179.5, secs, runtime-min/thread\n main, 0.25, GB/sec, total-speed\n"
+    )
+    assert two == {"runtime-max/thread": 181.0, "runtime-min/thread": 179.0, "total-speed": 0.75}
 
 
 # ---- preferred-node-migrations (seed 003) ---------------------------------------------------
