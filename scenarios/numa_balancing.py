@@ -444,7 +444,9 @@ echo "$THREADS" > threads_per_proc
 # Each node's CPUs split in halves, one half per instance: numa01 starts mixed.
 MIX_A=""; MIX_B=""
 for n in $(labsel nodes | tr , ' '); do
-    i=0; cpus=$(labsel node "$n" | tr , ' '); k=$(( $(labsel count "$(labsel node "$n")") / 2 ))
+    cpus=$(labsel node "$n" | tr , ' '); k=0; i=0
+    for c in $cpus; do k=$((k + 1)); done
+    k=$((k / 2))
     for c in $cpus; do
         if [ "$i" -lt "$k" ]; then MIX_A="$MIX_A,$c"; else MIX_B="$MIX_B,$c"; fi
         i=$((i + 1))
@@ -454,15 +456,18 @@ MIX_A=${{MIX_A#,}}; MIX_B=${{MIX_B#,}}; ALL=$(labsel all)
 # mix A B: put each perf worker on its instance's half of every node as it appears (perf
 # binds its workers to every CPU when they start), then, all there, free them on all CPUs.
 mix() {{
-    done_=" "; n=0; tries=0
+    done_=" "; n=0; tries=0; tga=; tgb=  # the instances' worker processes, once seen
     while [ "$n" -lt $((2 * THREADS)) ] && [ "$tries" -lt 600 ]; do
         for c in /proc/[0-9]*/task/[0-9]*/comm; do
             cm=""; read -r cm 2>/dev/null < "$c"
             case "$cm" in "thread "*) ;; *) continue ;; esac
             t=${{c%/comm}}; tid=${{t##*/}}; tg=${{c#/proc/}}; tg=${{tg%%/*}}
             case "$done_" in *" $tid "*) continue ;; esac
-            pp=$(awk '/^PPid:/ {{print $2}}' /proc/"$tg"/status 2>/dev/null)
-            if [ "$pp" = "$1" ]; then set_=$MIX_A; elif [ "$pp" = "$2" ]; then set_=$MIX_B; else continue; fi
+            if [ "$tg" != "$tga" ] && [ "$tg" != "$tgb" ]; then
+                pp=$(awk '/^PPid:/ {{print $2}}' /proc/"$tg"/status 2>/dev/null)
+                if [ "$pp" = "$1" ]; then tga=$tg; elif [ "$pp" = "$2" ]; then tgb=$tg; else continue; fi
+            fi
+            if [ "$tg" = "$tga" ]; then set_=$MIX_A; else set_=$MIX_B; fi
             taskset -p -c "$set_" "$tid" > /dev/null 2>&1 && done_="$done_$tid " && n=$((n + 1))
         done
         tries=$((tries + 1)); sleep 0.2
@@ -473,17 +478,18 @@ mix() {{
     echo "freed at uptime $(cut -d' ' -f1 /proc/uptime)" >> {PHASE}.mixed
 }}
 # numa01's two processes as two perf instances: one perf's processes also share its
-# bookkeeping (docstring).
+# bookkeeping (docstring).  Each instance writes outside $LAB_OUT: the step's .out and
+# .err carry both, once.
 numa01() {{
-    perf bench numa mem --no-data_rand_walk -p 1 -t "$THREADS" -G 0 -P {PROC_MB} -T 0 -l 1000000 -c -s {SECONDS} > {PHASE}.a 2> {PHASE}.a.err &
+    perf bench numa mem --no-data_rand_walk -p 1 -t "$THREADS" -G 0 -P {PROC_MB} -T 0 -l 1000000 -c -s {SECONDS} > /tmp/{PHASE}.a 2> /tmp/{PHASE}.a.err &
     A=$!
-    perf bench numa mem --no-data_rand_walk -p 1 -t "$THREADS" -G 0 -P {PROC_MB} -T 0 -l 1000000 -c -s {SECONDS} > {PHASE}.b 2> {PHASE}.b.err &
+    perf bench numa mem --no-data_rand_walk -p 1 -t "$THREADS" -G 0 -P {PROC_MB} -T 0 -l 1000000 -c -s {SECONDS} > /tmp/{PHASE}.b 2> /tmp/{PHASE}.b.err &
     B=$!
     mix $A $B
     wait $A; ra=$?
     wait $B; rb=$?
-    cat {PHASE}.a {PHASE}.b
-    cat {PHASE}.a.err {PHASE}.b.err >&2
+    cat /tmp/{PHASE}.a /tmp/{PHASE}.b
+    cat /tmp/{PHASE}.a.err /tmp/{PHASE}.b.err >&2
     [ $ra = 0 ] && [ $rb = 0 ]
 }}
 lab_trace_on {PHASE}
@@ -504,6 +510,7 @@ lab_trace_off {PHASE2}
         vmf = {k: vm.get(k, 0) for k in VMSTAT}
         counts = numa_counts(r, PHASE)
         step = r.step(PHASE)
+        mixed = r.text(f"{PHASE}.mixed")
         pf = perf_figures(step.out)
         run_s, phase_s = pf.get("runtime-max/thread"), r.phase_seconds(PHASE)
         paths = r.task_paths(PHASE)  # parsed once: thread_nodes() and converged_since() read it
@@ -528,11 +535,11 @@ lab_trace_off {PHASE2}
             Expectation(
                 "the benchmark ran (numa01 shape)",
                 step.rc == 0 and run_s is not None,
-                evidence=[ln for ln in r.text(f"{PHASE}.mixed").splitlines() if ln.strip()]
+                evidence=[ln for ln in mixed.splitlines() if ln.strip()]
                 + [ln for ln in step.err.splitlines() if ln.strip()][-5:],
                 figures={
                     "processes": 2,
-                    "mixed_start": mixed_workers(r.text(f"{PHASE}.mixed")),
+                    "mixed_start": mixed_workers(mixed),
                     "threads_per_proc": tpp,
                     "proc_mb": PROC_MB,
                     "runtime_max_s": run_s,
