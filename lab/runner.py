@@ -221,7 +221,12 @@ def judge(
     if not v.ok:
         _error(out, v.message)
         return
-    out.expectations = sc.call_check(s, _result(s, plan, run_dir / "out", run_dir / "guest"))
+    try:
+        out.expectations = sc.call_check(s, _result(s, plan, run_dir / "out", run_dir / "guest"))
+    except sc.ScenarioError as e:  # check() raised, exited, hung or returned nothing judgeable
+        out.expectations = []
+        _error(out, str(e))
+        return
     out.status, why = sc.verdict_of(out.expectations)
     if why:
         out.message = why
@@ -381,7 +386,8 @@ def recheck(run_dir: Path, scenario_file: str | None = None) -> RunOutcome:
     plan = VmPlan.read(run_dir)
     kernel = plan.kernel.name if plan.kernel else "?"
     record, why = integrity.read_record(run_dir)
-    name = scenario_file or str((record or {}).get("scenario") or "")
+    recorded = (record or {}).get("scenario")
+    name = scenario_file or (recorded if isinstance(recorded, str) else "")
     o = RunOutcome(name or "?", plan.topo.name, kernel, "ERROR", run_dir, notes=list(plan.notes))
     if record is None or not name:
         o.message = why or "results.json names no scenario (give --scenario)"
@@ -392,7 +398,9 @@ def recheck(run_dir: Path, scenario_file: str | None = None) -> RunOutcome:
         o.integrity = _finished_record(rec) if isinstance(rec, dict) else {}
         o.message = why
         return o
-    s = sc.load(name)
+    # A scenario file the user gives is code they chose to run; the one results.json
+    # names is data: a name in lab's catalog, never a path to import.
+    s = sc.load(scenario_file) if scenario_file else sc.load_recorded(name, f"{run_dir / 'results.json'}: scenario")
     o.scenario = s.name
     judge(o, s, plan, run_dir, integrity.need_for(record))
     return o

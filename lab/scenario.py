@@ -10,6 +10,7 @@ PASS or FAIL with its evidence.
         name = "llc-spread-pinned"
         summary = "threads pinned one per every-other LLC: fork placement must use both sockets"
         seed = "000"
+        claim = "'targets distinct': fork placement spreads the pinned threads"
         topologies = ["zen3-2s-mini"]
         requires = [at_least("sockets", 2), at_least("llcs_per_socket", 2)]
         events = ["sched:sched_wakeup_new", "sched:sched_migrate_task"]
@@ -26,7 +27,8 @@ PASS or FAIL with its evidence.
                             evidence=[x.line() for x in w.outside(allowed)]),
                 Expectation("targets distinct", bool(w.wakeups) and not piled,
                             evidence=[x.line() for x in w.wakeups if x.target_cpu in piled],
-                            figures={f"socket{s}": n for s, n in w.split(r.topo, "socket").items()}),
+                            figures={f"socket{s}": n for s, n in w.split(r.topo, "socket").items()},
+                            claim=True),
             ]
 
 What a scenario needs and lab can tell before booting is declared, not checked in
@@ -49,10 +51,14 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import math
 import os
+import signal
 import sys
+import threading
 import traceback
 from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -63,6 +69,10 @@ from .errors import UserError, unknown
 from .limits import MAX_RESULT_BYTES, read_file
 from .topology import Topology
 from .trace import parse_file
+
+# check() gets this long (wall seconds) before the run is an ERROR: the slowest shipped
+# check (numa-balancing on a 146 MB trace) takes under 30 s.
+CHECK_TIMEOUT_S = 300.0
 
 # ---- requirements ---------------------------------------------------------------------------
 
@@ -143,7 +153,13 @@ def kernel_config(symbol: str, why: str, hint: str = "") -> Requirement:
 @dataclass
 class Expectation:
     """One named claim about the run, PASS or FAIL, with what shows it; INCONCLUSIVE when
-    the scenario knows the outcome is the emulation's, not the scheduler's."""
+    the scenario knows the outcome is the emulation's, not the scheduler's.
+
+    *claim* marks the expectations that carry the scenario's claim (the seed's: what the
+    post says the scheduler does or must do).  A run PASSes only when at least one of them
+    was judged and could have failed; the others (the data is sane, the workload ran) are
+    preconditions.  *vacuous* says why this one could not have failed on this run (e.g. the
+    kernel lacks what it is about): it is shown, but never counts as the claim's PASS."""
 
     name: str
     ok: bool
@@ -154,6 +170,8 @@ class Expectation:
     # guest's CPU model, not the kernel, keeps fork placement on one socket; timings under
     # TCG): the expectation is then INCONCLUSIVE, neither PASS nor FAIL, whatever *ok*.
     inconclusive: str = ""
+    claim: bool = False
+    vacuous: str = ""
 
     @property
     def status(self) -> str:
@@ -162,7 +180,7 @@ class Expectation:
         return "PASS" if self.ok else "FAIL"
 
     def to_dict(self) -> dict[str, Any]:
-        d = {
+        d: dict[str, Any] = {
             "name": self.name,
             "status": self.status,
             "figures": self.figures,
@@ -171,18 +189,30 @@ class Expectation:
         }
         if self.inconclusive:
             d["inconclusive"] = self.inconclusive
+        if self.claim:
+            d["claim"] = True
+        if self.vacuous:
+            d["vacuous"] = self.vacuous
         return d
+
+
+NO_CLAIM = "no expectation carrying the scenario's claim could fail on this run"
 
 
 def verdict_of(expectations: list[Expectation]) -> tuple[str, str]:
     """A run's verdict from its expectations, and the message that goes with it: FAIL if
     any failed (a failure the scheduler owns decides, whatever else the emulation hid),
-    else INCONCLUSIVE naming each cause, else PASS."""
+    else INCONCLUSIVE naming each cause, else INCONCLUSIVE when no claim-carrying
+    expectation was judged and could have failed (a PASS that cannot fail is no PASS),
+    else PASS."""
     if any(e.status == "FAIL" for e in expectations):
         return "FAIL", ""
     causes = list(dict.fromkeys(e.inconclusive for e in expectations if e.inconclusive))
     if causes:
         return "INCONCLUSIVE", "; ".join(causes)
+    if not any(e.claim and not e.vacuous for e in expectations):
+        why = list(dict.fromkeys(f"{e.name}: {e.vacuous}" for e in expectations if e.claim and e.vacuous))
+        return "INCONCLUSIVE", NO_CLAIM + (f" ({'; '.join(why)})" if why else " (check() marked none claim=True)")
     return "PASS", ""
 
 
@@ -359,6 +389,10 @@ class Scenario:
     # it); the scenario says why.  `--runs-per-verdict` overrides it.
     verdict_runs: ClassVar[int] = 1
     timeout: ClassVar[float] = 900
+    # Which expectation carries the claim, in a sentence (check() marks it claim=True):
+    # required, so a reader and lab both know what a PASS is a PASS of.
+    claim: ClassVar[str] = ""
+    check_timeout: ClassVar[float] = CHECK_TIMEOUT_S  # seconds check() may take before the run is an ERROR
 
     path: ClassVar[str] = ""
 
@@ -416,8 +450,66 @@ def names(directory: Path | None = None) -> list[str]:
     return sorted(_files(directory))
 
 
+def _where(e: BaseException, path: str) -> str:
+    """file:line of the deepest frame of *e* inside *path*, else of the deepest frame."""
+    tb = traceback.extract_tb(e.__traceback__)
+    frame = next((f for f in reversed(tb) if f.filename == path), tb[-1] if tb else None)
+    return f"{frame.filename}:{frame.lineno}" if frame else path
+
+
+def _raised(e: BaseException) -> str:
+    if isinstance(e, SystemExit):
+        return f"called sys.exit({e.code!r})"
+    return f"raised {type(e).__name__}: {e}"
+
+
+# A scenario's class attributes: what each must be, checked at load, before anything boots.
+def _is_str(v: Any) -> bool:
+    return isinstance(v, str)
+
+
+def _is_name(v: Any) -> bool:
+    return isinstance(v, str) and bool(v.strip()) and v == v.strip() and len(v) <= 100 and "/" not in v and "\n" not in v
+
+
+def _is_str_list(v: Any) -> bool:
+    return isinstance(v, (list, tuple)) and all(isinstance(x, str) and x for x in v)
+
+
+def _is_seconds(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and 0 < v <= 86400
+
+
+ATTRIBUTES: dict[str, tuple[Callable[[Any], bool], str]] = {
+    "name": (_is_name, "a non-empty one-line name without '/'"),
+    "summary": (lambda v: isinstance(v, str) and bool(v.strip()), "a non-empty string"),
+    "seed": (_is_str, "a string"),
+    "claim": (lambda v: isinstance(v, str) and bool(v.strip()), "a sentence naming the expectation that carries the scenario's claim (check() marks it claim=True)"),
+    "topologies": (lambda v: _is_str_list(v) and len(v) > 0, "a non-empty list of topology names"),
+    "requires": (lambda v: isinstance(v, (list, tuple)) and all(isinstance(x, Requirement) for x in v), "a list of requirements (at_least(...), clusters, kernel_config(...))"),
+    "events": (_is_str_list, "a list of event names ('sched:sched_switch')"),
+    "filters": (lambda v: isinstance(v, dict) and all(isinstance(k, str) and isinstance(x, str) for k, x in v.items()), "a dict of event name -> filter expression (strings)"),
+    "tools": (_is_str_list, "a list of tool names (['perf'])"),
+    "workloads": (lambda v: isinstance(v, bool), "True or False"),
+    "buffer_kb": (lambda v: isinstance(v, int) and not isinstance(v, bool) and 1 <= v <= 1 << 20, "a whole number of KiB per CPU, 1 to 1048576"),
+    "verdict_runs": (lambda v: isinstance(v, int) and not isinstance(v, bool) and 1 <= v <= 99 and v % 2 == 1, "an odd number of runs (1, 3, 5, ...)"),
+    "timeout": (_is_seconds, "seconds, above 0 and at most 86400"),
+    "check_timeout": (_is_seconds, "seconds, above 0 and at most 86400"),
+}
+
+
+def _validate(cls: type[Scenario], path: Path) -> None:
+    for attr, (ok, what) in ATTRIBUTES.items():
+        v = getattr(cls, attr)
+        if not ok(v):
+            shown = repr(v)
+            shown = shown if len(shown) <= 60 else shown[:57] + "..."
+            raise ScenarioError(f"{path}: {cls.__name__}.{attr} must be {what}, not {shown}")
+
+
 def load_file(path: Path) -> Scenario:
-    """Import a scenario file; a syntax or API error is reported as file:line."""
+    """Import a scenario file (code: only files the user named, or lab's catalog); a syntax
+    or API error, an invalid attribute or a sys.exit() at import is reported as file:line."""
     mod_name = f"lab_scenario_{path.stem}"
     spec = importlib.util.spec_from_file_location(mod_name, path)
     if spec is None or spec.loader is None:
@@ -428,11 +520,10 @@ def load_file(path: Path) -> Scenario:
         spec.loader.exec_module(mod)
     except SyntaxError as e:
         raise ScenarioError(f"{e.filename}:{e.lineno}: syntax error: {e.msg}") from None
-    except Exception as e:
-        tb = traceback.extract_tb(e.__traceback__)
-        frame = next((f for f in reversed(tb) if f.filename == str(path)), tb[-1] if tb else None)
-        where = f"{frame.filename}:{frame.lineno}" if frame else str(path)
-        raise ScenarioError(f"{where}: {type(e).__name__}: {e}") from None
+    except KeyboardInterrupt:
+        raise
+    except BaseException as e:  # SystemExit too: a scenario never decides lab's exit code
+        raise ScenarioError(f"{_where(e, str(path))}: {_raised(e) if isinstance(e, SystemExit) else f'{type(e).__name__}: {e}'}") from None
     classes = [
         v for v in vars(mod).values() if isinstance(v, type) and issubclass(v, Scenario) and v is not Scenario and v.__module__ == mod_name
     ]
@@ -442,15 +533,16 @@ def load_file(path: Path) -> Scenario:
     for attr in ("name", "summary", "topologies"):
         if not getattr(cls, attr):
             raise ScenarioError(f"{path}: {cls.__name__}.{attr} is not set")
-    if not (isinstance(cls.verdict_runs, int) and cls.verdict_runs >= 1 and cls.verdict_runs % 2 == 1):
-        raise ScenarioError(f"{path}: {cls.__name__}.verdict_runs must be an odd number of runs (1, 3, 5, ...), not {cls.verdict_runs!r}")
     if cls.steps is Scenario.steps or cls.check is Scenario.check:
         raise ScenarioError(f"{path}: {cls.__name__} must define steps() and check()")
+    _validate(cls, path)
     cls.path = str(path)
     return cls()
 
 
 def load(name_or_path: str, directory: Path | None = None) -> Scenario:
+    """A scenario the user named: a catalog name, or a .py file's path (code the user chose
+    to run).  Names read from records go through load_recorded() instead."""
     p = Path(name_or_path)
     if p.suffix == ".py":
         if not p.exists():
@@ -462,15 +554,102 @@ def load(name_or_path: str, directory: Path | None = None) -> Scenario:
     return load_file(files[name_or_path])
 
 
-def call_check(s: Scenario, r: Result) -> list[Expectation]:
-    """Run check(); an exception in it is the scenario's bug: report file:line."""
+def load_recorded(name: Any, where: str) -> Scenario:
+    """The scenario a record (results.json, a command file, a bundle's manifest) names:
+    only a name in lab's catalog or the user's scenario folders.  Data never names code to
+    import: a path is refused in one line (*where* says which record), and the user who
+    trusts it says so with --scenario FILE."""
+    if not isinstance(name, str) or not name:
+        raise UserError(f"{where}: the scenario must be a name, not {name!r}")
+    if "/" in name or "\\" in name or name.endswith(".py") or name.startswith("."):
+        raise UserError(f"{where}: names the scenario {name[:80]!r}, a path: lab loads only scenarios of its catalog by name from a record; to run that file, give it yourself (--scenario FILE)")
+    return load(name)
+
+
+class _CheckTimeout(BaseException):
+    pass
+
+
+@contextmanager
+def _deadline(seconds: float) -> Iterator[None]:
+    """SIGALRM after *seconds* raises _CheckTimeout in the main thread (elsewhere: no bound)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def fire(signum, frame):
+        raise _CheckTimeout()
+
+    prev = signal.signal(signal.SIGALRM, fire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
     try:
-        out = s.check(r)
-    except Exception as e:
-        tb = traceback.extract_tb(e.__traceback__)
-        frame = next((f for f in reversed(tb) if f.filename == s.path), tb[-1] if tb else None)
-        where = f"{frame.filename}:{frame.lineno}" if frame else s.path
-        raise ScenarioError(f"{where}: check() raised {type(e).__name__}: {e}") from None
-    if not isinstance(out, list) or not all(isinstance(x, Expectation) for x in out):
-        raise ScenarioError(f"{s.path}: check() must return a list of Expectation")
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, prev)
+
+
+def _bad_expectation(x: Any) -> str:
+    if not isinstance(x, Expectation):
+        return f"{type(x).__name__} {x!r:.60} is not an Expectation"
+    if not (isinstance(x.name, str) and x.name.strip()):
+        return f"Expectation name {x.name!r:.60} is not a non-empty string"
+    if not isinstance(x.ok, bool):
+        return f"{x.name!r:.60}: ok={x.ok!r:.40} is not True or False"
+    if not isinstance(x.inconclusive, str) or not isinstance(x.note, str) or not isinstance(x.vacuous, str):
+        return f"{x.name!r:.60}: inconclusive, note and vacuous must be strings"
+    if not isinstance(x.claim, bool):
+        return f"{x.name!r:.60}: claim={x.claim!r:.40} is not True or False"
+    if not isinstance(x.figures, dict):
+        return f"{x.name!r:.60}: figures must be a dict, not {type(x.figures).__name__}"
+    if not isinstance(x.evidence, list):
+        return f"{x.name!r:.60}: evidence must be a list, not {type(x.evidence).__name__}"
+    return ""
+
+
+def call_check(s: Scenario, r: Result) -> list[Expectation]:
+    """Run check() within the scenario's check_timeout; what it raises (sys.exit too), a
+    time-out, or a result that is not a non-empty list of well-formed Expectations is the
+    scenario's bug: a ScenarioError naming file:line (the run is then an ERROR).  Evidence
+    and figures are normalised so the results can always be written (normalise())."""
+    path = s.path or type(s).__name__
+    try:
+        with _deadline(float(s.check_timeout)):
+            out = s.check(r)
+    except (KeyboardInterrupt, UserError):  # lab's own one-line errors (a run file that is a link...)
+        raise
+    except _CheckTimeout:
+        raise ScenarioError(f"{path}: check() did not return within {s.check_timeout:g}s (the scenario's check_timeout)") from None
+    except BaseException as e:
+        raise ScenarioError(f"{_where(e, path)}: check() {_raised(e)}") from None
+    if not isinstance(out, list):
+        raise ScenarioError(f"{path}: check() must return a list of Expectation, not {type(out).__name__}")
+    if not out:
+        raise ScenarioError(f"{path}: check() returned no expectations: nothing was judged")
+    for x in out:
+        why = _bad_expectation(x)
+        if why:
+            raise ScenarioError(f"{path}: check() returned a bad expectation: {why}")
+    for x in out:
+        x.figures = normalise(x.figures, x.name)
+        x.evidence = [v if isinstance(v, str) else str(normalise(v, x.name)) for v in x.evidence]
     return out
+
+
+MAX_FIGURE_DIGITS = 30  # an int longer than this is kept as a string
+
+
+def normalise(v: Any, where: str = "") -> Any:
+    """A figure as JSON can hold it and every reader reads it back: keys as strings,
+    non-finite floats and huge ints as strings, anything else as its str()."""
+    if isinstance(v, bool) or v is None or isinstance(v, str):
+        return v
+    if isinstance(v, int):
+        return v if abs(v) < 10**MAX_FIGURE_DIGITS else f"{'-' if v < 0 else ''}>1e{MAX_FIGURE_DIGITS}"
+    if isinstance(v, float):
+        return v if math.isfinite(v) else str(v)
+    if isinstance(v, dict):
+        return {str(k) if not isinstance(k, str) else k: normalise(x, where) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [normalise(x, where) for x in v]
+    return str(v)

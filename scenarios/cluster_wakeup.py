@@ -55,6 +55,7 @@ class ClusterWakeup(Scenario):
     name = "cluster-wakeup"
     summary = "ping-pong pairs inside one node: share of wakeups in the waker's cluster / LLC / elsewhere (seed 002)"
     seed = "002"
+    claim = "'most wakeups land in the waker's cluster': seed 002's claim that a wakeup's idle-CPU scan tries the waker's cluster first"
     topologies = ["kunpeng920-2s-mini"]
     # Without CONFIG_SCHED_CLUSTER (Debian's arm64 6.1) the guest builds no CLS level, so
     # no kernel could keep wakeups in the cluster: known before booting, a SKIP.
@@ -135,5 +136,6 @@ lab_trace_off
                 if in_cluster >= MOSTLY or not n
                 else f"{in_cluster:.0%} in the waker's cluster: select_idle_sibling() scans the whole LLC for an idle CPU; "
                 f"the cluster-first scan is {PATCH}, not in kernels before 6.7",
+                claim=True,
             ),
         ]

@@ -164,6 +164,7 @@ def socket_split(r, w, allowed, migs, cause, paths, slack=0):
         evidence=[] if even else [f"workers per socket after the last fork {split}, allowed per socket {allowed_per_socket}"],
         figures={**split, "migrations": len(migs), "stable_after_s": round(last_mig - first_ts, 3)},
         inconclusive="" if even else cause,
+        claim=True,
     )
 
 
@@ -176,6 +177,10 @@ class LlcSpreadPinned(Scenario):
     events = ["sched:sched_wakeup_new", "sched:sched_migrate_task", "sched:sched_process_fork", "sched:sched_process_exit"]
     workloads = True
     verdict_runs = 3  # see the module docstring: why, and the measured single-run rates
+    claim = (
+        "'targets distinct (no pile-up)' and 'even split between sockets': seed 000's claim that fork "
+        "placement spreads threads pinned across both sockets' LLCs (on the Ice Lake shape, the split alone)"
+    )
 
     def steps(self, topo):
         # The guest's ids of what is pinned: one CPU of every other LLC, or the Ice Lake's 0-15.
@@ -241,6 +246,7 @@ lab_trace_off
             figures={"targets": ",".join(map(str, targets)), "distinct": len(set(targets)), "piled": len(piled), "forced_last_fork": forced_pile},
             # the vendor effect: the guest's CPU model, not the kernel, decided the pile-up
             inconclusive="" if not piled and news else cause,
+            claim=True,
         )
         return [
             Expectation(

@@ -303,6 +303,7 @@ def memory_follows(r) -> Expectation:
             "seed_local_share": 0.92,
         },
         note="" if ok else note,
+        claim=True,
     )
 
 
@@ -402,6 +403,7 @@ def convergence(threads, window, tpp, topo, perf_out, why_not) -> Expectation:
             "threads_seen": len(threads),
         },
         note=why_not if not converged and procs else "",
+        claim=True,
     )
 
 
@@ -409,6 +411,10 @@ class NumaBalancing(Scenario):
     name = "numa-balancing"
     summary = "perf bench numa mem shaped like numa01 (2 procs x ncpus/2 threads) and numa02 (ncpus threads, private memory): NUMA balancing counts, convergence, local faults (seed 001)"
     seed = "001"
+    claim = (
+        "'each process's threads end on their own node(s) (convergence)' and numa02's 'each thread's memory is "
+        "local to it': seed 001's claim that NUMA balancing converges tasks and memory onto common nodes"
+    )
     # -micro under TCG (docstring); -mini and the full machine with KVM.
     topologies = ["numa4-96-micro", "numa4-96-mini"]
     requires = [at_least("nodes", 2), kernel_config("NUMA_BALANCING", "automatic NUMA balancing")]

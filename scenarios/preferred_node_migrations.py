@@ -308,6 +308,7 @@ def preferred_node(p: Probe, node0: int) -> Expectation:
         else f"no hinting faults of the probe's (faults {p.faults}): the scanner never reached its buffer"
         if not p.faults
         else f"the preferred node ended as {p.pnid[-1]}, not the buffer's node {node0}",
+        claim=True,
     )
 
 
@@ -364,6 +365,7 @@ def pulled(p: Probe, node0: int, nodes: int) -> Expectation:
             "sched_stick_numa": p.nb.count("stick"),
         },
         note=note,
+        claim=True,
     )
 
 
@@ -419,6 +421,10 @@ class PreferredNodeMigrations(Scenario):
     name = "preferred-node-migrations"
     summary = "memprobe bound to node 0, CPU floating, under 60% load: NUMA balancing off then on (seed 003's pull to node 0 and migration table)"
     seed = "003"
+    claim = (
+        "'NUMA balancing on: the probe's hinting faults make node 0 its preferred node' and 'the probe is pulled "
+        "into node 0': seed 003's claim that a task whose memory is on node 0 is migrated to its preferred node"
+    )
     topologies = ["epyc7551-8n-mini"]
     requires = [at_least("nodes", 2), kernel_config("NUMA_BALANCING", "automatic NUMA balancing")]
     events = [

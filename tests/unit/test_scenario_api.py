@@ -204,8 +204,43 @@ def test_result_reads_only_regular_files_within_the_limit(tmp_path, monkeypatch)
 def test_a_runs_verdict_from_its_expectations():
     """FAIL if any failed; else INCONCLUSIVE with each cause once; else PASS."""
     E = sc.Expectation
-    assert sc.verdict_of([E("a", True), E("b", True)]) == ("PASS", "")
+    assert sc.verdict_of([E("a", True), E("b", True, claim=True)]) == ("PASS", "")
     assert sc.verdict_of([E("a", False, inconclusive="cpu model"), E("b", False)]) == ("FAIL", "")
     got = sc.verdict_of([E("a", False, inconclusive="cpu model"), E("b", True, inconclusive="cpu model"), E("c", True, inconclusive="tcg")])
     assert got == ("INCONCLUSIVE", "cpu model; tcg")
     assert E("b", True, inconclusive="x").status == "INCONCLUSIVE" and "inconclusive" not in E("a", True).to_dict()
+
+
+def test_a_pass_needs_a_claim_that_could_fail():
+    """No PASS unless an expectation carrying the claim was judged and could have failed:
+    none marked, or each marked one vacuous (the kernel lacks what it is about), is
+    INCONCLUSIVE naming why; a FAIL still decides."""
+    E = sc.Expectation
+    status, why = sc.verdict_of([E("ran", True), E("counted", True)])
+    assert status == "INCONCLUSIVE" and why.startswith(sc.NO_CLAIM) and "marked none claim=True" in why
+    status, why = sc.verdict_of([E("ran", True), E("soft", True, claim=True, vacuous="no soft affinity")])
+    assert (status, why) == ("INCONCLUSIVE", f"{sc.NO_CLAIM} (soft: no soft affinity)")
+    assert sc.verdict_of([E("ran", False), E("soft", True, claim=True, vacuous="x")]) == ("FAIL", "")
+    assert sc.verdict_of([E("soft", True, claim=True, vacuous="x"), E("split", True, claim=True)]) == ("PASS", "")
+    assert sc.verdict_of([E("split", False, claim=True)]) == ("FAIL", "")
+    d = E("soft", True, claim=True, vacuous="no soft affinity").to_dict()
+    assert d["claim"] is True and d["vacuous"] == "no soft affinity"
+
+
+def test_every_shipped_scenario_names_its_claim():
+    """Each scenario says which expectation carries its claim (loading refuses one that
+    does not, naming the file)."""
+    for n in sc.names():
+        s = sc.load(n)
+        assert s.claim.strip(), f"{s.path}: {type(s).__name__}.claim is empty"
+
+
+def test_a_scenario_without_a_claim_is_refused_naming_its_file(tmp_path):
+    p = tmp_path / "noclaim.py"
+    p.write_text(
+        "from lab.scenario import Expectation, Scenario\n\nclass N(Scenario):\n    name = 'n'\n    summary = 's'\n"
+        "    topologies = ['zen3-2s-mini']\n    def steps(self, t):\n        return ''\n"
+        "    def check(self, r):\n        return [Expectation('x', True)]\n"
+    )
+    with pytest.raises(sc.ScenarioError, match=rf"^{p}: N.claim must be a sentence naming the expectation"):
+        sc.load(str(p))

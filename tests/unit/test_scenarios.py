@@ -827,7 +827,11 @@ def test_soft_affinity_recorded_run():
     # Recorded under TCG: the times and the gain are emulated, and say so.
     assert times.figures["time_is"] == "emulated (TCG): not performance"
     assert "not performance" in times.note and "lab compare" in times.note
-    assert o.status == json.loads((d / "results.json").read_text())["status"] == "PASS"
+    # Debian's kernel has no soft affinity: the hard and unaffined phases cannot fail for
+    # the seed's claim, so the verdict is INCONCLUSIVE naming why (stored: PASS, from before
+    # a verdict needed a claim-carrying expectation that could fail).
+    assert json.loads((d / "results.json").read_text())["status"] == "PASS"
+    assert o.status == "INCONCLUSIVE" and o.message.startswith(sc.NO_CLAIM) and "no soft affinity" in o.message
 
 
 def test_soft_affinity_cross_node_under_hard_affinity_fails(tmp_path):
