@@ -32,7 +32,10 @@ The JSON document (``SCHEMA`` = "lab.compare", ``VERSION`` = 1)::
       "verdict": RATE,                   # PASS rate of whole runs
       "expectations": [RATE + {"name": str}],
       "figures": [FIGURE],
-      "not_judged": [{"side": "a"|"b", "run_dir": str|null, "status": str, "message": str}]
+      "not_judged": [{"side": "a"|"b", "run_dir": str|null, "status": str, "message": str}],
+      "verdicts": {"source": [str],       # "re-judged" (the current scenario on the run's
+                                          # data), "stored (...)" (results.json as written)
+                   "changed": [{"side", "run_dir", "stored": str, "now": str}]}
     }
     SIDE   = {"label": "A"|"B", "kernel": str,   # kernel names joined with "+"
               "kernel_ids": [str], "runs": int, "passed": int, "failed": int,
@@ -76,8 +79,10 @@ JUDGED = ("PASS", "FAIL")  # what a pass rate counts: INCONCLUSIVE runs are neit
 # --- reading runs ------------------------------------------------------------------------
 
 
-def load_run(run_dir: Path) -> dict[str, Any]:
-    """*run_dir*'s record (results.json), with ``run_dir`` set to where it was read.  A run
+def load_run(run_dir: Path, *, stored: bool = False) -> dict[str, Any]:
+    """*run_dir*'s record (results.json), with ``run_dir`` set to where it was read,
+    re-judged by the current scenario as ``lab recheck`` does (rejudge()) unless *stored*:
+    a stored verdict is what an older lab or scenario said, not what this one says.  A run
     that did not finish comes back as an ERROR saying why (it is then not judged); a
     directory that is no run at all is the user's error."""
     from . import integrity
@@ -99,8 +104,31 @@ def load_run(run_dir: Path) -> dict[str, Any]:
     late = integrity.unfinished(rec)
     if late:
         rec["status"], rec["message"] = "ERROR", late
+    elif not stored and record is not None:
+        rec = rejudge(run_dir, rec)
+    elif stored:
+        rec["verdict_source"] = "stored (--stored)"
     rec["run_dir"] = str(run_dir)
     return rec
+
+
+def rejudge(run_dir: Path, rec: dict[str, Any], topo: Any = None) -> dict[str, Any]:
+    """*rec* (a finished run's results.json) as the current scenario judges the run's data
+    (runner.recheck), with ``verdict_source`` saying which it is and ``stored_status`` the
+    stored verdict when it differs.  A scenario this lab does not have by that name leaves
+    the stored verdict, labelled so."""
+    from . import runner
+    from . import scenario as sc
+
+    name = rec.get("scenario")
+    if not isinstance(name, str) or name not in sc.names():
+        return {**rec, "verdict_source": f"stored (lab has no scenario {str(name)[:60]!r} to re-judge it)"}
+    o = runner.recheck(run_dir, topo=topo)
+    new = {k: v for k, v in o.to_dict().items() if k != "run_dir"}
+    new = {**rec, **new, "verdict_source": "re-judged"}
+    if o.status != rec.get("status"):
+        new["stored_status"] = rec.get("status")
+    return new
 
 
 def _plan_names(run_dir: Path) -> dict[str, Any]:
@@ -307,6 +335,14 @@ def compare(
             "expectation": name, "figure": fig, "a": sa, "b": sb,
             "change_pct": change_pct(sa["mean"], sb["mean"]), "test": welch(va, vb, alpha),
         })  # fmt: skip
+    rejudged = [
+        {"side": side, "run_dir": r.get("run_dir"), "stored": str(r["stored_status"]), "now": str(r.get("status"))}
+        for side, runs in (("a", runs_a), ("b", runs_b))
+        for r in runs
+        if r.get("stored_status") is not None
+    ]
+    # "judged": a live run's verdict (lab compare SCENARIO) is today's by construction.
+    sources = sorted({str(r.get("verdict_source") or "judged") for r in [*runs_a, *runs_b]})
     not_judged = [
         {"side": side, "run_dir": r.get("run_dir"), "status": str(r.get("status")), "message": str(r.get("message") or "")}
         for side, runs in (("a", runs_a), ("b", runs_b))
@@ -325,6 +361,7 @@ def compare(
         "expectations": expectations,
         "figures": figures,
         "not_judged": not_judged,
+        "verdicts": {"source": sources, "changed": rejudged},
     }
 
 

@@ -28,6 +28,7 @@ The figures (stream bytes, lost and skipped counts per phase) go into results.js
 from __future__ import annotations
 
 import io
+import math
 import os
 import re
 import socket
@@ -400,7 +401,61 @@ def read_record(run_dir: Path) -> tuple[dict[str, Any] | None, str | None]:
         return None, f"the run did not finish: results.json is not JSON ({len(text)} bytes; lab was killed while writing it?)"
     if not isinstance(rec, dict):
         return None, "results.json is not a run's record (not a JSON object)"
+    bad = record_problem(rec)
+    if bad:
+        return None, f"results.json is not a run's record lab can read: {bad}"
     return rec, None
+
+
+STATUSES = ("PASS", "FAIL", "INCONCLUSIVE", "ERROR", "SKIP", "RUNNING")
+
+
+def _finite(v: Any) -> bool:
+    """A figure a reader can do arithmetic on safely (JSON's 1e400 is inf; 10**400 is an int)."""
+    if isinstance(v, bool) or v is None or isinstance(v, str):
+        return True
+    if isinstance(v, int):
+        return abs(v) < 10**30
+    if isinstance(v, float):
+        return math.isfinite(v)
+    if isinstance(v, dict):
+        return all(_finite(x) for x in v.values())
+    if isinstance(v, list):
+        return all(_finite(x) for x in v)
+    return False
+
+
+def record_problem(rec: Mapping[str, Any]) -> str:
+    """What is wrong with a results.json's fields, as lab's readers use them ('' if nothing)."""
+    st = rec.get("status")
+    if not isinstance(st, str) or st not in STATUSES:
+        return f"field 'status' must be one of {', '.join(STATUSES)}, not {str(st)[:40]!r}"
+    for k in ("scenario", "topology", "kernel", "message"):
+        if k in rec and rec[k] is not None and not isinstance(rec[k], str):
+            return f"field {k!r} must be a string"
+    for k in ("timing", "integrity", "kernel_info", "figures"):
+        if k in rec and rec[k] is not None and not isinstance(rec[k], dict):
+            return f"field {k!r} must be an object"
+    if "notes" in rec and not (isinstance(rec["notes"], list) and all(isinstance(x, str) for x in rec["notes"])):
+        return "field 'notes' must be a list of strings"
+    exps = rec.get("expectations", [])
+    if not isinstance(exps, list):
+        return "field 'expectations' must be a list"
+    for i, e in enumerate(exps):
+        where = f"expectations[{i}]"
+        if not isinstance(e, dict):
+            return f"{where} must be an object"
+        if not isinstance(e.get("name"), str) or not isinstance(e.get("status"), str):
+            return f"{where} needs a 'name' and a 'status' (strings)"
+        if not isinstance(e.get("figures", {}), dict):
+            return f"{where}.figures must be an object"
+        if not isinstance(e.get("evidence", []), list):
+            return f"{where}.evidence must be a list"
+        if not _finite(e.get("figures", {})):
+            return f"{where}.figures holds a number lab cannot use (infinite, or more than 30 digits)"
+    if not _finite(rec.get("timing") or {}):
+        return "field 'timing' holds a number lab cannot use (infinite, or more than 30 digits)"
+    return ""
 
 
 def unfinished(record: Mapping[str, Any]) -> str | None:

@@ -16,6 +16,7 @@ different lock of the same name).
 from __future__ import annotations
 
 import fcntl
+import math
 import os
 import re
 import sys
@@ -65,9 +66,11 @@ def cache_lock(name: str, what: str, *, timeout: float = 600.0) -> Iterator[bool
         try:
             timeout = float(env)
         except ValueError:
+            timeout = math.nan
+        if not (math.isfinite(timeout) and timeout >= 0):
             from .errors import UserError
 
-            raise UserError(f"{TIMEOUT_ENV}={env!r}: expected a number of seconds") from None
+            raise UserError(f"{TIMEOUT_ENV}={env[:40]!r}: expected a finite, non-negative number of seconds") from None
     path = lock_path(name)
     try:
         # "a+": opening must not truncate what the current holder wrote.

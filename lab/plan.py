@@ -193,7 +193,10 @@ class VmPlan:
     @classmethod
     def from_dict(cls, d: dict[str, Any], topo: Topology, where: str = PLAN_FILE) -> VmPlan:
         """The plan *d* describes (as to_dict() wrote it, or an older plan.json: fields it
-        lacks take what the topology says or their defaults)."""
+        lacks take what the topology says or their defaults), checked against *topo*: the
+        CPU and node maps must be permutations of its ids, the numbers in range; anything
+        else is a one-line UserError naming *where* and the field."""
+        _check_fields(d, topo, where)
         try:
             arch = str(d.get("arch") or topo.arch)
             return cls(
@@ -222,7 +225,7 @@ class VmPlan:
                 kernel=KernelRef.from_dict(d["kernel"], arch) if isinstance(d.get("kernel"), dict) else None,
                 options=VmOptions.from_dict(d.get("options") or {}),
             )
-        except (KeyError, TypeError, ValueError) as e:
+        except (KeyError, TypeError, ValueError, OverflowError) as e:
             what = f"no field {e}" if isinstance(e, KeyError) else str(e)
             raise UserError(f"{where}: not a plan lab can read ({what})") from None
 
@@ -233,6 +236,21 @@ class VmPlan:
         out = write_text(run_dir / PLAN_FILE, json.dumps(self.to_dict(), indent=1) + "\n", "the run's plan")
         write_text(run_dir / NUMBERING_FILE, json.dumps(self.numbering_record(), indent=1) + "\n", "the run's numbering")
         return out
+
+    @classmethod
+    def read_with(cls, run_dir: Path, topo: Topology) -> VmPlan:
+        """The plan a run directory recorded, on *topo* (a bundle's own spec), which must be
+        the topology plan.json names."""
+        path = run_dir / PLAN_FILE
+        try:
+            d = json.loads(path.read_text())
+        except (OSError, ValueError) as e:
+            raise UserError(f"{path}: not a plan lab can read ({getattr(e, 'strerror', None) or e})") from None
+        if not isinstance(d, dict):
+            raise UserError(f"{path}: not a plan lab can read (not a JSON object)")
+        if d.get("topology") != topo.name:
+            raise UserError(f"{path}: the run was on {str(d.get('topology'))[:60]!r}, not on the topology given ({topo.name})")
+        return cls.from_dict(d, topo, where=str(path))
 
     @classmethod
     def read(cls, run_dir: Path) -> VmPlan:
@@ -249,9 +267,60 @@ class VmPlan:
             raise UserError(f"{path}: not a plan lab can read ({e})") from None
         if not isinstance(d, dict) or "topology" not in d:
             raise UserError(f"{path}: not a plan lab can read (no topology)")
+        name = d["topology"]
+        if not isinstance(name, str) or not name:
+            raise UserError(f"{path}: field 'topology' must be a topology's name")
+        # The spec file the run loaded, when it is still there and is that topology; else
+        # the catalog's of that name.  A file of another machine is not read as this one.
         spec = d.get("topology_file")
-        topo = load(spec if spec and Path(spec).exists() else d["topology"])
+        topo = None
+        if isinstance(spec, str) and spec.endswith(".toml") and Path(spec).is_file():
+            try:
+                t = load(spec)
+            except UserError:
+                t = None
+            topo = t if t is not None and t.name == name else None
+        if topo is None:
+            topo = load(name) if "/" not in name and not name.endswith(".toml") else None
+        if topo is None:
+            raise UserError(f"{path}: field 'topology' names {name[:80]!r}, which is not a topology in lab's catalog")
         return cls.from_dict(d, topo, where=str(path))
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _check_fields(d: dict[str, Any], topo: Topology, where: str) -> None:
+    """plan.json's fields as lab reads them: a plan whose maps do not fit its topology would
+    translate every CPU wrongly, silently."""
+
+    def bad(field: str, what: str) -> UserError:
+        return UserError(f"{where}: not a plan lab can read (field {field!r} {what})")
+
+    for k in ("guest_to_spec", "guest_node_to_spec"):
+        if k not in d:
+            raise UserError(f"{where}: not a plan lab can read (no field {k!r})")
+        if not isinstance(d[k], list) or not all(_is_int(x) for x in d[k]):
+            raise bad(k, "must be a list of whole numbers")
+    g2s, n2s = d["guest_to_spec"], d["guest_node_to_spec"]
+    if sorted(g2s) != sorted(topo.cpu_ids):
+        raise bad("guest_to_spec", f"must map each of the {topo.n_cpus} guest CPUs to a distinct CPU of {topo.name} "
+                  f"(it has {len(g2s)} entries{'' if set(g2s) <= set(topo.cpu_ids) else ', some not CPUs of the topology'})")  # fmt: skip
+    if sorted(n2s) != sorted(topo.node_ids):
+        raise bad("guest_node_to_spec", f"must map each of the {topo.n_nodes} guest nodes to a distinct node of {topo.name}")
+    for k, lo, hi in (("memory_mb", 1, 1 << 24), ("boot_cpus", 1, topo.n_cpus), ("guest_node_reclaim_distance", 0, 255)):
+        if k in d and not (_is_int(d[k]) and lo <= d[k] <= hi):
+            raise bad(k, f"must be a whole number from {lo} to {hi}, not {str(d[k])[:40]}")
+    for k in ("options", "kernel"):
+        if k in d and d[k] is not None and not isinstance(d[k], dict):
+            raise bad(k, f"must be an object, not {type(d[k]).__name__}")
+    for k in ("numa_cpu_args", "cmdline_extra", "notes"):
+        if k in d and not (isinstance(d[k], list) and all(isinstance(x, str) for x in d[k])):
+            raise bad(k, "must be a list of strings")
+    qv = d.get("qemu_version", [0, 0, 0])
+    if not (isinstance(qv, list) and all(_is_int(x) and 0 <= x < 1000 for x in qv)):
+        raise bad("qemu_version", "must be a list of small whole numbers ([7, 2, 0])")
 
 
 def _version(v: Any) -> tuple[int, int, int]:

@@ -38,11 +38,21 @@ class Progress:
         """A step: started now, ended when the block leaves (also on an error)."""
         self._steps.append((name, time.monotonic()))
         self._start(name, detail)
+        ok = False
         try:
             yield self
+            ok = True
         finally:
             _, t = self._steps.pop()
-            self._end(name, time.monotonic() - t)
+            # Only a step that finished says "done": an interrupted or failed one ends
+            # silently (the error or "interrupted" line says the rest).
+            if ok:
+                self._end(name, time.monotonic() - t)
+            else:
+                self._abort(name)
+
+    def _abort(self, name: str) -> None:
+        """A step left by an exception: nothing to print by default."""
 
     def update(self, detail: str) -> None:
         """What the current step is doing now (e.g. the guest agent's last line)."""
@@ -135,6 +145,9 @@ class LiveProgress(Progress):
         if not self._steps and self._status is not None:
             self._status.stop()
             self._status = None
+
+    def _abort(self, name: str) -> None:
+        self._end(name, 0.0)  # the status line goes, as at a step's end
 
     def note(self, text: str) -> None:
         self.console.print(text, markup=False, highlight=False, soft_wrap=True)

@@ -380,10 +380,11 @@ def aggregate(outcomes: list[RunOutcome]) -> dict[str, Any]:
     }
 
 
-def recheck(run_dir: Path, scenario_file: str | None = None) -> RunOutcome:
+def recheck(run_dir: Path, scenario_file: str | None = None, topo: Topology | None = None) -> RunOutcome:
     """Run a scenario's check() again on a run directory (no VM), if its data is complete:
-    the same judgment as the live run (judge()), ERROR naming the cause otherwise."""
-    plan = VmPlan.read(run_dir)
+    the same judgment as the live run (judge()), ERROR naming the cause otherwise.  *topo*:
+    the run's topology when the caller has it (a bundle's spec), else plan.json's."""
+    plan = VmPlan.read(run_dir) if topo is None else VmPlan.read_with(run_dir, topo)
     kernel = plan.kernel.name if plan.kernel else "?"
     record, why = integrity.read_record(run_dir)
     recorded = (record or {}).get("scenario")
@@ -392,6 +393,11 @@ def recheck(run_dir: Path, scenario_file: str | None = None) -> RunOutcome:
     if record is None or not name:
         o.message = why or "results.json names no scenario (give --scenario)"
         return o
+    if record.get("topology") not in (None, plan.topo.name):
+        raise UserError(
+            f"{run_dir}: results.json's topology {str(record.get('topology'))[:60]!r} is not plan.json's "
+            f"{plan.topo.name!r}: the records disagree about which machine the run was"
+        )
     why = integrity.unfinished(record)
     if why:
         rec = record.get("integrity")

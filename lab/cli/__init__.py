@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import io
 import logging
+import os
 import sys
 
 import click
@@ -56,6 +57,7 @@ class LabGroup(click.Group):
             faulthandler.register(signal.SIGUSR1, all_threads=True)
         except (AttributeError, ValueError, RuntimeError, OSError):
             pass
+        _quiet_stdout()
         return super().main(args, *a, **kw)
 
     def make_context(self, info_name, args, parent=None, **extra):
@@ -90,6 +92,79 @@ class LabGroup(click.Group):
         except KeyboardInterrupt:
             click.echo("lab: interrupted", err=True)
             ctx.exit(130)
+        except BrokenPipeError:  # a write to a reader that left, past the wrapper: SIGPIPE's code
+            _to_devnull(1)
+            ctx.exit(128 + 13)
+
+
+def _to_devnull(fd: int) -> None:
+    try:
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, fd)
+        os.close(null)
+    except OSError:
+        pass
+
+
+class _QuietPipe(io.TextIOBase):
+    """stdout whose reader may leave (`lab recheck RUN | head -1`): once a write or flush
+    meets a broken pipe, the rest goes to /dev/null, so lab goes on to the end and exits
+    with the verdict's code, printing no traceback."""
+
+    def __init__(self, f) -> None:
+        self._f = f
+        self.broken = False
+
+    def _broke(self) -> None:
+        self.broken = True
+        try:
+            _to_devnull(self._f.fileno())
+        except (OSError, ValueError):
+            pass
+
+    def write(self, s: str) -> int:
+        if not self.broken:
+            try:
+                return self._f.write(s)
+            except BrokenPipeError:
+                self._broke()
+        return len(s)
+
+    def flush(self) -> None:
+        if not self.broken:
+            try:
+                self._f.flush()
+            except BrokenPipeError:
+                self._broke()
+
+    def fileno(self) -> int:
+        return self._f.fileno()
+
+    def isatty(self) -> bool:
+        return self._f.isatty()
+
+    def writable(self) -> bool:
+        return True
+
+    @property
+    def encoding(self):  # type: ignore[override]
+        return self._f.encoding
+
+    @property
+    def errors(self):  # type: ignore[override]
+        return self._f.errors
+
+    def __getattr__(self, name: str):
+        return getattr(self._f, name)
+
+
+def _quiet_stdout() -> None:
+    """stdout closed by the caller (`lab topo list >&-`) is /dev/null; a pipe whose reader
+    leaves is _QuietPipe's."""
+    if sys.stdout is None:
+        sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - for the process's life
+    elif not isinstance(sys.stdout, _QuietPipe) and type(sys.stdout) is io.TextIOWrapper:
+        sys.stdout = _QuietPipe(sys.stdout)
 
 
 def _usage(e: click.UsageError) -> None:

@@ -38,8 +38,9 @@ def _vm_options(f):
 @click.option("--repeat", type=click.IntRange(1, 1000), default=5, show_default=True,
               help="Runs per kernel, interleaved A B A B ... so host noise hits both.")
 @click.option("--json", "as_json", is_flag=True, help="Print the comparison as JSON (schema lab.compare, see lab/compare.py).")
+@click.option("--stored", is_flag=True, help="RUN_DIRs: take each results.json's stored verdict as it is, instead of re-judging the run's data with the current scenario (labelled so).")
 @text_format_option
-def compare_cmd(what, topo, kernels, repeat: int, as_json: bool, **vm_kw) -> None:
+def compare_cmd(what, topo, kernels, repeat: int, as_json: bool, stored: bool, **vm_kw) -> None:
     """Compare two kernels on one scenario: per kernel each figure's min / max / mean /
     stddev and the change in %, pass rates, and whether the difference is significant
     (Welch's t-test for figures, Fisher's exact test for pass rates).
@@ -60,8 +61,8 @@ def compare_cmd(what, topo, kernels, repeat: int, as_json: bool, **vm_kw) -> Non
             raise UserError("lab compare RUN_DIR... -- RUN_DIR... compares finished runs: --kernel and --topology go with SCENARIO")
         if not what or not b_dirs:
             raise UserError("lab compare RUN_DIR... -- RUN_DIR... needs run directories on both sides of --")
-        runs_a = [compare.load_run(Path(d)) for d in what]
-        runs_b = [compare.load_run(Path(d)) for d in b_dirs]
+        runs_a = [compare.load_run(Path(d), stored=stored) for d in what]
+        runs_b = [compare.load_run(Path(d), stored=stored) for d in b_dirs]
         doc = compare.compare(runs_a, runs_b)
     else:
         if len(what) != 1:

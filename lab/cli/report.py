@@ -40,9 +40,14 @@ def bundle_cmd(run_dir: Path, output: Path) -> None:
 @click.option("--kernel", default=None, help="Boot this kernel instead of the bundle's (needed for a --kernel-tree run).")
 @click.option("--dir", "target", type=click.Path(path_type=Path), default=None,
               help="Open the bundle here (a new directory; default: one in the runs folder).")
-def replay_cmd(bundle_file: Path, kernel: str | None, target: Path | None) -> None:
+@click.option("--trust", is_flag=True, help="Run the bundle's own scenario (Python) on this host; without it lab replays its own scenario of that name.")
+def replay_cmd(bundle_file: Path, kernel: str | None, target: Path | None, trust: bool) -> None:
     """Open BUNDLE, get or rebuild its kernel, rerun its scenario on its topology, and
     print the bundle's verdict and figures next to the new ones.
+
+    A bundle's scenario is code: without --trust lab replays its own scenario of the
+    same name (and says whether the source is the bundle's), and refuses when it has
+    none, naming the file and its sha256 to read first.
 
     Exit 0 pass, 1 fail, 3 error, 4 inconclusive: the new run's verdict, as `lab run`."""
     from .. import progress as progress_mod
@@ -50,7 +55,7 @@ def replay_cmd(bundle_file: Path, kernel: str | None, target: Path | None) -> No
     from ..report import render, replay
 
     b = replay.open_bundle(bundle_file, target)  # bad input is refused before any progress
-    r = replay.replay(b, kernel, progress=progress_mod.for_cli())
+    r = replay.replay(b, kernel, progress=progress_mod.for_cli(), trust=trust)
     click.echo(render.replay_table(r.before, r.after.to_dict(), r.notes, str(b.root)), nl=False)
     sys.exit(runner.EXIT.get(r.after.status, 3))
 
@@ -59,13 +64,14 @@ def replay_cmd(bundle_file: Path, kernel: str | None, target: Path | None) -> No
 @click.argument("source", metavar="RUN_DIR|BUNDLE|COMPARE_JSON", type=click.Path(exists=True, path_type=Path))
 @click.option("--format", "fmt", type=click.Choice(["text", "markdown", "html"]), default="text", show_default=True)
 @click.option("-o", "--output", type=OUTPUT, default=None, help="Write here instead of stdout.")
-def render_cmd(source: Path, fmt: str, output: Path | None) -> None:
+@click.option("--stored", is_flag=True, help="Show results.json's stored verdict instead of re-judging the run's data with lab's current scenario (labelled so).")
+def render_cmd(source: Path, fmt: str, output: Path | None, stored: bool) -> None:
     """A run (or a bundle of one, or `lab compare --json`'s document) as text for a mail
     (80 columns), markdown, or one self-contained HTML page (the topology drawn as
     lstopo does, the placement timeline, the migrations; a comparison side by side)."""
     from ..report import render
 
-    doc = _document(source)
+    doc = _document(source, stored)
     page = render.render(doc, fmt)
     if output is None:
         click.echo(page, nl=False)
@@ -76,7 +82,7 @@ def render_cmd(source: Path, fmt: str, output: Path | None) -> None:
     click.echo(f"{output}: {fmt}, {len(page.encode()) / 1024:.0f} KiB", err=True)
 
 
-def _document(source: Path):
+def _document(source: Path, stored: bool = False):
     import shutil
     import tempfile
 
@@ -85,7 +91,7 @@ def _document(source: Path):
     from ..report import bundle, document
 
     if source.is_dir():
-        return document.load_run(source)
+        return document.load_run(source, stored=stored)
     if source.name.endswith(".json"):
         return document.load_compare(source)
     if not source.name.endswith((".tar.gz", ".tgz")):
@@ -95,7 +101,7 @@ def _document(source: Path):
         b = bundle.extract(source, tmp / "bundle")
         tf = b.file("topology")
         topo = topology.load(tf) if tf is not None else None
-        return document.load_run(b.run_dir, topo, source=str(source))
+        return document.load_run(b.run_dir, topo, source=str(source), stored=stored)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 

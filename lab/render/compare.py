@@ -115,6 +115,15 @@ def text(doc: dict[str, Any]) -> str:
         out.append("too few runs to tell:")
         for w in few:
             out += _wrap(w, "  ")
+    got = doc.get("verdicts")
+    verdicts: dict[str, Any] = got if isinstance(got, dict) else {}
+    if verdicts.get("changed"):
+        out.append("verdicts re-judged by the current scenario, differing from the stored ones:")
+        for r in verdicts["changed"]:
+            out += _wrap(f"{r['side'].upper()} stored {r['stored']}, now {r['now']} ({r['run_dir']})", "  ")
+    stored = [s for s in verdicts.get("source", []) if s.startswith("stored")]
+    if stored:
+        out += _wrap("verdicts as stored, not re-judged: " + "; ".join(stored))
     if doc.get("not_judged"):
         out.append("not judged (counted on no side):")
         for r in doc["not_judged"]:

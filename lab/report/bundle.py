@@ -66,6 +66,8 @@ RUN_FILES = (
     "agent.log", "job.sh", "results.json", "junit.xml", "lost.registers",
 )  # fmt: skip
 RUN_DIRS = ("out", "guest")
+# What the manifest's keys that name a member may name: (folder, ending).
+MEMBER_KEYS = {"topology": ("topology", ".toml"), "scenario": ("scenario", ".py")}
 
 
 @dataclass(frozen=True)
@@ -80,9 +82,31 @@ class Bundle:
         return self.root / "run"
 
     def file(self, key: str) -> Path | None:
-        """The member the manifest names under *key* (topology, scenario), if any."""
+        """The member the manifest names under *key* (topology: topology/NAME.toml,
+        scenario: scenario/NAME.py), if any.  It must be a member the manifest lists (and
+        extract() checked) in that folder: a path outside the bundle is refused."""
         rel = self.manifest.get(key)
-        return self.root / rel if isinstance(rel, str) and rel else None
+        if rel is None or rel == "":
+            return None
+        folder, ext = MEMBER_KEYS.get(key, (key, ""))
+        members = self.manifest.get("members")
+        p = PurePosixPath(rel) if isinstance(rel, str) else None
+        if (
+            p is None
+            or not isinstance(members, dict)
+            or rel not in members
+            or len(p.parts) != 2
+            or p.parts[0] != folder
+            or not p.name.endswith(ext)
+        ):
+            raise UserError(f"{self.root}: {MANIFEST}'s {key!r} is {str(rel)[:80]!r}, not one of the bundle's own {folder}/*{ext} members; refused")
+        return self.root / rel
+
+    def sha256(self, key: str) -> str:
+        """The manifest's sha256 of the member named under *key* (checked on extract)."""
+        rel = self.manifest.get(key)
+        m = (self.manifest.get("members") or {}).get(rel) if isinstance(rel, str) else None
+        return str(m.get("sha256", "")) if isinstance(m, dict) else ""
 
     @property
     def kernel(self) -> dict[str, Any]:
@@ -151,8 +175,10 @@ def make(run_dir: Path, out: Path) -> dict[str, Any]:
 
 def _scenario_file(name: str, command: str, run_dir: Path) -> Path | None:
     """The source of the run's scenario: a scenario file its command named (`lab run
-    ./mine.py`, relative to where lab ran, else to the run directory's parent), else
-    lab's scenario of that name."""
+    ./mine.py`, relative to where lab ran, else to the run directory's parent) whose class
+    declares that name, else lab's scenario of that name.  The file is read as text and
+    parsed, never imported: a run directory is data, and its command file could name any
+    file on this host."""
     import shlex
 
     from .. import scenario as sc
@@ -164,16 +190,37 @@ def _scenario_file(name: str, command: str, run_dir: Path) -> Path | None:
     for a in args:
         if a.endswith(".py"):
             for p in (Path(a), run_dir.parent / a):
-                if p.is_file():
-                    try:
-                        if sc.load_file(p).name == name:
-                            return p
-                    except UserError:
-                        pass
+                if p.is_file() and _declares_scenario(p, name):
+                    return p
+    if name in sc.names():
+        try:
+            return Path(sc.load(name).path)
+        except UserError:
+            pass
+    return None
+
+
+def _declares_scenario(path: Path, name: str) -> bool:
+    """Whether *path* (Python source, parsed not run) has a class with ``name = "<name>"``."""
+    import ast
+
     try:
-        return Path(sc.load(name).path)
-    except UserError:
-        return None
+        if path.stat().st_size > 1 << 20:
+            return False
+        tree = ast.parse(path.read_bytes())
+    except (OSError, SyntaxError, ValueError):
+        return False
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ClassDef):
+            for st in node.body:
+                if (
+                    isinstance(st, ast.Assign)
+                    and any(isinstance(t, ast.Name) and t.id == "name" for t in st.targets)
+                    and isinstance(st.value, ast.Constant)
+                    and st.value.value == name
+                ):
+                    return True
+    return False
 
 
 def _read_text(p: Path) -> str:

@@ -70,6 +70,7 @@ class RunDoc:
     migrations: dict[str, int] = field(default_factory=dict)  # class -> count, and "total"
     timeline: Timeline | None = None
     source: str = ""  # where it came from (run dir or bundle), for the footer
+    verdict_note: str = ""  # re-judged and differing from the stored verdict, or shown as stored
 
 
 def migration_class(level: str, src_node: int, dst_node: int) -> str:
@@ -83,8 +84,11 @@ def migration_class(level: str, src_node: int, dst_node: int) -> str:
     return "same node"
 
 
-def load_run(run_dir: Path, topo: Topology | None = None, source: str = "") -> RunDoc:
-    """The document of a finished run directory (its own topology spec unless *topo*)."""
+def load_run(run_dir: Path, topo: Topology | None = None, source: str = "", stored: bool = False) -> RunDoc:
+    """The document of a finished run directory (its own topology spec unless *topo*),
+    its verdict re-judged by lab's current scenario of that name (lab.compare.rejudge)
+    unless *stored*; the message says where the stored verdict differs, or that it is
+    the stored one."""
     from ..plan import VmPlan
 
     if topo is None:
@@ -97,6 +101,15 @@ def load_run(run_dir: Path, topo: Topology | None = None, source: str = "") -> R
     late = unfinished(res)
     if late:  # a killed or interrupted run is shown as what it is (as lab compare does)
         res = {**res, "status": "ERROR", "message": late, "expectations": []}
+    elif not stored:
+        from ..compare import rejudge
+
+        res = rejudge(run_dir, res, topo)
+    verdict_note = ""
+    if res.get("stored_status") is not None:
+        verdict_note = f"re-judged by the current scenario: stored {res['stored_status']}, now {res.get('status')}"
+    elif stored or str(res.get("verdict_source", "")).startswith("stored"):
+        verdict_note = f"verdict as stored in results.json, not re-judged{'' if stored else ' (' + str(res.get('verdict_source')) + ')'}"
     if topo is not None:
         try:
             raw = json.loads((run_dir / "plan.json").read_text())
@@ -116,6 +129,7 @@ def load_run(run_dir: Path, topo: Topology | None = None, source: str = "") -> R
         kernel=kernel,
         status=str(res.get("status", "?")),
         message=str(res.get("message") or ""),
+        verdict_note=verdict_note,
         command=command,
         accel=plan.accel,
         accel_reason=plan.accel_reason,
@@ -250,7 +264,8 @@ def load_compare(path: Path) -> CompareDoc:
         for d in doc["sides"][side].get("run_dirs") or []:
             if d and (Path(d) / "results.json").is_file() and (Path(d) / "plan.json").is_file():
                 try:
-                    found = load_run(Path(d), source=d)
+                    # the runs as the comparison counted them: its verdicts are the document's
+                    found = load_run(Path(d), source=d, stored=True)
                 except UserError:
                     continue
                 if found.status in ("PASS", "FAIL"):

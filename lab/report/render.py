@@ -78,9 +78,10 @@ def figures(e: dict[str, Any]) -> str:
 def verdict_line(doc: RunDoc) -> str:
     exps = doc.expectations
     failed = sum(e.get("status") == "FAIL" for e in exps)
+    note = f" [{doc.verdict_note}]" if doc.verdict_note else ""
     if doc.status in ("PASS", "FAIL"):
-        return f"{doc.status} ({failed} of {len(exps)} expectations failed)"
-    return f"{doc.status}: {doc.message}" if doc.message else doc.status
+        return f"{doc.status} ({failed} of {len(exps)} expectations failed){note}"
+    return (f"{doc.status}: {doc.message}" if doc.message else doc.status) + note
 
 
 def _migration_rows(doc: RunDoc) -> list[tuple[str, str]]:

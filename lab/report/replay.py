@@ -122,28 +122,63 @@ def _plan(b: Bundle) -> dict[str, Any]:
     return d if isinstance(d, dict) else {}
 
 
-def replay(b: Bundle, kernel: str | None = None, progress=None) -> Replay:
-    """Rerun bundle *b*: same topology spec, scenario source, VM options; the kernel
-    from kernel_spec().  Returns the bundle's results next to the new outcome."""
-    from .. import runner, session, topology
+def scenario_of(b: Bundle, trust: bool = False) -> tuple[Any, str]:
+    """The scenario to replay *b* with, and a note saying which it is.  A bundle's scenario
+    is Python: it runs on this host only with *trust* (the user read it and said so).
+    Without it lab replays its own scenario of the same name (saying whether its source is
+    the bundle's, byte for byte), and refuses when it has none, naming the file and its
+    sha256 to read before trusting it."""
+    import hashlib
+
     from .. import scenario as sc
+
+    scen_file = b.file("scenario")
+    name = b.manifest.get("scenario_name")
+    digest = b.sha256("scenario")
+    if trust:
+        if scen_file is None:
+            raise UserError(f"{b.root}: the bundle carries no scenario source to trust")
+        return sc.load_file(scen_file), f"the bundle's own scenario {scen_file.relative_to(b.root)} (sha256 {digest}), run with --trust"
+    if not isinstance(name, str) or name not in sc.names():
+        what = f"scenario/{scen_file.name} (sha256 {digest})" if scen_file is not None else "no scenario source"
+        raise UserError(
+            f"{b.root}: the bundle's scenario {str(name)[:60]!r} is not one of lab's, and the bundle carries {what}: "
+            "a scenario is Python that would run on this host; read it, then replay with --trust"
+        )
+    own = sc.load_recorded(name, f"{b.root}/{'manifest.json'}: scenario_name")
+    mine = hashlib.sha256(Path(own.path).read_bytes()).hexdigest()
+    if scen_file is not None and mine == digest:
+        return own, f"scenario {name}: lab's own, the same source as the bundle's (sha256 {digest[:16]})"
+    theirs = f"the bundle's scenario/{scen_file.name} (sha256 {digest[:16]})" if scen_file is not None else "the bundle carries none"
+    return own, (f"scenario {name}: lab's own ({own.path}, sha256 {mine[:16]}), not {theirs}; "
+                 "--trust runs the bundle's instead")  # fmt: skip
+
+
+def replay(b: Bundle, kernel: str | None = None, progress=None, trust: bool = False) -> Replay:
+    """Rerun bundle *b*: same topology spec, VM options and scenario (lab's own of that
+    name unless *trust*: scenario_of()); the kernel from kernel_spec().  Returns the
+    bundle's results next to the new outcome."""
+    from .. import runner, session, topology
     from ..plan import VmOptions
 
     before = results_of(b)
-    topo_file, scen_file = b.file("topology"), b.file("scenario")
-    if topo_file is None or scen_file is None:
-        missing = "topology spec" if topo_file is None else "scenario source"
-        raise UserError(f"{b.root}: the bundle carries no {missing}; it cannot be replayed")
+    topo_file = b.file("topology")
+    if topo_file is None:
+        raise UserError(f"{b.root}: the bundle carries no topology spec; it cannot be replayed")
     topo = topology.load(topo_file)
-    s = sc.load_file(scen_file)
     plan = _plan(b)
+    if plan.get("topology") != topo.name:
+        raise UserError(f"{b.root}: the bundle's topology spec is {topo.name}, but its run was on {str(plan.get('topology'))[:60]!r}")
+    s, which = scenario_of(b, trust)
     opts = VmOptions.from_dict(plan.get("options") or {})
     spec, notes = kernel_spec(b, kernel, progress=progress)
     opts = dataclasses.replace(opts, kernel=spec)
+    if progress is not None:  # once the input is known good: bad input is one line alone
+        progress.note(f"replay: {which}")
     sess = session.prepare(topo, opts, progress=progress)
     if progress is not None:
         with progress.step("replay", f"{s.name} on {topo.name} ({sess.kernel.name})"):
             after = runner.run_once(s, sess, on_event=lambda t, line: progress.update(line.removeprefix("lab: ")))
     else:
         after = runner.run_once(s, sess)
-    return Replay(b, before, after, notes)
+    return Replay(b, before, after, [which, *notes])

@@ -90,7 +90,7 @@ def test_change_pct():
 
 def _runs(d: Path, n: int, **change) -> list[dict]:
     """*n* copies of a recorded run, each a distinct run directory name."""
-    rec = compare.load_run(d)
+    rec = compare.load_run(d, stored=True)
     out = []
     for i in range(n):
         r = copy.deepcopy(rec)
@@ -101,7 +101,7 @@ def _runs(d: Path, n: int, **change) -> list[dict]:
 
 
 def test_compare_recorded_runs():
-    a = [compare.load_run(LLC_LAB), compare.load_run(LLC_LATE), *_runs(LLC_LAB, 3)]
+    a = [compare.load_run(LLC_LAB, stored=True), compare.load_run(LLC_LATE, stored=True), *_runs(LLC_LAB, 3)]
     b = _runs(LLC_DEB, 5)
     doc = compare.compare(a, b, interleaved=True)
     assert doc["schema"] == "lab.compare" and doc["version"] == compare.VERSION
@@ -133,23 +133,23 @@ def test_unfinished_run_is_not_judged(tmp_path):
     rec["status"] = "RUNNING"
     rec["integrity"] = {"stage": "boot", "pid": 2**22 + 1, "host": "elsewhere"}
     (d / "results.json").write_text(json.dumps(rec))
-    r = compare.load_run(d)
+    r = compare.load_run(d, stored=True)
     assert r["status"] == "ERROR" and "did not finish" in r["message"]
 
 
 def test_different_scenarios_or_topologies_are_refused():
     with pytest.raises(UserError, match=f"different scenarios: {LLC_LAB} is llc-spread-pinned, {CLUSTER} is cluster-wakeup"):
-        compare.compare([compare.load_run(LLC_LAB)], [compare.load_run(CLUSTER)])
+        compare.compare([compare.load_run(LLC_LAB, stored=True)], [compare.load_run(CLUSTER, stored=True)])
     other = _runs(LLC_DEB, 1, topology="zen3-2s")
     with pytest.raises(UserError, match="different topologies: .* is zen3-2s-mini, .* is zen3-2s$"):
-        compare.compare([compare.load_run(LLC_LAB)], other)
+        compare.compare([compare.load_run(LLC_LAB, stored=True)], other)
 
 
 def test_not_a_run_directory(tmp_path):
     with pytest.raises(UserError, match="not a run directory"):
-        compare.load_run(tmp_path)
+        compare.load_run(tmp_path, stored=True)
     with pytest.raises(UserError, match="no such run directory"):
-        compare.load_run(tmp_path / "nope")
+        compare.load_run(tmp_path / "nope", stored=True)
 
 
 def test_check_document():
@@ -178,7 +178,7 @@ def _plain(text: str) -> None:
 
 
 def test_text_golden():
-    a = [compare.load_run(LLC_LAB), compare.load_run(LLC_LATE), *_runs(LLC_LAB, 3)]
+    a = [compare.load_run(LLC_LAB, stored=True), compare.load_run(LLC_LATE, stored=True), *_runs(LLC_LAB, 3)]
     b = [*_runs(LLC_DEB, 4), *_runs(LLC_DEB, 1, status="ERROR", message="guest never reported ready")]
     doc = compare.compare(a, b, interleaved=True)
     for r in doc["not_judged"]:
@@ -189,11 +189,13 @@ def test_text_golden():
 
 
 def test_compare_run_dirs_cli():
-    r = CliRunner().invoke(main, ["compare", str(LLC_LAB), str(LLC_LATE), "--", str(LLC_DEB)])
+    # --stored: the Debian run re-judges INCONCLUSIVE (the vendor effect), leaving B no
+    # judged run (exit 3, test_run_directories_are_re_judged...); this checks the tables.
+    r = CliRunner().invoke(main, ["compare", "--stored", str(LLC_LAB), str(LLC_LATE), "--", str(LLC_DEB)])
     assert r.exit_code == 0, r.output
     _plain(r.output)
     assert "A: lab-6.1 (2 runs" in r.output and "B: debian (1 runs" in r.output and "too few" in r.output
-    r = CliRunner().invoke(main, ["compare", "--json", str(LLC_LAB), "--", str(LLC_DEB)])
+    r = CliRunner().invoke(main, ["compare", "--json", "--stored", str(LLC_LAB), "--", str(LLC_DEB)])
     assert r.exit_code == 0 and json.loads(r.output)["schema"] == "lab.compare"
 
 
@@ -244,3 +246,25 @@ def test_a_number_leaves_a_space_in_its_column(v):
     s = num(v)
     assert 0 < len(s) < _NUM, s
     assert abs(float(s) - v) <= max(abs(v) * 0.05, 1e-12) or abs(v) >= 1e8, (s, v)  # 2 digits at worst
+
+
+# --- stored verdicts are re-judged (issue 31 item 5) ------------------------------------------
+
+
+def test_run_directories_are_re_judged_and_say_where_the_stored_verdict_differs(tmp_path):
+    """A stored verdict is what the scenario said when the run was made: lab compare on
+    run directories re-judges the data with the current scenario, as lab recheck does,
+    and names each run whose verdict changed; --stored keeps and labels the old ones."""
+    stored = compare.load_run(LLC_DEB, stored=True)
+    now = compare.load_run(LLC_DEB)
+    assert stored["status"] == "FAIL" and stored["verdict_source"] == "stored (--stored)"
+    # Recorded before the vendor-effect gate: Debian 6.1 under the Intel model loses
+    # SD_BALANCE_FORK across sockets (reclaim distance 30 < 32), the emulation's doing.
+    assert now["status"] == "INCONCLUSIVE" and now["stored_status"] == "FAIL" and now["verdict_source"] == "re-judged"
+    doc = compare.compare([compare.load_run(LLC_LAB)], [now])
+    assert {"side": "b", "run_dir": str(LLC_DEB), "stored": "FAIL", "now": "INCONCLUSIVE"} in doc["verdicts"]["changed"]
+    assert "B stored FAIL, now INCONCLUSIVE" in render.text(doc)
+    r = CliRunner().invoke(main, ["compare", "--stored", str(LLC_LAB), "--", str(LLC_DEB)])
+    assert "verdicts as stored, not re-judged" in r.output
+    r = CliRunner().invoke(main, ["compare", str(LLC_LAB), "--", str(LLC_DEB)])
+    assert r.exit_code == 3 and "stored FAIL, now INCONCLUSIVE" in r.output and "verdicts as stored" not in r.output

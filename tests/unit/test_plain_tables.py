@@ -60,7 +60,7 @@ COMMANDS = [
     (("scenarios",), "preferred-node-migrations"),
     (("recheck", str(RUNS / "llc-spread-pinned-zen3-2s-mini-debian")), "targets distinct (no pile-up)"),
     (("recheck", str(RUNS / "soft-affinity-xeon-2s22c-mini-debian")), "cross_node"),
-    (("compare", str(RUNS / "llc-spread-pinned-zen3-2s-mini-lab-6.1"), "--", str(RUNS / "llc-spread-pinned-zen3-2s-mini-debian")),
+    (("compare", "--stored", str(RUNS / "llc-spread-pinned-zen3-2s-mini-lab-6.1"), "--", str(RUNS / "llc-spread-pinned-zen3-2s-mini-debian")),
      "%Change"),
 ]
 

@@ -27,7 +27,9 @@ EXT = {"text": "txt", "markdown": "md", "html": "html"}
 
 
 def doc(name: str) -> document.RunDoc:
-    return document.load_run(RUNS / name, source=name)
+    # As stored: the goldens check the drawing, not today's scenario (re-judging:
+    # test_render_re_judges_a_run_and_says_so).
+    return document.load_run(RUNS / name, source=name, stored=True)
 
 
 @pytest.mark.parametrize("fmt", render.FORMATS)
@@ -93,8 +95,9 @@ def test_timeline_of_the_placements():
 
 def test_cli_render(tmp_path):
     run = str(RUNS / FIXTURES[0])
-    r = CliRunner().invoke(main, ["report", "render", run])
+    r = CliRunner().invoke(main, ["report", "render", "--stored", run])
     assert r.exit_code == 0 and "lab run llc-spread-pinned on zen3-2s-mini: FAIL" in r.output
+    assert "verdict as stored in results.json, not re-judged" in " ".join(r.output.split())
     r = CliRunner().invoke(main, ["report", "render", run, "--format", "html", "-o", str(tmp_path / "r.html")])
     assert r.exit_code == 0 and (tmp_path / "r.html").read_text().startswith("<!DOCTYPE html>")
     r = CliRunner().invoke(main, ["report", "render", run, "--format", "pdf"])
@@ -195,3 +198,14 @@ def test_compare_html_in_headless_chromium(tmp_path, compare_doc):
     assert len(re.findall(r'<rect class="cpu" data-cpu="\d+"', r.stdout)) == compare_doc.topology.n_cpus
     assert r.stdout.count('class="timeline"') == 2
     assert [ln for ln in r.stderr.splitlines() if "CONSOLE" in ln or "Refused to" in ln] == []
+
+
+def test_render_re_judges_a_run_and_says_so():
+    """lab report render judges the run's data with lab's current scenario, as lab recheck
+    does, and says where the stored verdict differs: Debian 6.1's recorded run was stored
+    FAIL before the vendor-effect gate, and is INCONCLUSIVE now."""
+    run = str(RUNS / "llc-spread-pinned-zen3-2s-mini-debian")
+    r = CliRunner().invoke(main, ["report", "render", run])
+    assert r.exit_code == 0, r.output
+    assert "llc-spread-pinned on zen3-2s-mini: INCONCLUSIVE" in r.output
+    assert "re-judged by the current scenario: stored FAIL, now INCONCLUSIVE" in " ".join(r.output.split())
