@@ -93,8 +93,13 @@ def load_run(run_dir: Path, *, stored: bool = False) -> dict[str, Any]:
     if record is None:
         if not (run_dir / "results.json").exists():
             raise UserError(f"{run_dir}: not a run directory (no results.json)")
-        record = {"status": "ERROR", "message": why}
-    rec = dict(record)
+        rec = {"status": "ERROR", "message": why}
+        raw = _raw(run_dir / "results.json")  # what it says of itself, names only
+        for k in ("scenario", "topology"):
+            if isinstance(raw.get(k), str):
+                rec[k] = raw[k]
+    else:
+        rec = dict(record)
     if not rec.get("scenario") or not rec.get("topology"):
         plan = _plan_names(run_dir)
         rec.setdefault("scenario", plan.get("scenario"))
@@ -129,6 +134,16 @@ def rejudge(run_dir: Path, rec: dict[str, Any], topo: Any = None) -> dict[str, A
     if o.status != rec.get("status"):
         new["stored_status"] = rec.get("status")
     return new
+
+
+def _raw(p: Path) -> dict[str, Any]:
+    import json
+
+    try:
+        d = json.loads(p.read_text())
+    except (OSError, ValueError):
+        return {}
+    return d if isinstance(d, dict) else {}
 
 
 def _plan_names(run_dir: Path) -> dict[str, Any]:
@@ -288,6 +303,10 @@ def compare(
     docstring.  Runs of different scenarios or topologies are refused, naming both."""
     if not runs_a or not runs_b:
         raise UserError("lab compare needs runs on both sides (A -- B)")
+    dirs_a = {str(r.get("run_dir")) for r in runs_a if r.get("run_dir")}
+    both = sorted(dirs_a & {str(r.get("run_dir")) for r in runs_b if r.get("run_dir")})
+    if both:
+        raise UserError(f"run {both[0]} is on both sides of the comparison; a run counts for A or for B, not both")
     scenario = _same(runs_a, runs_b, "scenario", "scenarios")
     topology = _same(runs_a, runs_b, "topology", "topologies")
     judged = {"a": [r for r in runs_a if r.get("status") in JUDGED], "b": [r for r in runs_b if r.get("status") in JUDGED]}

@@ -41,7 +41,9 @@ class Config:
 def path() -> Path:
     env = os.environ.get("LAB_CONFIG")
     if env:
-        return Path(env).expanduser()
+        from .paths import expand
+
+        return expand(env, "LAB_CONFIG")
     base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
     return Path(base) / "lab" / "config.toml"
 
@@ -77,11 +79,13 @@ def load() -> Config:
     if accel is not None and accel not in ACCELS:
         raise UserError(f"{f}: accel: '{accel}' is not one of {', '.join(ACCELS)}")
     runs = data.get("runs")
+    from .paths import expand
+
     return Config(
         f,
         kernel=data.get("kernel"),
         accel=accel,
-        runs=Path(runs).expanduser() if runs else None,
-        topologies=tuple(Path(x).expanduser() for x in data.get("topologies", [])),
-        scenarios=tuple(Path(x).expanduser() for x in data.get("scenarios", [])),
+        runs=expand(runs, f"{f}: runs") if runs else None,
+        topologies=tuple(expand(x, f"{f}: topologies") for x in data.get("topologies", [])),
+        scenarios=tuple(expand(x, f"{f}: scenarios") for x in data.get("scenarios", [])),
     )

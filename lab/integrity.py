@@ -467,9 +467,10 @@ def unfinished(record: Mapping[str, Any]) -> str | None:
     stage = STAGES.get(str(integ.get("stage")), f"at stage {integ.get('stage')!r}")
     if record.get("status") == "RUNNING":
         pid = integ.get("pid")
-        if isinstance(pid, int) and integ.get("host") == socket.gethostname() and _alive(pid, integ.get("pid_start")):
+        real = isinstance(pid, int) and not isinstance(pid, bool) and 0 < pid < 1 << 22  # pid_max's limit
+        if real and isinstance(pid, int) and integ.get("host") == socket.gethostname() and _alive(pid, integ.get("pid_start")):
             return f"the run has not finished: lab (pid {pid}) is still running it ({stage})"
-        gone = f"; lab's pid {pid} is gone" if isinstance(pid, int) else ""
+        gone = f"; lab's pid {pid} is gone" if real else ""
         return f"the run did not finish (lab was killed {stage}: results.json still says RUNNING{gone})"
     if integ.get("finished") is False:
         return str(record.get("message") or f"the run did not finish ({stage})")

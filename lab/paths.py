@@ -57,12 +57,32 @@ def cache_dir() -> Path:
     return p
 
 
+def expand(p: str | Path, where: str) -> Path:
+    """*p* with ~ expanded; a ~user that names nobody is a one-line UserError naming
+    *where* the path came from (a setting, a variable)."""
+    try:
+        return Path(p).expanduser()
+    except RuntimeError:
+        from .errors import UserError
+
+        raise UserError(f"{where}: {str(p)[:80]!r}: no such user's home directory") from None
+
+
 def _user_dirs(env: str, configured: tuple[Path, ...]) -> list[Path]:
-    """The user's own folders: $<env> (folders separated by ':'), else the settings file's."""
+    """The user's own folders: $<env> (folders separated by ':'), else the settings file's.
+    One that exists but is not a folder is refused (it would be silently ignored)."""
     value = os.environ.get(env)
     if value is not None:
-        return [Path(p).expanduser() for p in value.split(os.pathsep) if p]
-    return list(configured)
+        dirs = [expand(p, env) for p in value.split(os.pathsep) if p]
+        where = env
+    else:
+        dirs, where = list(configured), "the settings file"
+    for d in dirs:
+        if d.exists() and not d.is_dir():
+            from .errors import UserError
+
+            raise UserError(f"{where}: {d} is not a folder (give folders of .toml or .py files)")
+    return dirs
 
 
 def topology_dirs() -> list[Path]:
@@ -86,17 +106,25 @@ def runs_dir(choice: Path | None = None) -> Path:
     file's ``runs``, else $XDG_DATA_HOME/lab/runs (~/.local/share/lab/runs): never the
     current directory, which may be a source tree."""
     if choice is not None:
-        return choice.expanduser()
+        return _runs_folder(expand(choice, "--runs"), "--runs")
     env = os.environ.get("LAB_RUNS")
     if env:
-        return Path(env).expanduser()
+        return _runs_folder(expand(env, "LAB_RUNS"), "LAB_RUNS")
     from . import config
 
     configured = config.load().runs
     if configured is not None:
-        return configured
+        return _runs_folder(configured, "the settings file's runs")
     base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
     return Path(base) / "lab" / "runs"
+
+
+def _runs_folder(p: Path, where: str) -> Path:
+    if p.exists() and not p.is_dir():
+        from .errors import UserError
+
+        raise UserError(f"{where}: {p} is a file, not a folder for run directories")
+    return p
 
 
 def check_runs_outside(runs: Path, tree: Path) -> None:

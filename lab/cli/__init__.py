@@ -79,7 +79,7 @@ class LabGroup(click.Group):
             _usage(e)
             ctx.exit(2)
         except (LabError, OSError) as e:
-            err = e if isinstance(e, LabError) else _storage_error(e)
+            err = e if isinstance(e, LabError) else (_storage_error(e) or _name_error(e))
             if err is None:  # any other OSError is lab's bug: its traceback is the report
                 raise
             # One line, always: the message says what and where; details live in logs.
@@ -172,6 +172,20 @@ def _usage(e: click.UsageError) -> None:
     msg = " ".join(e.format_message().split()).rstrip(".")
     where = f" (see {e.ctx.command_path} --help)" if e.ctx is not None else ""
     click.echo(f"lab: error: {msg}{where}", err=True)
+
+
+def _name_error(e: OSError) -> LabError | None:
+    """A path lab was given that the file system cannot take (ENAMETOOLONG), or that goes
+    through a file (ENOTDIR), as one line naming it."""
+    import errno
+
+    from ..errors import UserError
+
+    if e.errno not in (errno.ENAMETOOLONG, errno.ENOTDIR):
+        return None
+    name = os.fsdecode(e.filename) if e.filename is not None else "a path"
+    shown = name if len(name) <= 80 else f"{name[:60]}...({len(name)} characters)"
+    return UserError(f"{shown}: {e.strerror or os.strerror(e.errno or 0)}")
 
 
 def _storage_error(e: OSError) -> LabError | None:

@@ -188,6 +188,8 @@ def list_cmd(as_json: bool) -> None:
     from ..kernel import store
 
     items = store.entries()
+    for kid, why in store.damaged():  # named, not listed: lab never boots one
+        click.echo(f"lab: damaged store entry {kid}: {why} (lab kernel rm {kid})", err=True)
     if as_json:
         import json
 
@@ -302,4 +304,4 @@ def rm_cmd(specs: tuple[str, ...], arch: str | None) -> None:
 
     for s in specs:
         a = store.remove(s, arch)
-        click.echo(f"removed {a.label} ({a.arch}, {a.release})")
+        click.echo(f"removed {a.label} ({a.arch}, {a.release})" if a is not None else f"removed the damaged entry {s}")

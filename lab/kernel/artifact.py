@@ -27,8 +27,31 @@ class KernelArtifact:
 
     @classmethod
     def from_entry(cls, entry: Path) -> KernelArtifact:
-        """The artifact for a store directory holding metadata.json."""
+        """The artifact for a store directory holding metadata.json; ValueError saying what
+        is wrong when the metadata is not one lab wrote or the image is not the one it
+        names (gone, or not image_size bytes: a damaged entry is never booted)."""
         meta = json.loads((entry / "metadata.json").read_text())
+        if not isinstance(meta, dict):
+            raise ValueError("metadata.json is not a JSON object")
+        for k in ("name", "arch", "image", "release", "id"):
+            if not isinstance(meta.get(k), str):
+                raise ValueError(f"metadata.json: {k!r} must be a string")
+        for k in ("image", "modules", "config"):
+            v = meta.get(k)
+            if v is not None and (not isinstance(v, str) or not v or v.startswith("/") or ".." in v.split("/")):
+                raise ValueError(f"metadata.json: {k!r} must name a file inside the entry")
+        size = meta.get("image_size")
+        if size is not None and (not isinstance(size, int) or isinstance(size, bool) or size < 0):
+            raise ValueError("metadata.json: 'image_size' must be a whole number of bytes")
+        if not isinstance(meta.get("features", []), list):
+            raise ValueError("metadata.json: 'features' must be a list")
+        img = entry / meta["image"]
+        try:
+            have = img.stat().st_size
+        except OSError:
+            raise ValueError(f"its image {meta['image']} is gone") from None
+        if size is not None and have != size:
+            raise ValueError(f"its image {meta['image']} is {have} bytes, metadata.json says {size}")
         modules = meta.get("modules")
         config = meta.get("config")
         return cls(
@@ -60,8 +83,8 @@ class KernelArtifact:
 
     def config_value(self, symbol: str) -> str | None:
         """The value of CONFIG_<symbol> in this kernel's config ("n" if not set)."""
-        if self.config is None:
-            return None
+        if self.config is None or not self.config.is_file():
+            return None  # unknown: a bare image's, or a config deleted since
         from .config import read_config
 
         return read_config(self.config).get(symbol.removeprefix("CONFIG_"), "n")

@@ -7,6 +7,7 @@ the field.
 from __future__ import annotations
 
 import hashlib
+import os
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -91,17 +92,25 @@ def _replace(r: Recipe, **kw) -> Recipe:
 
 
 def names(kernels_dir: Path | None = None) -> list[str]:
-    d = kernels_dir or paths.KERNELS
+    d = _kernels(kernels_dir)
     if not d.is_dir():
         return []
     return sorted(p.parent.name for p in d.glob("*/recipe.toml"))
+
+
+def _kernels(kernels_dir: Path | None) -> Path:
+    """*kernels_dir*, else lab's kernels/ or $LAB_KERNELS, which must then be a folder."""
+    d = kernels_dir or paths.KERNELS
+    if kernels_dir is None and os.environ.get("LAB_KERNELS") and not d.is_dir():
+        raise UserError(f"LAB_KERNELS: {d} is not a folder of kernel recipes")
+    return d
 
 
 def load(name: str, kernels_dir: Path | None = None, _seen: tuple[str, ...] = ()) -> Recipe:
     """Load recipe *name* (following ``extends``).  A name with a slash, or ending in
     .toml, is a path: a recipe.toml or a folder holding one, outside lab's kernels/
     (its fragments and patches are looked up beside it, then in lab's shared ones)."""
-    d = kernels_dir or paths.KERNELS
+    d = _kernels(kernels_dir)
     if "/" in name or name.endswith(".toml"):
         f = Path(name).expanduser()
         if f.is_dir():

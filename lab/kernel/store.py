@@ -43,6 +43,21 @@ def entries() -> list[KernelArtifact]:
     return out
 
 
+def damaged() -> list[tuple[str, str]]:
+    """(entry id, what is wrong) for each store entry lab will not boot."""
+    out = []
+    for d in sorted(root().iterdir()):
+        if d.name.startswith(".") or not (d / "metadata.json").is_file():
+            continue
+        try:
+            KernelArtifact.from_entry(d)
+        except ValueError as e:
+            out.append((d.name, str(e)))
+        except (KeyError, OSError):
+            continue
+    return out
+
+
 def matches(spec: str, arch: str | None = None) -> list[KernelArtifact]:
     """The entries *spec* names: its id or label (``lab kernel list``) in full, else
     every entry whose id or label starts with it; of *arch* only, if given."""
@@ -62,7 +77,9 @@ def get(id_or_prefix: str, arch: str | None = None) -> KernelArtifact | None:
             a = KernelArtifact.from_entry(d)
             if arch is None or a.arch == arch:
                 return a
-        except (ValueError, KeyError, OSError):
+        except ValueError as e:  # damaged: named, never booted
+            raise UserError(f"kernel store entry {d} is damaged ({e}): remove it with `lab kernel rm {d.name}`, then fetch or build it again") from None
+        except (KeyError, OSError):
             pass  # removed meanwhile, or not an entry: look the way entries() does
     found = matches(id_or_prefix, arch)
     if len(found) > 1:
@@ -83,24 +100,35 @@ def find(**match) -> KernelArtifact | None:
     return None
 
 
-def remove(id_or_prefix: str, arch: str | None = None) -> KernelArtifact:
+def remove(id_or_prefix: str, arch: str | None = None) -> KernelArtifact | None:
     """Take entry *id_or_prefix* (of *arch*, if given) out of the store: it disappears at
-    once (renamed to a temporary name), then its files are deleted."""
-    a = get(id_or_prefix, arch)
-    if a is None:
+    once (renamed to a temporary name), then its files are deleted, with the vmlinux lab
+    extracted from it.  A damaged entry named by its id goes too (None is returned)."""
+    try:
+        a = get(id_or_prefix, arch)
+    except UserError:
+        d = root() / id_or_prefix
+        if "/" in id_or_prefix or id_or_prefix.startswith(".") or not (d / "metadata.json").is_file():
+            raise
+        a = None  # a damaged entry, named by its id: removed as it is
+    outside = not id_or_prefix or "/" in id_or_prefix or id_or_prefix.startswith(".")
+    if a is None and (outside or not (root() / id_or_prefix / "metadata.json").is_file()):
         from ..errors import unknown
 
         raise unknown("kernel", id_or_prefix, [e.label for e in entries() if arch is None or e.arch == arch])
-    entry = a.image.parent
+    entry = a.image.parent if a is not None else root() / id_or_prefix
+    kid = a.id if a is not None else id_or_prefix
     aside = Path(tempfile.mkdtemp(prefix=paths.tmp_prefix(f"rm-{entry.name}"), dir=root()))
     try:
         os.rename(entry, aside / "entry")
     except FileNotFoundError:
         pass  # another lab removed it first
     except OSError as e:
-        raise InfraError(f"cannot remove kernel {a.id} from the store: {e}") from e
+        raise InfraError(f"cannot remove kernel {kid} from the store: {e}") from e
     finally:
         shutil.rmtree(aside, ignore_errors=True)
+    for derived in (paths.cache_dir() / "vmlinux").glob(f"{kid}-*.elf"):  # what was made from it
+        derived.unlink(missing_ok=True)
     return a
 
 

@@ -167,7 +167,18 @@ def text(doc: RunDoc) -> str:
 
 
 def _md(s: str) -> str:
-    return s.replace("|", "\\|").replace("\n", " ")
+    """Text for a markdown line or table cell: a run's own strings (expectation names,
+    notes, a guest's bytes) never become HTML, a table column or a heading."""
+    return escape(s, quote=False).replace("|", "\\|").replace("\n", " ")
+
+
+def _fence(lines: list[str]) -> list[str]:
+    """*lines* in a code fence longer than any run of backticks in them."""
+    import re
+
+    longest = max((len(m) for ln in lines for m in re.findall(r"`+", ln)), default=0)
+    f = "`" * max(3, longest + 1)
+    return [f, *lines, f]
 
 
 def markdown(doc: RunDoc) -> str:
@@ -177,7 +188,7 @@ def markdown(doc: RunDoc) -> str:
         f"- **Kernel**: {_md(kernel_line(doc.kernel))}",
         f"- **QEMU**: {doc.qemu_version}, {doc.accel}" + (f" ({_md(doc.accel_reason)})" if doc.accel_reason else ""),
         f"- **Verdict**: {_md(verdict_line(doc))}", "",
-        "```", doc.command or "?", "```", "",
+        *_fence([doc.command or "?"]), "",
     ]  # fmt: skip
     if doc.expectations:
         out += ["| expectation | result | figures |", "|---|---|---|"]
@@ -189,7 +200,7 @@ def markdown(doc: RunDoc) -> str:
                 out.append(f"**{e.get('status')}** {_md(str(e.get('name')))}" + (f": {_md(str(why))}" if why else ""))
                 ev = [str(x) for x in e.get("evidence") or []][:12]
                 if ev:
-                    out += ["", "```", *ev, "```"]
+                    out += ["", *_fence(ev)]
                 out.append("")
     if doc.migrations:
         out += ["| migrations | count |", "|---|---:|", *(f"| {k} | {v} |" for k, v in _migration_rows(doc)), ""]

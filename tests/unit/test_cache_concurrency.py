@@ -8,6 +8,7 @@ until all of them are up, so they race for real.
 from __future__ import annotations
 
 import gzip
+import hashlib
 import io
 import json
 import lzma
@@ -98,7 +99,8 @@ def test_concurrent_boots_extract_the_vmlinux_once(tmp_path):
     results = race(tmp_path, code, 4, env=_env(tmp_path), setup=setup)
     assert_clean(results)
     outs = {o.strip() for _, o, _ in results}
-    out = tmp_path / "cache" / "vmlinux" / "kid.elf"
+    # keyed by the image's content as well as the kernel's id
+    out = tmp_path / "cache" / "vmlinux" / f"kid-{hashlib.sha256(bz.read_bytes()).hexdigest()[:16]}.elf"
     assert outs == {f"{out} {len(elf)}"}
     assert out.read_bytes() == elf
     assert leftovers(out.parent) == []

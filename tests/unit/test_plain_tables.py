@@ -28,7 +28,8 @@ def env(tmp_path_factory):
         kid = f"{i:x}" * 64
         d = cache / "kernels" / kid
         d.mkdir(parents=True)
-        (d / "Image").write_bytes(b"x")
+        with open(d / "Image", "wb") as f:  # as long as metadata.json says (sparse)
+            f.truncate(12345678)
         meta = {"id": kid, "name": name, "arch": arch, "image": "Image", "release": "6.1.158-lab",
                 "features": feats, "image_size": 12345678, "built_at": "2026-11-23T17:00:00"}  # fmt: skip
         (d / "metadata.json").write_text(json.dumps(meta))

@@ -59,7 +59,9 @@ def _scratch(tmp_path: Path, check, cmd: str) -> tuple[str, dict[str, str]]:
                        capture_output=True)  # fmt: skip
     elif check.setup in ("run_dir", "bundle"):
         shutil.copytree(RUN_FIXTURE, tmp_path / "run")
-        cmd = cmd.replace("RUN_DIR...", "run").replace("RUN_DIR", "run")  # compare: the run against itself
+        shutil.copytree(RUN_FIXTURE, tmp_path / "run2")
+        # compare: the run against a copy of itself (one run on both sides is refused)
+        cmd = cmd.replace("RUN_DIR... -- RUN_DIR...", "run -- run2").replace("RUN_DIR...", "run").replace("RUN_DIR", "run")
         if check.setup == "bundle":
             subprocess.run(["lab", "report", "bundle", "run", "-o", "bug.tar.gz"], cwd=tmp_path, env=env, check=True,
                            capture_output=True)  # fmt: skip
