@@ -221,11 +221,17 @@ def judge(
     if not v.ok:
         _error(out, v.message)
         return
+    r = _result(s, plan, run_dir / "out", run_dir / "guest")
     try:
-        out.expectations = sc.call_check(s, _result(s, plan, run_dir / "out", run_dir / "guest"))
+        out.expectations = sc.call_check(s, r)
     except sc.ScenarioError as e:  # check() raised, exited, hung or returned nothing judgeable
         out.expectations = []
         _error(out, str(e))
+        return
+    if r.missing:  # judged on data the run does not have: no verdict
+        out.integrity["missing_read"] = list(r.missing)
+        shown = ", ".join(r.missing[:5]) + (f" and {len(r.missing) - 5} more" if len(r.missing) > 5 else "")
+        _error(out, f"the checks read files the run does not have: {shown}")
         return
     out.status, why = sc.verdict_of(out.expectations)
     if why:

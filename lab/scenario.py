@@ -247,6 +247,13 @@ class Result:
         self.out = out_dir
         self.guest_view = guest_view  # sysfs.MachineView in the spec's numbering, or None
         self._g2s = plan.guest_to_spec
+        # Files check() asked for that the run does not have (or, for a trace, has empty):
+        # a verdict on missing data is no verdict, so the run is then an ERROR naming them.
+        self.missing: list[str] = []
+
+    def _missing(self, name: str) -> None:
+        if name not in self.missing:
+            self.missing.append(name)
 
     # numbering
     def cpu(self, guest_cpu: int) -> int:
@@ -282,16 +289,21 @@ class Result:
         return self.cpus(self.text(name).strip())
 
     # files
-    def text(self, name: str) -> str:
-        """The file *name* the guest's job wrote, '' when there is none.  It must be a
-        regular file of at most limits.MAX_RESULT_BYTES (lab unpacks nothing else): a
-        link, a FIFO or a larger file is a one-line UserError naming it."""
+    def text(self, name: str, optional: bool = False) -> str:
+        """The file *name* the guest's job wrote, '' when there is none: then, unless
+        *optional* (the job writes it only sometimes), the run is an ERROR naming it once
+        check() returns.  It must be a regular file of at most limits.MAX_RESULT_BYTES
+        (lab unpacks nothing else): a link, a FIFO or a larger file is a one-line
+        UserError naming it."""
         p = self.out / name
         if not os.path.lexists(p):
+            if not optional:
+                self._missing(f"out/{name}")
             return ""
         return read_file(p, MAX_RESULT_BYTES, "one file of a run's output", follow_symlinks=False).decode(errors="replace")
 
     def step(self, name: str) -> Step:
+        """A workload step lab_run ran: its exit status, stdout and stderr (each must exist)."""
         return Step(name, integrity.count(self.text(f"{name}.rc")), self.text(f"{name}.out"), self.text(f"{name}.err"))
 
     @property
@@ -306,7 +318,13 @@ class Result:
         below translate them; use this for what they do not cover."""
         p = self.trace_path(phase)
         if not os.path.lexists(p):
+            self._missing(f"out/{p.name}")
             return iter(())
+        try:
+            if os.lstat(p).st_size == 0:  # ftrace's text always starts with its header
+                self._missing(f"out/{p.name} (empty)")
+        except OSError:
+            pass
         return iter(parse_file(p, only=only, follow_symlinks=False))
 
     # Analyses of a phase's trace: lab.analysis's, given the events they need, the topology

@@ -516,7 +516,8 @@ lab_trace_off {PHASE2}
         vmf = {k: vm.get(k, 0) for k in VMSTAT}
         counts = numa_counts(r, PHASE)
         step = r.step(PHASE)
-        mixed = r.text(f"{PHASE}.mixed")
+        # A figure (mixed_start), judged nowhere: runs from before the mixed start lack it.
+        mixed = r.text(f"{PHASE}.mixed", optional=True)
         pf = perf_figures(step.out)
         run_s, phase_s = pf.get("runtime-max/thread"), r.phase_seconds(PHASE)
         paths = r.task_paths(PHASE)  # parsed once: thread_nodes() and converged_since() read it

@@ -338,7 +338,8 @@ fi
 """
 
     def check(self, r):
-        soft = r.text("soft_affinity").strip() == "yes"
+        # written only where the kernel has soft affinity (the job's probe)
+        soft = r.text("soft_affinity", optional=True).strip() == "yes"
         phases = PHASES + (SOFT_PHASES if soft else ())
         times = {
             f"{ph}_{i}": hb_time(r.step(f"{ph}_{i}").out)

@@ -472,3 +472,61 @@ def test_compare_refuses_a_run_on_both_sides():
 def test_a_full_stdout_is_named():
     cp = subprocess.run(["bash", "-c", f"{sys.executable} -m lab topo list > /dev/full"], capture_output=True, text=True, timeout=60, cwd=ROOT)
     assert cp.returncode == 3 and "stdout" in cp.stderr and "lab does not know which" not in cp.stderr and "Traceback" not in cp.stderr
+
+
+# ---- missing data is never a verdict (issue 31 item 8) -----------------------------------------
+
+
+def _read_by_check(run_dir: Path) -> list[str]:
+    """The out/ files the scenario's check() reads on this run (by watching Result)."""
+    from lab import scenario as scmod
+
+    seen: list[str] = []
+    orig_text, orig_events = scmod.Result.text, scmod.Result.events
+
+    def text(self, name, optional=False):
+        if not optional:
+            seen.append(name)
+        return orig_text(self, name, optional)
+
+    def events(self, phase="main", only=None):
+        seen.append(f"trace.{phase}.txt")
+        return orig_events(self, phase, only)
+
+    scmod.Result.text, scmod.Result.events = text, events
+    try:
+        runner.recheck(run_dir)
+    finally:
+        scmod.Result.text, scmod.Result.events = orig_text, orig_events
+    return sorted(set(seen))
+
+
+@pytest.mark.parametrize(
+    "fixture",
+    ["llc-spread-pinned-zen3-2s-mini-lab-6.1", "cluster-wakeup-kunpeng920-2s-mini-debian", "preferred-node-migrations-epyc7551-8n-mini-debian",
+     "soft-affinity-xeon-2s22c-mini-debian", "numa-balancing-numa4-96-mini-debian"],
+)  # fmt: skip
+def test_deleting_any_file_a_check_reads_is_an_error_naming_it(tmp_path, fixture):
+    src = ROOT / "tests" / "fixtures" / "runs" / fixture
+    names = [n for n in _read_by_check(src) if (src / "out" / n).is_file()]
+    assert names, "the check reads no file?"
+    for n in names:
+        d = tmp_path / n.replace("/", "_")
+        shutil.copytree(src, d)
+        (d / "out" / n).unlink()
+        o = runner.recheck(d)
+        assert o.status == "ERROR" and n in o.message, (n, o.status, o.message)  # integrity names some first
+    # An emptied trace is no trace.
+    trace = next(n for n in names if n.startswith("trace."))
+    d = tmp_path / "empty"
+    shutil.copytree(src, d)
+    (d / "out" / trace).write_bytes(b"")
+    o = runner.recheck(d)
+    assert o.status == "ERROR" and f"out/{trace}" in o.message, o.message
+
+
+def test_the_issue_s_case_all_traces_gone(run_copy):
+    for p in (run_copy / "out").glob("trace*"):
+        p.unlink()
+    r = CliRunner().invoke(main, ["recheck", str(run_copy)])
+    assert r.exit_code == 3 and "out/trace.main.txt" in r.output, r.output  # was FAIL ("0 sched_wakeup_new for 4 threads")

@@ -159,6 +159,9 @@ def test_recorded_runs_of_older_labs_are_still_judged():
     says the agent finished; lost events and skipped lines are still looked at."""
     for d in sorted(RUNS.iterdir()):
         o = runner.recheck(d)
+        if d.name == "numa-balancing-numa4-96-mini-debian-25s-thp":  # predates numa02: its check reads
+            assert o.status == "ERROR" and "out/numa02.rc" in o.message  # files it lacks (no verdict)
+            continue
         assert o.status in runner.JUDGED, (d.name, o.message)
         assert all(f["lost"] == 0 and f["unparsed_lines"] == 0 for f in o.integrity["phases"].values())
 
