@@ -32,11 +32,18 @@ def _one_line(s: str, n: int = 200) -> str:
 
 def view_to_spec(view: MachineView, name: str, source: str) -> tuple[str, list[str]]:
     """TOML text (groups form) for a captured machine, and the notes made on the way."""
-    notes: list[str] = []
+    notes: list[str] = list(view.notes)
     online = set(view.online) or set(view.cpus)
     offline = sorted(set(view.cpus) - online)
     if offline:
         notes.append(f"CPUs {cpulist.format(offline)} were offline and are left out")
+    seen_ids = set(view.cpus) | online
+    holes = sorted(set(range(max(seen_ids) + 1)) - seen_ids) if seen_ids else []
+    if holes:
+        notes.append(
+            f"CPU ids {cpulist.format(holes)} do not exist on this machine (holes in the numbering): "
+            "the spec keeps the kernel's ids and lab translates the guest's dense ones"
+        )
     cpus = sorted(c for c in online if c in view.cpus and view.cpus[c].package is not None)
     if not cpus:
         raise UserError(f"{source}: no online CPU with topology files")

@@ -45,9 +45,9 @@ from .limits import (
 
 # ASCII digits only (\d would take any Unicode digit); ids are range-checked by _int().
 CPU_RE = re.compile(r"sys/devices/system/cpu/cpu([0-9]+)/(.+)$")
-NODE_RE = re.compile(r"sys/devices/system/node/node([0-9]+)/(cpulist|distance)$")
+NODE_RE = re.compile(r"sys/devices/system/node/node([0-9]+)/(cpulist|cpumap|distance)$")
 DOMAIN_RE = re.compile(r"sys/kernel/debug/sched/domains/cpu([0-9]+)/domain([0-9]+)/(name|flags)$")
-CACHE_RE = re.compile(r"cache/index([0-9]+)/(level|type|shared_cpu_list)")
+CACHE_RE = re.compile(r"cache/index([0-9]+)/(level|type|shared_cpu_list|shared_cpu_map)")
 _INT = re.compile(r"-?[0-9]{1,10}")
 
 
@@ -108,6 +108,9 @@ class MachineView:
     family: int | None = None
     release: str | None = None
     cmdline: str | None = None
+    # What reading the capture assumed (no node/ directory, no distances, ...): the
+    # importer passes these on as notes.
+    notes: list[str] = field(default_factory=list)
 
     @property
     def llc_level(self) -> int | None:
@@ -168,6 +171,12 @@ _SINGLE_FILES = frozenset(
     {"sys/devices/system/cpu/online", "proc/cmdline", "proc/sys/kernel/osrelease"}
 )
 _TOPOLOGY_IDS = ("physical_package_id", "die_id", "cluster_id", "core_id")
+# Sibling files every kernel writes as hex masks; the *_list twins came later (and older
+# tools, hwloc-gather-topology among them, copy only some): either form is read, and
+# when a capture has both they must agree.
+_TOPOLOGY_MASKS = frozenset(
+    {"thread_siblings", "core_cpus", "core_siblings", "package_cpus", "cluster_cpus", "die_cpus"}
+)
 
 
 def wanted(path: str) -> bool:
@@ -179,7 +188,7 @@ def wanted(path: str) -> bool:
         rest = m.group(2)
         if rest.startswith("topology/"):
             key = rest[len("topology/") :]
-            return key in _TOPOLOGY_IDS or (key.endswith("_list") and "/" not in key)
+            return key in _TOPOLOGY_IDS or key in _TOPOLOGY_MASKS or (key.endswith("_list") and "/" not in key)
         # cpuN/online: an offline CPU has no topology files, only this one.
         return rest == "online" or CACHE_RE.fullmatch(rest) is not None
     return NODE_RE.match(path) is not None or DOMAIN_RE.match(path) is not None
@@ -213,6 +222,13 @@ def _cpus(text: str) -> tuple[int, ...]:
         raise _Bad(str(e)) from None
 
 
+def _mask(text: str) -> tuple[int, ...]:
+    try:
+        return tuple(cpulist.parse_mask(text))
+    except ValueError as e:
+        raise _Bad(str(e)) from None
+
+
 def _path_for_message(path: str) -> str:
     return path if len(path) <= 200 and path.isprintable() else show(path, 200)
 
@@ -226,6 +242,8 @@ def parse_files(files: dict[str, str], where: str = "capture") -> MachineView:
     v = MachineView()
     cache_parts: dict[tuple[int, int], dict[str, str]] = {}
     dom_parts: dict[tuple[int, int], dict[str, object]] = {}
+    masks: dict[tuple[int, str], tuple[tuple[int, ...], str]] = {}
+    node_masks: dict[int, tuple[tuple[int, ...], str]] = {}
     for raw_path, raw in files.items():
         if raw_path == "uname":
             v.release = _clean(raw)
@@ -234,17 +252,35 @@ def parse_files(files: dict[str, str], where: str = "capture") -> MachineView:
         if path is None:
             continue
         try:
-            _parse_one(v, path, raw, cache_parts, dom_parts)
+            _parse_one(v, path, raw, cache_parts, dom_parts, masks, node_masks)
         except _Bad as e:
             raise UserError(f"{where}: {_path_for_message(raw_path)}: {e}") from None
 
+    # A mask stands in for its list when the list is missing; both must agree.
+    for (cpu, key), (mask, raw_path) in sorted(masks.items()):
+        lists = v.cpus[cpu].lists
+        _agree(where, raw_path, mask, lists.get(f"{key}_list"), f"{key}_list")
+        lists.setdefault(f"{key}_list", mask)
+    for node, (mask, raw_path) in sorted(node_masks.items()):
+        _agree(where, raw_path, mask, v.nodes.get(node), "cpulist")
+        v.nodes.setdefault(node, mask)
+
     for (cpu, _idx), parts in sorted(cache_parts.items()):
-        if "level" in parts and "shared_cpu_list" in parts:
+        if "level" in parts and ("shared_cpu_list" in parts or "shared_cpu_map" in parts):
             try:
                 level = _int(parts["level"], 0, 255, "cache level")
-                shared = _cpus(parts["shared_cpu_list"])
+                listed = _cpus(parts["shared_cpu_list"]) if "shared_cpu_list" in parts else None
             except _Bad as e:
                 raise UserError(f"{where}: {parts['dir']}: {e}") from None
+            if "shared_cpu_map" in parts:
+                try:
+                    mapped = _mask(parts["shared_cpu_map"])
+                except _Bad as e:
+                    raise UserError(f"{where}: {parts['dir']}/shared_cpu_map: {e}") from None
+                _agree(where, f"{parts['dir']}/shared_cpu_map", mapped, listed, "shared_cpu_list")
+                listed = mapped if listed is None else listed
+            assert listed is not None
+            shared = listed
             v.cpus.setdefault(cpu, CpuView(cpu)).caches.append(
                 Cache(level, parts.get("type", "Unified"), shared)
             )
@@ -260,12 +296,23 @@ def parse_files(files: dict[str, str], where: str = "capture") -> MachineView:
     return v
 
 
+def _agree(where: str, mask_path: str, mask: tuple[int, ...], listed: tuple[int, ...] | None, list_name: str) -> None:
+    """A capture's mask file and its list twin must name the same CPUs."""
+    if listed is not None and tuple(sorted(listed)) != tuple(sorted(mask)):
+        raise UserError(
+            f"{where}: {_path_for_message(mask_path)}: the mask says CPUs {cpulist.format(mask) or 'none'}, "
+            f"{list_name} beside it says {cpulist.format(listed) or 'none'}: a capture of two moments or an edited one"
+        )
+
+
 def _parse_one(
     v: MachineView,
     path: str,
     raw: str,
     cache_parts: dict[tuple[int, int], dict[str, str]],
     dom_parts: dict[tuple[int, int], dict[str, object]],
+    masks: dict[tuple[int, str], tuple[tuple[int, ...], str]],
+    node_masks: dict[int, tuple[tuple[int, ...], str]],
 ) -> None:
     text = _clean(raw)
     if m := CPU_RE.match(path):
@@ -283,6 +330,8 @@ def _parse_one(
                     setattr(cv, key, ident)
             elif key.endswith("_list"):
                 cv.lists[key] = _cpus(text)
+            elif key in _TOPOLOGY_MASKS:
+                masks[(cpu, key)] = (_mask(text), path)
         elif cm := CACHE_RE.fullmatch(rest):
             idx = _int(cm.group(1), 0, 63, "cache index")
             parts = cache_parts.setdefault((cpu, idx), {"dir": path.rsplit("/", 1)[0]})
@@ -291,6 +340,8 @@ def _parse_one(
         node = _int(m.group(1), 0, MAX_NODES - 1, "node")
         if m.group(2) == "cpulist":
             v.nodes[node] = _cpus(text)
+        elif m.group(2) == "cpumap":
+            node_masks[node] = (_mask(text), path)
         else:
             row = text.split()
             if len(row) > MAX_NODES:
@@ -384,7 +435,7 @@ def read_snapshot(directory: Path) -> MachineView:
     return parse_grep(read(sysfs, MAX_TABLE_BYTES), extra, where=f"guest snapshot {directory}")
 
 
-REQUIRED = "sys/devices/system/cpu/cpuN/topology/physical_package_id and *_list files"
+REQUIRED = "sys/devices/system/cpu/cpuN/topology/physical_package_id and thread siblings files"
 
 
 def read_capture(path: Path) -> MachineView:
@@ -409,15 +460,37 @@ def read_capture(path: Path) -> MachineView:
     missing = [c for c in view.online if view.cpus.get(c) is None or view.cpus[c].siblings("thread") is None]
     if missing:
         raise UserError(
-            f"{path}: capture is missing topology/thread_siblings_list (or core_cpus_list) for CPU {missing[0]}"
+            f"{path}: capture is missing topology/thread_siblings_list (or thread_siblings, core_cpus_list) "
+            f"for CPU {missing[0]}"
         )
     if not view.nodes:
-        raise UserError(f"{path}: capture has no sys/devices/system/node/node*/cpulist files")
+        # A kernel without CONFIG_NUMA (a laptop's, a phone's) has no node/ directory: it
+        # is one node, as a NUMA kernel on such a machine shows it.
+        with_topology = [c for c in view.online if view.cpus.get(c) and view.cpus[c].package is not None]
+        view.nodes[0] = tuple(with_topology)
+        view.distances.setdefault(0, (LOCAL_DISTANCE,))
+        view.notes.append("no sys/devices/system/node/node*/cpulist (or cpumap) files: one node (a machine without NUMA)")
     nodes_with_cpus = [n for n, c in view.nodes.items() if c]
+    if not view.distances:
+        # The kernel's own defaults without a SLIT (include/linux/topology.h: LOCAL_DISTANCE,
+        # REMOTE_DISTANCE), which is what numactl would show.
+        ids = sorted(view.nodes)
+        for n in ids:
+            view.distances[n] = tuple(LOCAL_DISTANCE if m == n else REMOTE_DISTANCE for m in ids)
+        if len(nodes_with_cpus) > 1:
+            view.notes.append(
+                f"no node*/distance files: the kernel's defaults assumed ({LOCAL_DISTANCE} local, "
+                f"{REMOTE_DISTANCE} remote)"
+            )
     for n in nodes_with_cpus:
         if n not in view.distances:
             raise UserError(f"{path}: capture is missing sys/devices/system/node/node{n}/distance")
     return view
+
+
+# include/linux/topology.h: a node's distance to itself and to others without a SLIT.
+LOCAL_DISTANCE = 10
+REMOTE_DISTANCE = 20
 
 
 class _Budget:
