@@ -453,7 +453,14 @@ def read_capture(path: Path) -> MachineView:
         files = _read_tar(path)
     else:
         raise UserError(f"{path}: {kind(st.st_mode)}, not a capture (a directory or a tarball)")
-    view = parse_files(files, where=str(path))
+    return capture_view(files, str(path), links)
+
+
+def capture_view(files: dict[str, str], path: str, links: list[str] | None = None) -> MachineView:
+    """A capture's files ({path: content}, as read_capture() reads them) as a MachineView:
+    what the files lack taken as the kernel would (one node, default distances), what
+    contradicts itself refused naming *path* and the file."""
+    view = parse_files(files, where=path)
     if not any(cv.package is not None for cv in view.cpus.values()):
         hint = f"; symbolic links are not followed ({links[0]})" if links else ""
         raise UserError(f"{path}: capture has no CPU topology files (needs {REQUIRED}){hint}")
