@@ -212,6 +212,12 @@ def files(
                 # A row lists the distances to every node in node id order.
                 row = [m.distances[i][m.node_ids.index(o)] for o in sorted(m.node_ids)]
                 f[f"sys/devices/system/node/node{n}/distance"] = " ".join(map(str, row)) + "\n"
+    if m.vendor == "ARM":
+        f["proc/cpuinfo"] = "".join(
+            f"processor\t: {c.id}\nBogoMIPS\t: 50.00\nCPU implementer\t: 0x41\nCPU part\t: 0xd08\n\n"
+            for c in sorted(online, key=lambda c: c.id)
+        )
+        return f
     f["proc/cpuinfo"] = "".join(
         f"processor\t: {c.id}\nvendor_id\t: {m.vendor}\ncpu family\t: {m.family}\nmodel\t\t: 1\n"
         f"model name\t: {m.model_name}\nphysical id\t: {c.package_id}\ncore id\t\t: {c.core_id}\n\n"
