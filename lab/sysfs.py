@@ -37,6 +37,7 @@ from .limits import (
     Unreadable,
     kind,
     read_file,
+    read_head,
     read_stream,
     show,
     size,
@@ -439,7 +440,8 @@ REQUIRED = "sys/devices/system/cpu/cpuN/topology/physical_package_id and thread 
 
 
 def read_capture(path: Path) -> MachineView:
-    """A capture directory or tarball (.tar, .tar.gz, .tgz, .tar.xz)."""
+    """A capture directory or tarball (.tar, .tar.gz, .tgz, .tar.xz), or hwloc's XML
+    (`lstopo --of xml`)."""
     try:
         st = os.stat(path)
     except FileNotFoundError:
@@ -450,7 +452,12 @@ def read_capture(path: Path) -> MachineView:
     if stat.S_ISDIR(st.st_mode):
         files = _read_dir(path, links)
     elif stat.S_ISREG(st.st_mode):
-        files = _read_tar(path)
+        from . import hwloc
+
+        if hwloc.is_xml(read_head(path, 64, str(path))):
+            files = hwloc.xml_files(read_file(path, MAX_TABLE_BYTES, "an hwloc XML", where=str(path)), str(path))
+        else:
+            files = _read_tar(path)
     else:
         raise UserError(f"{path}: {kind(st.st_mode)}, not a capture (a directory or a tarball)")
     return capture_view(files, str(path), links)

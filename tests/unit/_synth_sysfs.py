@@ -232,3 +232,65 @@ def write(f: dict[str, str], root: Path) -> Path:
         p.parent.mkdir(parents=True, exist_ok=True)
         p.write_text(text)
     return root
+
+
+def hwloc_xml(m: Machine) -> str:
+    """The machine as `lstopo --of xml` (hwloc 2.x) writes it: Package > [Group per node] >
+    NUMANode + L3Cache > L2Cache > L1Cache > Core > PU, and a distances2 matrix."""
+
+    def cs(ids) -> str:
+        v = 0
+        for c in ids:
+            v |= 1 << c
+        words = []
+        while True:
+            words.append(f"0x{v & 0xFFFFFFFF:08x}")
+            v >>= 32
+            if not v:
+                break
+        return ",".join(reversed(words))
+
+    def obj(typ: str, cpus, inner: str, extra: str = "") -> str:
+        return f'<object type="{typ}" cpuset="{cs(cpus)}"{extra}>{inner}</object>\n'
+
+    def by(key, cpus):
+        out: dict[object, list[SynthCpu]] = {}
+        for c in cpus:
+            out.setdefault(key(c), []).append(c)
+        return list(out.values())
+
+    def ids(cs_):
+        return [c.id for c in cs_]
+
+    pk = []
+    multi = len({c.node for c in m.cpus}) > len({c.socket for c in m.cpus})
+    for sock in by(lambda c: c.socket, m.cpus):
+        nodes_xml = ""
+        for node in by(lambda c: c.node, sock):
+            l3s = ""
+            for l3 in by(lambda c: c.l3, node):
+                l2s = ""
+                for l2 in by(lambda c: c.cluster if m.clusters else c.core, l3):
+                    cores = ""
+                    for core in by(lambda c: c.core, l2):
+                        pus = "".join(f'<object type="PU" os_index="{c.id}" cpuset="{cs([c.id])}"/>\n' for c in core)
+                        core_xml = obj("Core", ids(core), pus, f' os_index="{core[0].core_id}"')
+                        cores += obj("L1Cache", ids(core), core_xml, ' cache_type="1" depth="1"')
+                    l2s += obj("L2Cache", ids(l2), cores, ' cache_type="0" depth="2"')
+                l3s += obj("L3Cache", ids(l3), l2s, ' cache_type="0" depth="3"')
+            numa = f'<object type="NUMANode" os_index="{node[0].node}" cpuset="{cs(ids(node))}" local_memory="1073741824"/>\n'
+            nodes_xml += obj("Group", ids(node), numa + l3s) if multi else numa + l3s
+        info = (
+            f'<info name="CPUVendor" value="{m.vendor}"/><info name="CPUFamilyNumber" value="{m.family}"/>'
+            f'<info name="CPUModel" value="{m.model_name}"/>\n'
+        )
+        pk.append(obj("Package", ids(sock), info + nodes_xml, f' os_index="{sock[0].package_id}"'))
+    order = sorted(m.node_ids)
+    vals = " ".join(str(m.distances[m.node_ids.index(a)][m.node_ids.index(b)]) for a in order for b in order)
+    return (
+        '<?xml version="1.0" encoding="UTF-8"?>\n<!DOCTYPE topology SYSTEM "hwloc2.dtd">\n<topology version="2.0">\n'
+        + obj("Machine", m.ids, '<info name="Architecture" value="x86_64"/>\n' + "".join(pk), ' os_index="0"')
+        + f'<distances2 type="NUMANode" nbobjs="{len(order)}" kind="5" indexing="os">\n'
+        f'<indexes length="{len(order)}">{" ".join(map(str, order))}</indexes>\n'
+        f'<u64values length="{len(order) ** 2}">{vals}</u64values>\n</distances2>\n</topology>\n'
+    )
