@@ -11,7 +11,7 @@ for the ones placement depends on.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from . import cpulist
 from .render.qemu import VmPlan
@@ -27,6 +27,8 @@ KEY_FLAGS = (
     "SD_WAKE_AFFINE",
     "SD_NUMA",
     "SD_SERIALIZE",
+    "SD_ASYM_CPUCAPACITY",
+    "SD_ASYM_CPUCAPACITY_FULL",
 )
 RECLAIM_SENSITIVE = ("SD_BALANCE_FORK", "SD_BALANCE_EXEC", "SD_WAKE_AFFINE")
 
@@ -120,8 +122,23 @@ def expected_domains(
             if d > reclaim_distance:
                 flags -= set(RECLAIM_SENSITIVE)
             levels.append(ExpDomain("NUMA", span, frozenset(flags), d))
-        out[c.id] = _degenerate(levels)
+        out[c.id] = _degenerate([_asym(d, topo.capacities) for d in levels])
     return out
+
+
+def _asym(d: ExpDomain, capacities: dict[int, int]) -> ExpDomain:
+    """A level's asymmetric-capacity flags (kernel/sched/topology.c
+    asym_cpu_capacity_classify()): SD_ASYM_CPUCAPACITY where its span holds CPUs of
+    different capacities, _FULL too where it holds every capacity the machine has."""
+    if not capacities:
+        return d
+    here = {capacities[c] for c in d.span}
+    if len(here) < 2:
+        return d
+    flags = {"SD_ASYM_CPUCAPACITY"}
+    if here == set(capacities.values()):
+        flags.add("SD_ASYM_CPUCAPACITY_FULL")
+    return replace(d, flags=d.flags | flags)
 
 
 def _degenerate(levels: list[ExpDomain]) -> list[ExpDomain]:
@@ -198,6 +215,7 @@ def translate(view: MachineView, plan: VmPlan) -> MachineView:
             {k: m(v) for k, v in cv.lists.items()},
             [Cache(c.level, c.type, m(c.shared)) for c in cv.caches],
             [Domain(d.level, d.name, m(d.span), tuple(FLAG_ALIASES.get(f, f) for f in d.flags)) for d in cv.domains],
+            cv.capacity,
         )
     for gn, cpus in view.nodes.items():
         sn = n2s[gn] if gn < len(n2s) else gn
@@ -365,6 +383,7 @@ def verify(
     v = translate(guest, plan)
     vd = Verdict(numbering=plan.numbering_mode)
     vd.checks += _node_checks(topo, v)
+    vd.checks += _capacity_checks(topo, v)
     vd.checks += _group_checks(topo, v, guest_llc, limits)
     vd.checks += _shape_deviation_checks(topo, plan, v)
     if not any(cv.domains for cv in v.cpus.values()):
@@ -390,6 +409,20 @@ def _node_checks(topo: Topology, v: MachineView) -> list[Check]:
         dist = v.distances.get(n)
         checks.append(Check(f"node {n} distances", " ".join(map(str, want)), " ".join(map(str, dist)) if dist else "missing", tuple(dist or ()) == want))
     return checks
+
+
+def _capacity_checks(topo: Topology, v: MachineView) -> list[Check]:
+    """Each CPU's cpu_capacity, on a machine whose CPUs differ (big.LITTLE)."""
+    if not topo.capacities:
+        return []
+    by_cap: dict[int, list[int]] = {}
+    for c, cap in topo.capacities.items():
+        by_cap.setdefault(cap, []).append(c)
+    want = " | ".join(f"{_fmt(cs)}: {cap}" for cap, cs in sorted(by_cap.items(), key=lambda x: min(x[1])))
+    bad = [(c, cap, v.cpus[c].capacity if c in v.cpus else None) for c, cap in sorted(topo.capacities.items())]
+    bad = [b for b in bad if b[1] != b[2]]
+    got = "same" if not bad else f"CPU {bad[0][0]}: {bad[0][2] if bad[0][2] is not None else 'no cpu_capacity'}; {len(bad)} CPUs differ"
+    return [Check("CPU capacities", want, got, not bad)]
 
 
 def _group_checks(topo: Topology, v: MachineView, guest_llc: str, limits: list[str]) -> list[Check]:

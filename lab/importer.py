@@ -153,6 +153,25 @@ def view_to_spec(view: MachineView, name: str, source: str) -> tuple[str, list[s
         f"vendor = {_toml_str(vendor)}",
         f"model = {_toml_str(model)}",
     ]
+    caps = {c: view.cpus[c].capacity for c in cpus}
+    if len({v for v in caps.values() if v is not None}) > 1:
+        if arch != "arm64" or any(v is None or v < 1 for v in caps.values()):
+            notes.append(
+                "CPUs of different capacities (hybrid core types): QEMU cannot give x86 CPUs different "
+                "capacities, the guest's CPUs are alike"
+                if arch != "arm64" else "cpu_capacity is missing or 0 for some CPUs: the guest's CPUs are alike"
+            )
+        else:
+            by_cap: dict[int, list[int]] = {}
+            for c, v in caps.items():
+                assert v is not None
+                by_cap.setdefault(v, []).append(c)
+            pairs = sorted(by_cap.items(), key=lambda kv: min(kv[1]))
+            lines.append("capacity = { " + ", ".join(f'"{cpulist.format(cs)}" = {v}' for v, cs in pairs) + " }")
+            notes.append(
+                "CPUs of " + str(len(pairs)) + " capacities (" + ", ".join(f"{cpulist.format(cs)}: {v}" for v, cs in pairs)
+                + "): the guest's device tree gives them as capacity-dmips-mhz, so its kernel builds SD_ASYM_CPUCAPACITY"
+            )
     if view.family is not None:
         lines.append(f"family = {view.family:#x}")
     elif vendor == "amd":

@@ -77,6 +77,7 @@ class CpuView:
     lists: dict[str, tuple[int, ...]] = field(default_factory=dict)  # thread_siblings, core_cpus, ...
     caches: list[Cache] = field(default_factory=list)
     domains: list[Domain] = field(default_factory=list)
+    capacity: int | None = None  # cpu_capacity (arm64; differs on big.LITTLE machines)
 
     def siblings(self, kind: str) -> tuple[int, ...] | None:
         """'thread', 'cluster', 'die', 'package' sibling lists, under any of their sysfs names."""
@@ -135,6 +136,7 @@ class MachineView:
                     "die_id": v.die_id,
                     "cluster_id": v.cluster_id,
                     "core_id": v.core_id,
+                    **({"capacity": v.capacity} if v.capacity is not None else {}),
                     **{k: fmt(s) for k, s in sorted(v.lists.items())},
                     "caches": [
                         {"level": c.level, "type": c.type, "shared": fmt(c.shared)} for c in v.caches
@@ -191,7 +193,7 @@ def wanted(path: str) -> bool:
             key = rest[len("topology/") :]
             return key in _TOPOLOGY_IDS or key in _TOPOLOGY_MASKS or (key.endswith("_list") and "/" not in key)
         # cpuN/online: an offline CPU has no topology files, only this one.
-        return rest == "online" or CACHE_RE.fullmatch(rest) is not None
+        return rest in ("online", "cpu_capacity") or CACHE_RE.fullmatch(rest) is not None
     return NODE_RE.match(path) is not None or DOMAIN_RE.match(path) is not None
 
 
@@ -333,6 +335,8 @@ def _parse_one(
                 cv.lists[key] = _cpus(text)
             elif key in _TOPOLOGY_MASKS:
                 masks[(cpu, key)] = (_mask(text), path)
+        elif rest == "cpu_capacity":
+            cv.capacity = _int(text, 0, 1 << 20, "cpu_capacity")
         elif cm := CACHE_RE.fullmatch(rest):
             idx = _int(cm.group(1), 0, 63, "cache index")
             parts = cache_parts.setdefault((cpu, idx), {"dir": path.rsplit("/", 1)[0]})
@@ -613,6 +617,7 @@ CAPTURE_GLOBS = (
     "sys/devices/system/cpu/possible",
     "sys/devices/system/cpu/present",
     "sys/devices/system/cpu/cpu[0-9]*/online",
+    "sys/devices/system/cpu/cpu[0-9]*/cpu_capacity",
     "sys/devices/system/cpu/cpu[0-9]*/topology/*",
     "sys/devices/system/cpu/cpu[0-9]*/cache/index[0-9]*/level",
     "sys/devices/system/cpu/cpu[0-9]*/cache/index[0-9]*/type",

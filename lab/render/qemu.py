@@ -102,6 +102,11 @@ def plan(
         notes.append(f"QEMU {emu.version_str}, lab-built ({emu.path}){because}" if emu.origin == "lab" else f"QEMU {emu.version_str} ({emu.path})")
     guest_to_spec = tuple(c.id for c in topo.cpus)
     dt_caches = arch == "arm64" and host.dtc
+    if topo.dmips_mhz and not dt_caches:
+        raise UserError(
+            f"{topo.path or topo.name}: cpu.capacity: per-CPU capacities reach the guest through the device "
+            "tree lab edits with dtc: install device-tree-compiler"
+        )
     if arch == "arm64" and not dt_caches:
         notes.append("dtc not found (install device-tree-compiler): the guest gets no cache nodes and QEMU's CPU order")
     if dt_caches:
