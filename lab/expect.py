@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass, field, replace
 
 from . import cpulist
-from .render.qemu import VmPlan
+from .render.qemu import AMD_MODEL, AMD_TCG_MODELS, INTEL_MODEL, VmPlan, amd_tcg_model
 from .sysfs import MachineView
 from .topology import Topology
 
@@ -370,7 +370,40 @@ def deviations(topo: Topology, plan: VmPlan) -> list[tuple[str, str]]:
         out.append(("LLC groups", "no device-tree cache nodes (install device-tree-compiler)"))
     if fake_dies(plan):
         out.append(("dies", fake_dies_why(plan)))
+    if topo.split_llc:
+        out.append(("LLC crossing nodes", SPLIT_LLC_WHY))
+    why = vendor_why(topo, plan)
+    if why:
+        out.append(("CPU vendor", why))
     return out
+
+
+SPLIT_LLC_WHY = (
+    "on the real machine an LLC's shared_cpu_list spans several nodes; the spec's LLCs, and the guest's, "
+    "are its per-node parts (QEMU puts a die in one node; x86 Linux never lets the scheduler's LLC cross "
+    "a node, so the sched domains are the same)"
+)
+
+
+def vendor_why(topo: Topology, plan: VmPlan) -> str:
+    """Why the guest's CPU vendor is not the real machine's, or '' when it is."""
+    if topo.arch != "x86_64" or topo.vendor not in ("intel", "amd") or plan.cpu_vendor == topo.vendor:
+        return ""
+    fam = f" family {topo.family:#x}" if topo.family is not None else ""
+    if plan.cpu_model.split(",")[0] in (INTEL_MODEL, AMD_MODEL, *AMD_TCG_MODELS.values()) and plan.options.cpu_model == "auto":
+        reason = (
+            amd_tcg_model(topo)[1]
+            or "lab's AMD CPU models under TCG are Zen (family 0x17+, with TOPOEXT); QEMU has none of this family it can give this topology"
+        )
+    elif plan.cpu_model.split(",")[0] == "host":
+        reason = "KVM's -cpu host is this host's CPU"
+    else:
+        reason = "the CPU model was chosen with --cpu-model"
+    return (
+        f"the real CPU is {topo.vendor}{fam}, the guest's CPU model {plan.cpu_model.split(',')[0]} is "
+        f"{plan.cpu_vendor}: {reason}; the guest kernel takes its {plan.cpu_vendor} paths (CPUID topology "
+        "leaves, vendor quirks)"
+    )
 
 
 def verify(
@@ -502,6 +535,12 @@ def _shape_deviation_checks(topo: Topology, plan: VmPlan, v: MachineView) -> lis
                 "dies", "one per package", actual, not pkg_bad,
                 known=fake_dies_why(plan) if pkg_bad and llc_like and fake_dies(plan) else "",
             ))
+    if topo.split_llc:
+        checks.append(Check("LLC crossing nodes", "spans nodes (the capture's cache lists)", "split at node boundaries", False, known=SPLIT_LLC_WHY))
+    why = vendor_why(topo, plan)
+    if why:
+        guest_vendor = v.vendor or "not in the guest's cpuinfo"
+        checks.append(Check("CPU vendor", topo.vendor, guest_vendor, False, known=why if guest_vendor == plan.cpu_vendor else ""))
     for name in smt_split(topo, plan):
         if all(_cache_list(v, c.id, name) == topo.group_of("core", c.id) for c in topo.cpus):
             checks.append(Check(f"{name} shared by SMT threads", "shared by each core's threads", "same", True))

@@ -191,10 +191,13 @@ def view_to_spec(view: MachineView, name: str, source: str) -> tuple[str, list[s
     if clusters is not None:
         lines += glist("clusters", clusters)
     lines += glist("cores", cores)
-    if snc or per_thread:
+    split = llc_level is not None and not snc and len(raw) != len(llcs)
+    if snc or per_thread or split:
         lines += ["", "[caches]"]
         if snc:
             lines.append("snc = true")
+        if split:
+            lines.append("split_llc = true")
         if per_thread:
             lines.append("per_thread = [" + ", ".join(_toml_str(x) for x in per_thread) + "]")
     lines += ["", "[numa]", "distances = ["]
@@ -331,11 +334,13 @@ def mini(topo: topology.Topology, name: str, max_cpus: int = MINI_MAX_CPUS) -> s
 
 
 def _caches_table(topo: topology.Topology) -> list[str]:
-    if not (topo.snc or topo.per_thread):
+    if not (topo.snc or topo.per_thread or topo.split_llc):
         return []
     out = ["[caches]"]
     if topo.snc:
         out.append("snc = true")
+    if topo.split_llc:
+        out.append("split_llc = true")
     if topo.per_thread:
         out.append("per_thread = [" + ", ".join(_toml_str(x) for x in topo.per_thread) + "]")
     return [*out, ""]

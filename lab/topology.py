@@ -145,6 +145,10 @@ class Topology:
     # thread on the real machine (QEMU's models share them between a core's threads).
     snc: bool = False
     per_thread: tuple[str, ...] = ()
+    # split_llc: the capture's LLC (its cache lists) spans several nodes, and the spec's
+    # llc groups are its per-node parts (what x86 Linux schedules on; QEMU puts a die in
+    # one node): a named deviation of the cache lists, not of the scheduler's view.
+    split_llc: bool = False
     # [cpu] capacity: each CPU's capacity-dmips-mhz (arm64 device tree), sorted by CPU
     # id; empty when every CPU is alike.  Heterogeneous machines (big.LITTLE, DynamIQ)
     # differ here: the kernel builds SD_ASYM_CPUCAPACITY from it.
@@ -378,7 +382,7 @@ class Topology:
 # ======================================================================================
 
 TOP_KEYS = {"name", "description", "arch", "cpu", "topology", "groups", "numa", "caches", "provenance"}
-CACHE_KEYS = {"snc", "per_thread"}
+CACHE_KEYS = {"snc", "per_thread", "split_llc"}
 CACHE_NAMES = ("L1d", "L1i", "L2")
 CPU_KEYS = {"vendor", "model", "family", "gic", "capacity"}
 SHAPE_KEYS = {
@@ -622,7 +626,11 @@ def from_dict(data: Mapping[str, Any], where: str = "<spec>", default_name: str 
             raise ctx.err("cpu.gic", f"must be 2 or 3, not {_val(gic)}")
     if vendor != "generic" and vendor not in archs.get(arch).vendors:
         raise ctx.err("cpu.vendor", f"an {arch} machine cannot have vendor {show(vendor)}")
-    snc, per_thread = _caches(ctx, ctx.table(data, "caches", required=False), cpus, arch)
+    caches_t = ctx.table(data, "caches", required=False)
+    snc, per_thread = _caches(ctx, caches_t, cpus, arch)
+    split_llc = caches_t.get("split_llc", False)
+    if not isinstance(split_llc, bool):
+        raise ctx.err("caches.split_llc", f"must be true or false, not {_val(split_llc)}")
     dmips = _capacity(ctx, cpu_t.get("capacity"), cpus, arch)
 
     return Topology(
@@ -645,6 +653,7 @@ def from_dict(data: Mapping[str, Any], where: str = "<spec>", default_name: str 
         dmips_mhz=dmips,
         snc=snc,
         per_thread=per_thread,
+        split_llc=split_llc,
     )
 
 
