@@ -21,7 +21,7 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from lab import host, importer, sysfs, topology
+from lab import host, hwloc, importer, sysfs, topology
 from lab.render import qemu
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -172,9 +172,16 @@ def machines(draw, max_cpus: int = 64):
         node_ids = sorted(draw(st.lists(st.integers(0, 63), min_size=nodes, max_size=nodes, unique=True)))
         if kind == "shuffled":
             node_ids = draw(st.permutations(node_ids))
+    ids: str | list[int] = style
+    if draw(st.booleans()):
+        # Holes in the CPU ids (firmware leaving disabled cores' ids unused): the same
+        # numbering, every id from a drawn point on shifted up.
+        base = ss._numbering(style, sockets, nps, llcs * clusters * cores, threads, seed)
+        cut, gap = draw(st.integers(1, n)), draw(st.integers(1, 64))
+        ids = [i + gap if i >= cut else i for i in base]
     m = ss.build(
         sockets=sockets, nodes_per_socket=nps, llcs_per_node=llcs, clusters_per_llc=clusters,
-        cores_per_cluster=cores, threads=threads, numbering=style, node_ids=list(node_ids), snc=snc,
+        cores_per_cluster=cores, threads=threads, numbering=ids, node_ids=list(node_ids), snc=snc,
         core_id_stride=draw(st.sampled_from([1, 2])), seed=seed,
     )  # fmt: skip
     if arch == "arm64":
@@ -182,14 +189,21 @@ def machines(draw, max_cpus: int = 64):
     forms = {k: draw(st.sampled_from(ss.FORMS)) for k in ss.KINDS}
     no_node_dir = nodes == 1 and draw(st.booleans())
     no_distances = draw(st.booleans())
-    return m, forms, no_node_dir, no_distances, f"{arch} {sockets}s x {nps}n x {llcs}llc x {clusters}cl x {cores}c x {threads}t {style} nodes={kind} snc={snc}"
+    # The same machine as hwloc's XML instead of sysfs files (not for SNC: the XML writer
+    # nests an L3 inside a node).
+    if not snc and draw(st.integers(0, 3)) == 0:
+        forms = {"hwloc-xml": "xml"}
+    return m, forms, no_node_dir, no_distances, f"{arch} {sockets}s x {nps}n x {llcs}llc x {clusters}cl x {cores}c x {threads}t {style} holes={ids != style} nodes={kind} snc={snc} forms={forms}"
 
 
 def _render(case, tmp: Path | None = None):
     """Import the machine's capture (from a directory when *tmp* is given, else straight
     from its files: writing thousands of small files is most of a case's time) and plan it."""
     m, forms, no_node_dir, no_distances, _desc = case
-    f = ss.files(m, forms, no_node_dir=no_node_dir, no_distances=no_distances)
+    if "hwloc-xml" in forms:
+        f = hwloc.xml_files(ss.hwloc_xml(m).encode(), "gen.xml")
+    else:
+        f = ss.files(m, forms, no_node_dir=no_node_dir, no_distances=no_distances)
     if tmp is not None:
         t = import_dir(ss.write(f, tmp / "cap"))
     else:
