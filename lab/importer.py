@@ -55,7 +55,15 @@ def view_to_spec(view: MachineView, name: str, source: str) -> tuple[str, list[s
     memless = [n for n in sorted(nodes) if not nodes[n]]
     if memless:
         notes.append(f"nodes {', '.join(map(str, memless))} have no CPUs and are left out")
-    in_node = {c for n in cpu_nodes for c in nodes[n]}
+    owner: dict[int, int] = {}
+    for n in cpu_nodes:
+        for c in nodes[n]:
+            if c in owner:
+                raise UserError(
+                    f"{source}: sys/devices/system/node/node{owner[c]}/cpulist and node{n}/cpulist both list CPU {c}"
+                )
+            owner[c] = n
+    in_node = set(owner)
     orphans = sorted(set(cpus) - in_node)
     if orphans:
         raise UserError(f"{source}: CPU {orphans[0]} is in no node's cpulist")

@@ -130,3 +130,33 @@ def test_offline_cpus_and_holes_are_named(tmp_path):
     assert t.cpu_ids == tuple(i for i in ids if i != 17)
     assert any("CPUs 17 were offline" in n for n in notes)
     assert any("CPU ids 8-15 do not exist" in n for n in notes)
+
+
+def test_cpu_in_two_nodes_names_both_files(tmp_path):
+    f = ss.files(machine(), "mask")
+    f["sys/devices/system/node/node2/cpumap"] = ss.fmt_mask([1, 8, 9, 10, 11, 24, 25, 26, 27], 32) + "\n"
+    r = CliRunner().invoke(main, ["topo", "import", str(ss.write(f, tmp_path / "c")), "-o", str(tmp_path / "y.toml")])
+    assert r.exit_code == 2 and r.output.count("\n") == 1, r.output
+    assert "node0/cpulist and node2/cpulist both list CPU 1" in r.output
+
+
+def test_hwloc_gather_topology_style_tarball(tmp_path):
+    """hwloc-gather-topology's tarball: one top folder, bzip2, masks only, and files lab
+    does not read (proc/self/..., the lstopo output) beside them."""
+    import io
+    import tarfile
+
+    m = machine()
+    f = {f"myhost/{p}": v for p, v in ss.files(m, "mask").items()}
+    f["myhost/proc/self/status"] = "Name: hwloc-gather\n"
+    f["myhost.output"] = "Machine (16GB)\n"
+    out = tmp_path / "myhost.tar.bz2"
+    with tarfile.open(out, "w:bz2") as tf:
+        for name, text in f.items():
+            data = text.encode()
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tf.addfile(info, io.BytesIO(data))
+    t, _ = imported(out)
+    ref, _ = imported(ss.write(ss.files(m), tmp_path / "lists"))
+    assert model(t) == model(ref)
