@@ -11,10 +11,10 @@ for the ones placement depends on.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from . import cpulist
-from .render.qemu import VmPlan
+from .render.qemu import AMD_MODEL, AMD_TCG_MODELS, INTEL_MODEL, VmPlan, amd_tcg_model
 from .sysfs import MachineView
 from .topology import Topology
 
@@ -27,6 +27,8 @@ KEY_FLAGS = (
     "SD_WAKE_AFFINE",
     "SD_NUMA",
     "SD_SERIALIZE",
+    "SD_ASYM_CPUCAPACITY",
+    "SD_ASYM_CPUCAPACITY_FULL",
 )
 RECLAIM_SENSITIVE = ("SD_BALANCE_FORK", "SD_BALANCE_EXEC", "SD_WAKE_AFFINE")
 
@@ -120,8 +122,23 @@ def expected_domains(
             if d > reclaim_distance:
                 flags -= set(RECLAIM_SENSITIVE)
             levels.append(ExpDomain("NUMA", span, frozenset(flags), d))
-        out[c.id] = _degenerate(levels)
+        out[c.id] = _degenerate([_asym(d, topo.capacities) for d in levels])
     return out
+
+
+def _asym(d: ExpDomain, capacities: dict[int, int]) -> ExpDomain:
+    """A level's asymmetric-capacity flags (kernel/sched/topology.c
+    asym_cpu_capacity_classify()): SD_ASYM_CPUCAPACITY where its span holds CPUs of
+    different capacities, _FULL too where it holds every capacity the machine has."""
+    if not capacities:
+        return d
+    here = {capacities[c] for c in d.span}
+    if len(here) < 2:
+        return d
+    flags = {"SD_ASYM_CPUCAPACITY"}
+    if here == set(capacities.values()):
+        flags.add("SD_ASYM_CPUCAPACITY_FULL")
+    return replace(d, flags=d.flags | flags)
 
 
 def _degenerate(levels: list[ExpDomain]) -> list[ExpDomain]:
@@ -198,6 +215,7 @@ def translate(view: MachineView, plan: VmPlan) -> MachineView:
             {k: m(v) for k, v in cv.lists.items()},
             [Cache(c.level, c.type, m(c.shared)) for c in cv.caches],
             [Domain(d.level, d.name, m(d.span), tuple(FLAG_ALIASES.get(f, f) for f in d.flags)) for d in cv.domains],
+            cv.capacity,
         )
     for gn, cpus in view.nodes.items():
         sn = n2s[gn] if gn < len(n2s) else gn
@@ -352,7 +370,40 @@ def deviations(topo: Topology, plan: VmPlan) -> list[tuple[str, str]]:
         out.append(("LLC groups", "no device-tree cache nodes (install device-tree-compiler)"))
     if fake_dies(plan):
         out.append(("dies", fake_dies_why(plan)))
+    if topo.split_llc:
+        out.append(("LLC crossing nodes", SPLIT_LLC_WHY))
+    why = vendor_why(topo, plan)
+    if why:
+        out.append(("CPU vendor", why))
     return out
+
+
+SPLIT_LLC_WHY = (
+    "on the real machine an LLC's shared_cpu_list spans several nodes; the spec's LLCs, and the guest's, "
+    "are its per-node parts (QEMU puts a die in one node; x86 Linux never lets the scheduler's LLC cross "
+    "a node, so the sched domains are the same)"
+)
+
+
+def vendor_why(topo: Topology, plan: VmPlan) -> str:
+    """Why the guest's CPU vendor is not the real machine's, or '' when it is."""
+    if topo.arch != "x86_64" or topo.vendor not in ("intel", "amd") or plan.cpu_vendor == topo.vendor:
+        return ""
+    fam = f" family {topo.family:#x}" if topo.family is not None else ""
+    if plan.cpu_model.split(",")[0] in (INTEL_MODEL, AMD_MODEL, *AMD_TCG_MODELS.values()) and plan.options.cpu_model == "auto":
+        reason = (
+            amd_tcg_model(topo)[1]
+            or "lab's AMD CPU models under TCG are Zen (family 0x17+, with TOPOEXT); QEMU has none of this family it can give this topology"
+        )
+    elif plan.cpu_model.split(",")[0] == "host":
+        reason = "KVM's -cpu host is this host's CPU"
+    else:
+        reason = "the CPU model was chosen with --cpu-model"
+    return (
+        f"the real CPU is {topo.vendor}{fam}, the guest's CPU model {plan.cpu_model.split(',')[0]} is "
+        f"{plan.cpu_vendor}: {reason}; the guest kernel takes its {plan.cpu_vendor} paths (CPUID topology "
+        "leaves, vendor quirks)"
+    )
 
 
 def verify(
@@ -365,6 +416,7 @@ def verify(
     v = translate(guest, plan)
     vd = Verdict(numbering=plan.numbering_mode)
     vd.checks += _node_checks(topo, v)
+    vd.checks += _capacity_checks(topo, v)
     vd.checks += _group_checks(topo, v, guest_llc, limits)
     vd.checks += _shape_deviation_checks(topo, plan, v)
     if not any(cv.domains for cv in v.cpus.values()):
@@ -390,6 +442,20 @@ def _node_checks(topo: Topology, v: MachineView) -> list[Check]:
         dist = v.distances.get(n)
         checks.append(Check(f"node {n} distances", " ".join(map(str, want)), " ".join(map(str, dist)) if dist else "missing", tuple(dist or ()) == want))
     return checks
+
+
+def _capacity_checks(topo: Topology, v: MachineView) -> list[Check]:
+    """Each CPU's cpu_capacity, on a machine whose CPUs differ (big.LITTLE)."""
+    if not topo.capacities:
+        return []
+    by_cap: dict[int, list[int]] = {}
+    for c, cap in topo.capacities.items():
+        by_cap.setdefault(cap, []).append(c)
+    want = " | ".join(f"{_fmt(cs)}: {cap}" for cap, cs in sorted(by_cap.items(), key=lambda x: min(x[1])))
+    bad = [(c, cap, v.cpus[c].capacity if c in v.cpus else None) for c, cap in sorted(topo.capacities.items())]
+    bad = [b for b in bad if b[1] != b[2]]
+    got = "same" if not bad else f"CPU {bad[0][0]}: {bad[0][2] if bad[0][2] is not None else 'no cpu_capacity'}; {len(bad)} CPUs differ"
+    return [Check("CPU capacities", want, got, not bad)]
 
 
 def _group_checks(topo: Topology, v: MachineView, guest_llc: str, limits: list[str]) -> list[Check]:
@@ -469,6 +535,12 @@ def _shape_deviation_checks(topo: Topology, plan: VmPlan, v: MachineView) -> lis
                 "dies", "one per package", actual, not pkg_bad,
                 known=fake_dies_why(plan) if pkg_bad and llc_like and fake_dies(plan) else "",
             ))
+    if topo.split_llc:
+        checks.append(Check("LLC crossing nodes", "spans nodes (the capture's cache lists)", "split at node boundaries", False, known=SPLIT_LLC_WHY))
+    why = vendor_why(topo, plan)
+    if why:
+        guest_vendor = v.vendor or "not in the guest's cpuinfo"
+        checks.append(Check("CPU vendor", topo.vendor, guest_vendor, False, known=why if guest_vendor == plan.cpu_vendor else ""))
     for name in smt_split(topo, plan):
         if all(_cache_list(v, c.id, name) == topo.group_of("core", c.id) for c in topo.cpus):
             checks.append(Check(f"{name} shared by SMT threads", "shared by each core's threads", "same", True))

@@ -32,11 +32,18 @@ def _one_line(s: str, n: int = 200) -> str:
 
 def view_to_spec(view: MachineView, name: str, source: str) -> tuple[str, list[str]]:
     """TOML text (groups form) for a captured machine, and the notes made on the way."""
-    notes: list[str] = []
+    notes: list[str] = list(view.notes)
     online = set(view.online) or set(view.cpus)
     offline = sorted(set(view.cpus) - online)
     if offline:
         notes.append(f"CPUs {cpulist.format(offline)} were offline and are left out")
+    seen_ids = set(view.cpus) | online
+    holes = sorted(set(range(max(seen_ids) + 1)) - seen_ids) if seen_ids else []
+    if holes:
+        notes.append(
+            f"CPU ids {cpulist.format(holes)} do not exist on this machine (holes in the numbering): "
+            "the spec keeps the kernel's ids and lab translates the guest's dense ones"
+        )
     cpus = sorted(c for c in online if c in view.cpus and view.cpus[c].package is not None)
     if not cpus:
         raise UserError(f"{source}: no online CPU with topology files")
@@ -48,7 +55,15 @@ def view_to_spec(view: MachineView, name: str, source: str) -> tuple[str, list[s
     memless = [n for n in sorted(nodes) if not nodes[n]]
     if memless:
         notes.append(f"nodes {', '.join(map(str, memless))} have no CPUs and are left out")
-    in_node = {c for n in cpu_nodes for c in nodes[n]}
+    owner: dict[int, int] = {}
+    for n in cpu_nodes:
+        for c in nodes[n]:
+            if c in owner:
+                raise UserError(
+                    f"{source}: sys/devices/system/node/node{owner[c]}/cpulist and node{n}/cpulist both list CPU {c}"
+                )
+            owner[c] = n
+    in_node = set(owner)
     orphans = sorted(set(cpus) - in_node)
     if orphans:
         raise UserError(f"{source}: CPU {orphans[0]} is in no node's cpulist")
@@ -146,6 +161,25 @@ def view_to_spec(view: MachineView, name: str, source: str) -> tuple[str, list[s
         f"vendor = {_toml_str(vendor)}",
         f"model = {_toml_str(model)}",
     ]
+    caps = {c: view.cpus[c].capacity for c in cpus}
+    if len({v for v in caps.values() if v is not None}) > 1:
+        if arch != "arm64" or any(v is None or v < 1 for v in caps.values()):
+            notes.append(
+                "CPUs of different capacities (hybrid core types): QEMU cannot give x86 CPUs different "
+                "capacities, the guest's CPUs are alike"
+                if arch != "arm64" else "cpu_capacity is missing or 0 for some CPUs: the guest's CPUs are alike"
+            )
+        else:
+            by_cap: dict[int, list[int]] = {}
+            for c, v in caps.items():
+                assert v is not None
+                by_cap.setdefault(v, []).append(c)
+            pairs = sorted(by_cap.items(), key=lambda kv: min(kv[1]))
+            lines.append("capacity = { " + ", ".join(f'"{cpulist.format(cs)}" = {v}' for v, cs in pairs) + " }")
+            notes.append(
+                "CPUs of " + str(len(pairs)) + " capacities (" + ", ".join(f"{cpulist.format(cs)}: {v}" for v, cs in pairs)
+                + "): the guest's device tree gives them as capacity-dmips-mhz, so its kernel builds SD_ASYM_CPUCAPACITY"
+            )
     if view.family is not None:
         lines.append(f"family = {view.family:#x}")
     elif vendor == "amd":
@@ -165,10 +199,13 @@ def view_to_spec(view: MachineView, name: str, source: str) -> tuple[str, list[s
     if clusters is not None:
         lines += glist("clusters", clusters)
     lines += glist("cores", cores)
-    if snc or per_thread:
+    split = llc_level is not None and not snc and len(raw) != len(llcs)
+    if snc or per_thread or split:
         lines += ["", "[caches]"]
         if snc:
             lines.append("snc = true")
+        if split:
+            lines.append("split_llc = true")
         if per_thread:
             lines.append("per_thread = [" + ", ".join(_toml_str(x) for x in per_thread) + "]")
     lines += ["", "[numa]", "distances = ["]
@@ -305,11 +342,13 @@ def mini(topo: topology.Topology, name: str, max_cpus: int = MINI_MAX_CPUS) -> s
 
 
 def _caches_table(topo: topology.Topology) -> list[str]:
-    if not (topo.snc or topo.per_thread):
+    if not (topo.snc or topo.per_thread or topo.split_llc):
         return []
     out = ["[caches]"]
     if topo.snc:
         out.append("snc = true")
+    if topo.split_llc:
+        out.append("split_llc = true")
     if topo.per_thread:
         out.append("per_thread = [" + ", ".join(_toml_str(x) for x in topo.per_thread) + "]")
     return [*out, ""]

@@ -37,6 +37,7 @@ from .limits import (
     Unreadable,
     kind,
     read_file,
+    read_head,
     read_stream,
     show,
     size,
@@ -45,9 +46,9 @@ from .limits import (
 
 # ASCII digits only (\d would take any Unicode digit); ids are range-checked by _int().
 CPU_RE = re.compile(r"sys/devices/system/cpu/cpu([0-9]+)/(.+)$")
-NODE_RE = re.compile(r"sys/devices/system/node/node([0-9]+)/(cpulist|distance)$")
+NODE_RE = re.compile(r"sys/devices/system/node/node([0-9]+)/(cpulist|cpumap|distance)$")
 DOMAIN_RE = re.compile(r"sys/kernel/debug/sched/domains/cpu([0-9]+)/domain([0-9]+)/(name|flags)$")
-CACHE_RE = re.compile(r"cache/index([0-9]+)/(level|type|shared_cpu_list)")
+CACHE_RE = re.compile(r"cache/index([0-9]+)/(level|type|shared_cpu_list|shared_cpu_map)")
 _INT = re.compile(r"-?[0-9]{1,10}")
 
 
@@ -76,6 +77,7 @@ class CpuView:
     lists: dict[str, tuple[int, ...]] = field(default_factory=dict)  # thread_siblings, core_cpus, ...
     caches: list[Cache] = field(default_factory=list)
     domains: list[Domain] = field(default_factory=list)
+    capacity: int | None = None  # cpu_capacity (arm64; differs on big.LITTLE machines)
 
     def siblings(self, kind: str) -> tuple[int, ...] | None:
         """'thread', 'cluster', 'die', 'package' sibling lists, under any of their sysfs names."""
@@ -108,6 +110,9 @@ class MachineView:
     family: int | None = None
     release: str | None = None
     cmdline: str | None = None
+    # What reading the capture assumed (no node/ directory, no distances, ...): the
+    # importer passes these on as notes.
+    notes: list[str] = field(default_factory=list)
 
     @property
     def llc_level(self) -> int | None:
@@ -131,6 +136,7 @@ class MachineView:
                     "die_id": v.die_id,
                     "cluster_id": v.cluster_id,
                     "core_id": v.core_id,
+                    **({"capacity": v.capacity} if v.capacity is not None else {}),
                     **{k: fmt(s) for k, s in sorted(v.lists.items())},
                     "caches": [
                         {"level": c.level, "type": c.type, "shared": fmt(c.shared)} for c in v.caches
@@ -168,6 +174,12 @@ _SINGLE_FILES = frozenset(
     {"sys/devices/system/cpu/online", "proc/cmdline", "proc/sys/kernel/osrelease"}
 )
 _TOPOLOGY_IDS = ("physical_package_id", "die_id", "cluster_id", "core_id")
+# Sibling files every kernel writes as hex masks; the *_list twins came later (and older
+# tools, hwloc-gather-topology among them, copy only some): either form is read, and
+# when a capture has both they must agree.
+_TOPOLOGY_MASKS = frozenset(
+    {"thread_siblings", "core_cpus", "core_siblings", "package_cpus", "cluster_cpus", "die_cpus"}
+)
 
 
 def wanted(path: str) -> bool:
@@ -179,9 +191,9 @@ def wanted(path: str) -> bool:
         rest = m.group(2)
         if rest.startswith("topology/"):
             key = rest[len("topology/") :]
-            return key in _TOPOLOGY_IDS or (key.endswith("_list") and "/" not in key)
+            return key in _TOPOLOGY_IDS or key in _TOPOLOGY_MASKS or (key.endswith("_list") and "/" not in key)
         # cpuN/online: an offline CPU has no topology files, only this one.
-        return rest == "online" or CACHE_RE.fullmatch(rest) is not None
+        return rest in ("online", "cpu_capacity") or CACHE_RE.fullmatch(rest) is not None
     return NODE_RE.match(path) is not None or DOMAIN_RE.match(path) is not None
 
 
@@ -213,6 +225,13 @@ def _cpus(text: str) -> tuple[int, ...]:
         raise _Bad(str(e)) from None
 
 
+def _mask(text: str) -> tuple[int, ...]:
+    try:
+        return tuple(cpulist.parse_mask(text))
+    except ValueError as e:
+        raise _Bad(str(e)) from None
+
+
 def _path_for_message(path: str) -> str:
     return path if len(path) <= 200 and path.isprintable() else show(path, 200)
 
@@ -226,6 +245,8 @@ def parse_files(files: dict[str, str], where: str = "capture") -> MachineView:
     v = MachineView()
     cache_parts: dict[tuple[int, int], dict[str, str]] = {}
     dom_parts: dict[tuple[int, int], dict[str, object]] = {}
+    masks: dict[tuple[int, str], tuple[tuple[int, ...], str]] = {}
+    node_masks: dict[int, tuple[tuple[int, ...], str]] = {}
     for raw_path, raw in files.items():
         if raw_path == "uname":
             v.release = _clean(raw)
@@ -234,17 +255,35 @@ def parse_files(files: dict[str, str], where: str = "capture") -> MachineView:
         if path is None:
             continue
         try:
-            _parse_one(v, path, raw, cache_parts, dom_parts)
+            _parse_one(v, path, raw, cache_parts, dom_parts, masks, node_masks)
         except _Bad as e:
             raise UserError(f"{where}: {_path_for_message(raw_path)}: {e}") from None
 
+    # A mask stands in for its list when the list is missing; both must agree.
+    for (cpu, key), (mask, raw_path) in sorted(masks.items()):
+        lists = v.cpus[cpu].lists
+        _agree(where, raw_path, mask, lists.get(f"{key}_list"), f"{key}_list")
+        lists.setdefault(f"{key}_list", mask)
+    for node, (mask, raw_path) in sorted(node_masks.items()):
+        _agree(where, raw_path, mask, v.nodes.get(node), "cpulist")
+        v.nodes.setdefault(node, mask)
+
     for (cpu, _idx), parts in sorted(cache_parts.items()):
-        if "level" in parts and "shared_cpu_list" in parts:
+        if "level" in parts and ("shared_cpu_list" in parts or "shared_cpu_map" in parts):
             try:
                 level = _int(parts["level"], 0, 255, "cache level")
-                shared = _cpus(parts["shared_cpu_list"])
+                listed = _cpus(parts["shared_cpu_list"]) if "shared_cpu_list" in parts else None
             except _Bad as e:
                 raise UserError(f"{where}: {parts['dir']}: {e}") from None
+            if "shared_cpu_map" in parts:
+                try:
+                    mapped = _mask(parts["shared_cpu_map"])
+                except _Bad as e:
+                    raise UserError(f"{where}: {parts['dir']}/shared_cpu_map: {e}") from None
+                _agree(where, f"{parts['dir']}/shared_cpu_map", mapped, listed, "shared_cpu_list")
+                listed = mapped if listed is None else listed
+            assert listed is not None
+            shared = listed
             v.cpus.setdefault(cpu, CpuView(cpu)).caches.append(
                 Cache(level, parts.get("type", "Unified"), shared)
             )
@@ -260,12 +299,23 @@ def parse_files(files: dict[str, str], where: str = "capture") -> MachineView:
     return v
 
 
+def _agree(where: str, mask_path: str, mask: tuple[int, ...], listed: tuple[int, ...] | None, list_name: str) -> None:
+    """A capture's mask file and its list twin must name the same CPUs."""
+    if listed is not None and tuple(sorted(listed)) != tuple(sorted(mask)):
+        raise UserError(
+            f"{where}: {_path_for_message(mask_path)}: the mask says CPUs {cpulist.format(mask) or 'none'}, "
+            f"{list_name} beside it says {cpulist.format(listed) or 'none'}: a capture of two moments or an edited one"
+        )
+
+
 def _parse_one(
     v: MachineView,
     path: str,
     raw: str,
     cache_parts: dict[tuple[int, int], dict[str, str]],
     dom_parts: dict[tuple[int, int], dict[str, object]],
+    masks: dict[tuple[int, str], tuple[tuple[int, ...], str]],
+    node_masks: dict[int, tuple[tuple[int, ...], str]],
 ) -> None:
     text = _clean(raw)
     if m := CPU_RE.match(path):
@@ -283,6 +333,10 @@ def _parse_one(
                     setattr(cv, key, ident)
             elif key.endswith("_list"):
                 cv.lists[key] = _cpus(text)
+            elif key in _TOPOLOGY_MASKS:
+                masks[(cpu, key)] = (_mask(text), path)
+        elif rest == "cpu_capacity":
+            cv.capacity = _int(text, 0, 1 << 20, "cpu_capacity")
         elif cm := CACHE_RE.fullmatch(rest):
             idx = _int(cm.group(1), 0, 63, "cache index")
             parts = cache_parts.setdefault((cpu, idx), {"dir": path.rsplit("/", 1)[0]})
@@ -291,6 +345,8 @@ def _parse_one(
         node = _int(m.group(1), 0, MAX_NODES - 1, "node")
         if m.group(2) == "cpulist":
             v.nodes[node] = _cpus(text)
+        elif m.group(2) == "cpumap":
+            node_masks[node] = (_mask(text), path)
         else:
             row = text.split()
             if len(row) > MAX_NODES:
@@ -384,11 +440,12 @@ def read_snapshot(directory: Path) -> MachineView:
     return parse_grep(read(sysfs, MAX_TABLE_BYTES), extra, where=f"guest snapshot {directory}")
 
 
-REQUIRED = "sys/devices/system/cpu/cpuN/topology/physical_package_id and *_list files"
+REQUIRED = "sys/devices/system/cpu/cpuN/topology/physical_package_id and thread siblings files"
 
 
 def read_capture(path: Path) -> MachineView:
-    """A capture directory or tarball (.tar, .tar.gz, .tgz, .tar.xz)."""
+    """A capture directory or tarball (.tar, .tar.gz, .tgz, .tar.xz), or hwloc's XML
+    (`lstopo --of xml`)."""
     try:
         st = os.stat(path)
     except FileNotFoundError:
@@ -399,25 +456,59 @@ def read_capture(path: Path) -> MachineView:
     if stat.S_ISDIR(st.st_mode):
         files = _read_dir(path, links)
     elif stat.S_ISREG(st.st_mode):
-        files = _read_tar(path)
+        from . import hwloc
+
+        if hwloc.is_xml(read_head(path, 64, str(path))):
+            files = hwloc.xml_files(read_file(path, MAX_TABLE_BYTES, "an hwloc XML", where=str(path)), str(path))
+        else:
+            files = _read_tar(path)
     else:
         raise UserError(f"{path}: {kind(st.st_mode)}, not a capture (a directory or a tarball)")
-    view = parse_files(files, where=str(path))
+    return capture_view(files, str(path), links)
+
+
+def capture_view(files: dict[str, str], path: str, links: list[str] | None = None) -> MachineView:
+    """A capture's files ({path: content}, as read_capture() reads them) as a MachineView:
+    what the files lack taken as the kernel would (one node, default distances), what
+    contradicts itself refused naming *path* and the file."""
+    view = parse_files(files, where=path)
     if not any(cv.package is not None for cv in view.cpus.values()):
         hint = f"; symbolic links are not followed ({links[0]})" if links else ""
         raise UserError(f"{path}: capture has no CPU topology files (needs {REQUIRED}){hint}")
     missing = [c for c in view.online if view.cpus.get(c) is None or view.cpus[c].siblings("thread") is None]
     if missing:
         raise UserError(
-            f"{path}: capture is missing topology/thread_siblings_list (or core_cpus_list) for CPU {missing[0]}"
+            f"{path}: capture is missing topology/thread_siblings_list (or thread_siblings, core_cpus_list) "
+            f"for CPU {missing[0]}"
         )
     if not view.nodes:
-        raise UserError(f"{path}: capture has no sys/devices/system/node/node*/cpulist files")
+        # A kernel without CONFIG_NUMA (a laptop's, a phone's) has no node/ directory: it
+        # is one node, as a NUMA kernel on such a machine shows it.
+        with_topology = [c for c in view.online if view.cpus.get(c) and view.cpus[c].package is not None]
+        view.nodes[0] = tuple(with_topology)
+        view.distances.setdefault(0, (LOCAL_DISTANCE,))
+        view.notes.append("no sys/devices/system/node/node*/cpulist (or cpumap) files: one node (a machine without NUMA)")
     nodes_with_cpus = [n for n, c in view.nodes.items() if c]
+    if not view.distances:
+        # The kernel's own defaults without a SLIT (include/linux/topology.h: LOCAL_DISTANCE,
+        # REMOTE_DISTANCE), which is what numactl would show.
+        ids = sorted(view.nodes)
+        for n in ids:
+            view.distances[n] = tuple(LOCAL_DISTANCE if m == n else REMOTE_DISTANCE for m in ids)
+        if len(nodes_with_cpus) > 1:
+            view.notes.append(
+                f"no node*/distance files: the kernel's defaults assumed ({LOCAL_DISTANCE} local, "
+                f"{REMOTE_DISTANCE} remote)"
+            )
     for n in nodes_with_cpus:
         if n not in view.distances:
             raise UserError(f"{path}: capture is missing sys/devices/system/node/node{n}/distance")
     return view
+
+
+# include/linux/topology.h: a node's distance to itself and to others without a SLIT.
+LOCAL_DISTANCE = 10
+REMOTE_DISTANCE = 20
 
 
 class _Budget:
@@ -526,6 +617,7 @@ CAPTURE_GLOBS = (
     "sys/devices/system/cpu/possible",
     "sys/devices/system/cpu/present",
     "sys/devices/system/cpu/cpu[0-9]*/online",
+    "sys/devices/system/cpu/cpu[0-9]*/cpu_capacity",
     "sys/devices/system/cpu/cpu[0-9]*/topology/*",
     "sys/devices/system/cpu/cpu[0-9]*/cache/index[0-9]*/level",
     "sys/devices/system/cpu/cpu[0-9]*/cache/index[0-9]*/type",

@@ -145,6 +145,28 @@ class Topology:
     # thread on the real machine (QEMU's models share them between a core's threads).
     snc: bool = False
     per_thread: tuple[str, ...] = ()
+    # split_llc: the capture's LLC (its cache lists) spans several nodes, and the spec's
+    # llc groups are its per-node parts (what x86 Linux schedules on; QEMU puts a die in
+    # one node): a named deviation of the cache lists, not of the scheduler's view.
+    split_llc: bool = False
+    # [cpu] capacity: each CPU's capacity-dmips-mhz (arm64 device tree), sorted by CPU
+    # id; empty when every CPU is alike.  Heterogeneous machines (big.LITTLE, DynamIQ)
+    # differ here: the kernel builds SD_ASYM_CPUCAPACITY from it.
+    dmips_mhz: tuple[tuple[int, int], ...] = ()
+
+    @cached_property
+    def capacities(self) -> dict[int, int]:
+        """CPU id -> the cpu_capacity Linux derives (arch_topology.c
+        topology_normalize_cpu_scale(): dmips * 1024 / the largest, no cpufreq clocks);
+        empty on a machine whose CPUs are alike."""
+        if not self.dmips_mhz:
+            return {}
+        top = max(v for _, v in self.dmips_mhz)
+        return {c: (v << 10) // top for c, v in self.dmips_mhz}
+
+    @property
+    def asymmetric(self) -> bool:
+        return len(set(self.capacities.values())) > 1
 
     # ---- sizes -------------------------------------------------------------------
     @property
@@ -344,6 +366,8 @@ class Topology:
             for c in self.cpus
         ]
         d["caches"] = {"snc": self.snc, "per_thread": list(self.per_thread)}
+        if self.capacities:
+            d["capacity"] = {"dmips_mhz": dict(self.dmips_mhz), "cpu_capacity": self.capacities}
         d["provenance"] = {
             "machine": self.provenance.machine,
             "sources": list(self.provenance.sources),
@@ -358,9 +382,9 @@ class Topology:
 # ======================================================================================
 
 TOP_KEYS = {"name", "description", "arch", "cpu", "topology", "groups", "numa", "caches", "provenance"}
-CACHE_KEYS = {"snc", "per_thread"}
+CACHE_KEYS = {"snc", "per_thread", "split_llc"}
 CACHE_NAMES = ("L1d", "L1i", "L2")
-CPU_KEYS = {"vendor", "model", "family", "gic"}
+CPU_KEYS = {"vendor", "model", "family", "gic", "capacity"}
 SHAPE_KEYS = {
     "sockets",
     "nodes_per_socket",
@@ -602,7 +626,12 @@ def from_dict(data: Mapping[str, Any], where: str = "<spec>", default_name: str 
             raise ctx.err("cpu.gic", f"must be 2 or 3, not {_val(gic)}")
     if vendor != "generic" and vendor not in archs.get(arch).vendors:
         raise ctx.err("cpu.vendor", f"an {arch} machine cannot have vendor {show(vendor)}")
-    snc, per_thread = _caches(ctx, ctx.table(data, "caches", required=False), cpus, arch)
+    caches_t = ctx.table(data, "caches", required=False)
+    snc, per_thread = _caches(ctx, caches_t, cpus, arch)
+    split_llc = caches_t.get("split_llc", False)
+    if not isinstance(split_llc, bool):
+        raise ctx.err("caches.split_llc", f"must be true or false, not {_val(split_llc)}")
+    dmips = _capacity(ctx, cpu_t.get("capacity"), cpus, arch)
 
     return Topology(
         name=name,
@@ -621,8 +650,10 @@ def from_dict(data: Mapping[str, Any], where: str = "<spec>", default_name: str 
         path=where,
         description=ctx.string(data, "description", "", ""),
         gic=gic,
+        dmips_mhz=dmips,
         snc=snc,
         per_thread=per_thread,
+        split_llc=split_llc,
     )
 
 
@@ -653,6 +684,41 @@ def _caches(ctx: _Ctx, t: Mapping, cpus: list[Cpu], arch: str) -> tuple[bool, tu
     if raw and max(c.thread for c in cpus) == 0:
         raise ctx.err("caches.per_thread", "caches private to each SMT thread need SMT (threads_per_core > 1)")
     return snc, tuple(sorted(set(raw)))
+
+
+MAX_DMIPS_MHZ = 1 << 20  # a u32 in the device tree; far above any real core's
+
+
+def _capacity(ctx: _Ctx, raw: Any, cpus: list[Cpu], arch: str) -> tuple[tuple[int, int], ...]:
+    """[cpu] capacity = { "0-3" = 250, "4-5" = 620, "6-7" = 1024 }: every CPU's
+    capacity-dmips-mhz, once."""
+    if raw is None:
+        return ()
+    f = "cpu.capacity"
+    if not isinstance(raw, Mapping) or not raw:
+        raise ctx.err(f, 'must be a table of cpulist -> capacity-dmips-mhz, e.g. { "0-3" = 446, "4-7" = 1024 }')
+    if arch != "arm64":
+        raise ctx.err(
+            f,
+            "per-CPU capacity reaches the guest through the arm64 device tree (capacity-dmips-mhz); "
+            "QEMU has no way to give x86 CPUs different capacities (hybrid core types)",
+        )
+    ids = {c.id for c in cpus}
+    out: dict[int, int] = {}
+    for k, v in raw.items():
+        group = ctx.cpulist(k, f"{f}.{show(k, 30)}")
+        ctx.whole(v, f"{f}.{show(k, 30)}", 1, MAX_DMIPS_MHZ)
+        for c in group:
+            if c not in ids:
+                raise ctx.err(f"{f}.{show(k, 30)}", f"CPU {c} is not a CPU of this machine")
+            if c in out:
+                raise ctx.err(f"{f}.{show(k, 30)}", f"CPU {c} is given a capacity twice")
+            out[c] = v
+    missing = sorted(ids - set(out))
+    if missing:
+        # Linux ignores every capacity-dmips-mhz when one CPU lacks it.
+        raise ctx.err(f, f"CPU {missing[0]} has no capacity ({len(missing)} CPUs missing): give every CPU one")
+    return tuple(sorted(out.items()))
 
 
 def _node_order(cpus: list[Cpu]) -> tuple[int, ...]:

@@ -14,7 +14,7 @@ from .vm import vm_options
 
 @click.group()
 def topo() -> None:
-    """Topologies: list, show, render, capture, import."""
+    """Topologies: list, show, render, capture, import, synth."""
 
 
 @topo.command("list")
@@ -159,7 +159,8 @@ def capture(output: Path) -> None:
 @click.option("-o", "--output", type=OUTPUT, required=True, help="NAME.toml")
 @click.option("--mini", is_flag=True, help="Also write NAME-mini.toml, shrunk to <= 32 CPUs keeping the shape.")
 def import_(capture: Path, output: Path, mini: bool) -> None:
-    """Turn a capture (directory or tarball) into a spec that keeps the real numbering."""
+    """Turn a capture (directory or tarball: `lab topo capture`, hwloc-gather-topology, a sysfs
+    copy) or `lstopo --of xml` output into a spec that keeps the real numbering."""
     from .. import host as host_mod
     from .. import importer, sysfs, topology
     from ..errors import UserError
@@ -196,3 +197,22 @@ def import_(capture: Path, output: Path, mini: bool) -> None:
         click.echo(f"the VM of {output.name} will not reproduce: " + ("; ".join(lost) if lost else "nothing lab knows of"))
     if mini_text is not None:
         click.echo(f"the VM of {mp.name} will not reproduce: " + ("; ".join(mini_lost) if mini_lost else "nothing lab knows of"))
+
+
+@topo.command()
+@click.argument("description")
+@click.option("-o", "--output", type=OUTPUT, required=True, help="NAME.toml")
+@click.option("--arch", type=click.Choice(["x86_64", "arm64"]), default="x86_64", show_default=True)
+def synth(description: str, output: Path, arch: str) -> None:
+    """A spec from an hwloc synthetic topology, e.g. "pack:2 numa:2 l3:4 core:8 pu:2"
+    (levels from the top; what `lstopo -i` takes)."""
+    from .. import hwloc, importer
+    from ..errors import UserError
+
+    if output.suffix != ".toml":
+        raise UserError(f"{output}: the spec must be a .toml file")
+    text, notes = hwloc.synth_spec(description, output.stem, arch)
+    importer.write(output, text)
+    click.echo(f"wrote {output}")
+    for n in notes:
+        click.echo(f"  note: {n}")

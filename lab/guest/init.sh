@@ -138,6 +138,7 @@ snapshot() {
     fi
     grep -H '' /sys/devices/system/cpu/online /sys/devices/system/cpu/possible \
         /sys/devices/system/cpu/cpu[0-9]*/topology/* \
+        /sys/devices/system/cpu/cpu[0-9]*/cpu_capacity \
         /sys/devices/system/cpu/cpu[0-9]*/cache/index*/level \
         /sys/devices/system/cpu/cpu[0-9]*/cache/index*/type \
         /sys/devices/system/cpu/cpu[0-9]*/cache/index*/shared_cpu_list \

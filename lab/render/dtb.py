@@ -5,7 +5,8 @@ but describes no caches, so an arm64 guest finds only the private L1 its CLIDR
 reports, and the scheduler's MC level cannot span the LLC.  lab dumps the tree
 QEMU generates (``-machine ...,dumpdtb=``), gives every cpu node a
 ``next-level-cache`` to a per-core L2 whose ``next-level-cache`` is one L3 per
-LLC of the spec, and boots with ``-dtb``.  The order of the cpu nodes sets
+LLC of the spec, gives each cpu node the spec's ``capacity-dmips-mhz`` when its CPUs
+differ (big.LITTLE), and boots with ``-dtb``.  The order of the cpu nodes sets
 Linux's logical CPU numbers, so the nodes are also reordered into the spec's
 numbering.
 
@@ -95,12 +96,17 @@ def edit(dts: str, topo: Topology, *, caches: bool = True, renumber: bool = True
                 l2_ph[c.core] = next_ph
                 next_ph += 1
                 cache_nodes.append(_cache_node(indent, f"l2-cache{c.core}", 2, l2_ph[c.core], l3_ph[c.llc], L2_SIZE))
+    dmips = dict(topo.dmips_mhz)
     for (_idx, block), c in zip(blocks, topo.cpus, strict=True):
+        inner = indent + "\t"
         if caches:
-            inner = indent + "\t"
             block = block.replace(
                 "\n", f"\n{inner}next-level-cache = <0x{l2_ph[c.core]:x}>;\n", 1
             )
+        if dmips:
+            # Linux's arch_topology reads it for every CPU (or for none) and builds
+            # SD_ASYM_CPUCAPACITY from the differences: a big.LITTLE machine's capacities.
+            block = block.replace("\n", f"\n{inner}capacity-dmips-mhz = <0x{dmips[c.id]:x}>;\n", 1)
         new_blocks.append((c.id, block))
     if renumber:
         new_blocks.sort(key=lambda b: b[0])

@@ -102,6 +102,11 @@ def plan(
         notes.append(f"QEMU {emu.version_str}, lab-built ({emu.path}){because}" if emu.origin == "lab" else f"QEMU {emu.version_str} ({emu.path})")
     guest_to_spec = tuple(c.id for c in topo.cpus)
     dt_caches = arch == "arm64" and host.dtc
+    if topo.dmips_mhz and not dt_caches:
+        raise UserError(
+            f"{topo.path or topo.name}: cpu.capacity: per-CPU capacities reach the guest through the device "
+            "tree lab edits with dtc: install device-tree-compiler"
+        )
     if arch == "arm64" and not dt_caches:
         notes.append("dtc not found (install device-tree-compiler): the guest gets no cache nodes and QEMU's CPU order")
     if dt_caches:
@@ -351,16 +356,14 @@ def _x86(topo: Topology, version, acc: str, cpu_model: str, host: Host, notes: l
     # refuses a second "-numa cpu" naming a die it already put in a node.
     guest_node = {n: i for i, n in enumerate(topo.node_ids)}
     numa_cpu: list[str] = []
-    first_core: dict[int, int] = {}
-    for c in topo.cpus:
+    for c, q in zip(topo.cpus, logical_ids(topo), strict=True):
         if topo.snc:
-            first_core.setdefault(c.socket, c.core)
-            k = c.core - first_core[c.socket]
-            arg = f"cpu,node-id={guest_node[c.node]},socket-id={c.socket},core-id={k}"
+            k = q.llc * s.cores_per_llc + q.cluster * s.cores_per_cluster + q.core
+            arg = f"cpu,node-id={guest_node[c.node]},socket-id={q.socket},core-id={k}"
         elif s.nodes_per_socket > 1:
-            arg = f"cpu,node-id={guest_node[c.node]},socket-id={c.socket},die-id={c.llc % dies}"
+            arg = f"cpu,node-id={guest_node[c.node]},socket-id={q.socket},die-id={q.llc}"
         else:
-            arg = f"cpu,node-id={guest_node[c.node]},socket-id={c.socket}"
+            arg = f"cpu,node-id={guest_node[c.node]},socket-id={q.socket}"
         if arg not in numa_cpu:
             numa_cpu.append(arg)
     machine = "q35"
@@ -370,6 +373,51 @@ def _x86(topo: Topology, version, acc: str, cpu_model: str, host: Host, notes: l
     if modules > 1:
         machine += ",smp-cache.0.cache=l2,smp-cache.0.topology=module"
     return machine, cpu, vendor, smp, numa_cpu
+
+
+@dataclass(frozen=True)
+class LogicalIds:
+    """Where a CPU sits, counted as QEMU counts vCPUs: its socket's position in the
+    machine, its LLC's within the socket, its cluster's within the LLC, its core's within
+    the cluster, its thread's within the core."""
+
+    socket: int
+    llc: int
+    cluster: int
+    core: int
+    thread: int
+
+
+def logical_ids(topo: Topology) -> list[LogicalIds]:
+    """Each CPU's LogicalIds, in the spec's canonical order (QEMU's vCPU order).
+
+    The spec's group numbers (``Cpu.llc``, ``Cpu.core``, ...) are machine-wide ranks by
+    lowest CPU id: on a machine numbered across sockets or nodes (even CPUs on socket 0,
+    nodes interleaved) a socket's cores are not consecutive there.  QEMU's ids are
+    positions inside the parent, so they are counted here from the canonical order, which
+    enumerates every group's members together."""
+    out: list[LogicalIds] = []
+    sockets: dict[int, int] = {}
+    llcs: dict[tuple[int, int], int] = {}
+    clusters: dict[tuple[int, int], int] = {}
+    cores: dict[tuple[int, int], int] = {}
+    threads: dict[int, int] = {}
+    count: dict[tuple[str, int], int] = {}
+
+    def pos(seen: dict, key, kind: str, parent: int) -> int:
+        if key not in seen:
+            seen[key] = count.get((kind, parent), 0)
+            count[(kind, parent)] = seen[key] + 1
+        return seen[key]
+
+    for c in topo.cpus:
+        so = pos(sockets, c.socket, "socket", 0)
+        ll = pos(llcs, (c.socket, c.llc), "llc", c.socket)
+        cl = pos(clusters, (c.llc, c.cluster), "cluster", c.llc)
+        co = pos(cores, (c.cluster, c.core), "core", c.cluster)
+        th = pos(threads, c.id, "thread", c.core)
+        out.append(LogicalIds(so, ll, cl, co, th))
+    return out
 
 
 def amd_tcg_model(topo: Topology) -> tuple[str, str]:
@@ -413,15 +461,14 @@ def _arm64(topo: Topology, version, acc: str, cpu_model: str):
     )
     guest_node = {n: i for i, n in enumerate(topo.node_ids)}
     numa_cpu = []
-    clusters_per_socket = s.llcs_per_socket * s.clusters_per_llc
     seen = set()
-    for c in topo.cpus:
-        cl = c.cluster % clusters_per_socket
-        key = (c.socket, cl)
+    for c, q in zip(topo.cpus, logical_ids(topo), strict=True):
+        cl = q.llc * s.clusters_per_llc + q.cluster
+        key = (q.socket, cl)
         if key in seen:
             continue
         seen.add(key)
-        numa_cpu.append(f"cpu,node-id={guest_node[c.node]},socket-id={c.socket},cluster-id={cl}")
+        numa_cpu.append(f"cpu,node-id={guest_node[c.node]},socket-id={q.socket},cluster-id={cl}")
     if topo.gic == 2 and topo.n_cpus > MAX_GICV2_CPUS:
         raise UserError(
             f"{topo.path or topo.name}: cpu.gic: GICv2 addresses at most {MAX_GICV2_CPUS} CPUs, "

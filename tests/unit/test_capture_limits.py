@@ -329,10 +329,20 @@ def test_fuzz_guest_snapshot(lines, schedstat):
 def test_import_of_garbled_siblings_is_one_line(tmp_path):
     root = unpack(tmp_path)
     # CPU 0's siblings leave CPU 0 out: before, an IndexError in the importer.
+    topo = root / "capture/sys/devices/system/cpu/cpu0/topology"
     for name in ("core_cpus_list", "thread_siblings_list"):
-        p = root / f"capture/sys/devices/system/cpu/cpu0/topology/{name}"
+        p = topo / name
         if p.exists():
             p.write_text("1\n")
+    # The mask twins beside the lists still say CPU 0: that disagreement is named first.
+    if (topo / "thread_siblings").exists():
+        with pytest.raises(UserError) as e:
+            sysfs.read_capture(root)
+        assert "cpu0/topology/" in str(e.value) and "the mask says CPUs 0" in one_line(str(e.value))
+    # Garbled the same way in both forms, the importer names it.
+    for name in ("core_cpus", "thread_siblings"):
+        if (topo / name).exists():
+            (topo / name).write_text("2\n")
     view = sysfs.read_capture(root)
     with pytest.raises(UserError) as e:
         importer.view_to_spec(view, "m", str(root))

@@ -181,6 +181,15 @@ CASES: dict[str, dict[str, list[list[str]]]] = {
                                                                        "{missing}/x.toml", "{garbage}/x.toml")]  # fmt: skip
         + [["topo", "import", "{capture}"]],
     },
+    "topo synth": {
+        "description": [["topo", "synth", d, "-o", "{out}.toml"] for d in ("", "pack:2 blade:1 pu:1", "pack:0 pu:1",
+                                                                             "pack:4096 core:4096 pu:2", "core:2")]  # fmt: skip
+        + [["topo", "synth", "-o", "{out}.toml"]],
+        "output": [["topo", "synth", "pack:1 pu:2", "-o", o] for o in ("{out}.txt", "{wrongtype}", "{dir}",
+                                                                      "{missing}/x.toml", "{garbage}/x.toml")]  # fmt: skip
+        + [["topo", "synth", "pack:1 pu:2"]],
+        "arch": [["topo", "synth", "pack:1 pu:2", "-o", "{out}.toml", "--arch", a] for a in ("sparc", "")],
+    },
     "report": {"": [["report", "nope"]]},
     "report bundle": {
         "run_dir": [["report", "bundle", r, "-o", "{out}.tar.gz"] for r in ("{missing}", "{dir}", "{garbage}", "{run_badplan}",

@@ -67,8 +67,11 @@ def test_directory_with_nul_bytes_offline_cpu_and_sparse_nodes(tmp_path):
 @pytest.mark.parametrize(
     "remove, words",
     [
-        ("sys/devices/system/node", "node*/cpulist"),
-        ("sys/devices/system/cpu/cpu3/topology/thread_siblings_list+core_cpus_list", "thread_siblings_list"),
+        # Every form of the SMT siblings gone (lists and masks): nothing says which CPUs share a core.
+        (
+            "sys/devices/system/cpu/cpu3/topology/thread_siblings_list+core_cpus_list+thread_siblings+core_cpus",
+            "thread_siblings_list",
+        ),
         ("sys/devices/system/node/node1/distance", "node1/distance"),
         ("sys/devices/system/cpu", "no CPU topology files"),
     ],
