@@ -14,6 +14,9 @@ Statistics (``ALPHA`` = 0.05, two-sided):
   be done ("too few runs").  When neither side varies at all the t-test is undefined:
   equal values are "identical", different ones get the exact permutation test's p, which
   for two constant groups is (2 if n_a == n_b else 1) / C(n_a + n_b, n_a).
+* the figures' tests are one family: Holm's step-down correction keeps the chance of
+  any false "significant" among them at ALPHA (each test's ``p_holm``; ``correction``
+  says over how many).
 * pass rates (the verdict, and each expectation): Fisher's exact test on
   [[passed_a, failed_a], [passed_b, failed_b]].  When even the most extreme split the
   run counts allow (all pass against all fail) could not reach ALPHA, the result is
@@ -33,6 +36,7 @@ The JSON document (``SCHEMA`` = "lab.compare", ``VERSION`` = 1)::
       "expectations": [RATE + {"name": str}],
       "figures": [FIGURE],
       "not_judged": [{"side": "a"|"b", "run_dir": str|null, "status": str, "message": str}],
+      "correction": {"method": "holm", "over": "figures", "tests": int},
       "verdicts": {"source": [str],       # "re-judged" (the current scenario on the run's
                                           # data), "stored (...)" (results.json as written)
                    "changed": [{"side", "run_dir", "stored": str, "now": str}]}
@@ -231,6 +235,22 @@ def fisher(passed_a: int, runs_a: int, passed_b: int, runs_b: int, alpha: float 
                  "Fisher's exact test")  # fmt: skip
 
 
+def holm(tests: Sequence[dict[str, Any]], alpha: float = ALPHA) -> int:
+    """Holm's step-down correction over *tests* (each a TEST with a p): each gets
+    ``p_holm``, and one that was significant alone but is not after the correction says so
+    (result "not significant").  Returns the family's size."""
+    fam = [t for t in tests if t.get("p") is not None and t.get("result") in (SIGNIFICANT, NOT_SIGNIFICANT)]
+    m = len(fam)
+    running = 0.0
+    for i, t in enumerate(sorted(fam, key=lambda t: t["p"])):
+        running = max(running, min(1.0, (m - i) * t["p"]))
+        t["p_holm"] = running
+        if t["result"] == SIGNIFICANT and running >= alpha:
+            t["result"] = NOT_SIGNIFICANT
+            t["why"] += f" (p={t['p']:.2g} alone; {running:.2g} after Holm's correction over {m} figures)"
+    return m
+
+
 def _fisher_p(a: int, b: int, c: int, d: int) -> float:
     from scipy import stats
 
@@ -346,7 +366,7 @@ def compare(
     expectations = [
         {"name": n, **rate({s: sum(ok[n][s]) for s in "ab"}, {s: len(ok[n][s]) for s in "ab"})} for n in exp_names
     ]
-    figures = []
+    figures: list[dict[str, Any]] = []
     for name, fig in fig_keys:
         va, vb = values[(name, fig)]["a"], values[(name, fig)]["b"]
         sa, sb = summary(va), summary(vb)
@@ -354,6 +374,7 @@ def compare(
             "expectation": name, "figure": fig, "a": sa, "b": sb,
             "change_pct": change_pct(sa["mean"], sb["mean"]), "test": welch(va, vb, alpha),
         })  # fmt: skip
+    family = holm([f["test"] for f in figures if isinstance(f["test"], dict)], alpha)
     rejudged = [
         {"side": side, "run_dir": r.get("run_dir"), "stored": str(r["stored_status"]), "now": str(r.get("status"))}
         for side, runs in (("a", runs_a), ("b", runs_b))
@@ -381,6 +402,7 @@ def compare(
         "figures": figures,
         "not_judged": not_judged,
         "verdicts": {"source": sources, "changed": rejudged},
+        "correction": {"method": "holm", "over": "figures", "tests": family},
     }
 
 

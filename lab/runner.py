@@ -380,7 +380,10 @@ def aggregate(outcomes: list[RunOutcome]) -> dict[str, Any]:
         "failed": sum(o.status == "FAIL" for o in outcomes),
         "errors": sum(o.status == "ERROR" for o in outcomes),
         "inconclusive": sum(o.status == "INCONCLUSIVE" for o in outcomes),
-        "pass_rate": (sum(o.status == "PASS" for o in outcomes) / len(outcomes)) if outcomes else 0.0,
+        # As lab compare counts: of the runs judged PASS or FAIL; ERROR, SKIP and
+        # INCONCLUSIVE runs are counted apart, never as failures.
+        "pass_rate": (sum(o.status == "PASS" for o in outcomes) / judged) if (judged := sum(o.status in ("PASS", "FAIL") for o in outcomes)) else 0.0,
+        "not_judged": sum(o.status not in ("PASS", "FAIL") for o in outcomes),
         "expectations": {k: {"passed": sum(v), "runs": len(v)} for k, v in per_exp.items()},
         "figures": stats,
     }

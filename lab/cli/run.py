@@ -302,7 +302,9 @@ def _show_agg(agg) -> None:
     from rich.table import Table
 
     c = console()
-    c.print(f"runs {agg['runs']}: {agg['passed']} passed, {agg['failed']} failed, {agg['errors']} errors; pass rate {agg['pass_rate']:.0%}")
+    judged = agg["passed"] + agg["failed"]
+    c.print(f"runs {agg['runs']}: {agg['passed']} passed, {agg['failed']} failed, {agg['errors']} errors, "
+            f"{agg['inconclusive']} inconclusive; pass rate {agg['pass_rate']:.0%} of the {judged} judged")  # fmt: skip
     t = Table(title="figures over runs", title_justify="left")
     for col in ("figure", "min", "max", "avg", "stddev"):
         t.add_column(col)

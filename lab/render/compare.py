@@ -110,6 +110,10 @@ def text(doc: dict[str, Any]) -> str:
             out.append(row.rstrip())
         out.append("")
 
+    corr = doc.get("correction") if isinstance(doc.get("correction"), dict) else None
+    if corr and corr.get("tests"):
+        out += _wrap(f"* significant at {doc.get('alpha', 0.05):g} after Holm's correction over the {corr['tests']} "
+                     "figures tested (p shown uncorrected)")  # fmt: skip
     few = sorted({t["why"] for t in _tests(doc) if t.get("result") == "too few runs"})
     if few:
         out.append("too few runs to tell:")

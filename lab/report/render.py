@@ -619,7 +619,8 @@ def compare_markdown(c: CompareDoc) -> str:
     for s in (a, b):
         out.append(f"- **{s['label']}**: {_md(str(s['kernel']))}: {s['runs']} runs, {s['passed']} PASS, {s['failed']} FAIL"
                    + (f", {s['not_judged']} not judged" if s.get("not_judged") else ""))  # fmt: skip
-    out += ["", f"p: Fisher's exact test (pass rates), Welch's t-test (figures); * = significant at {d.get('alpha', 0.05):g}", ""]
+    out += ["", f"p: Fisher's exact test (pass rates), Welch's t-test (figures); * = significant at {d.get('alpha', 0.05):g}"
+            + (" (figures: after Holm's correction)" if (d.get("correction") or {}).get("tests") else ""), ""]
     out += ["| pass rate | A | B | p |", "|---|---:|---:|---|", *(f"| {_md(n)} | {x} | {y} | {p} |" for n, x, y, p in _rates(c)), ""]
     if d["figures"]:
         out += ["| figure | A mean ± sd (min-max, n) | B mean ± sd (min-max, n) | change | p |", "|---|---|---|---:|---|"]

@@ -268,3 +268,18 @@ def test_run_directories_are_re_judged_and_say_where_the_stored_verdict_differs(
     assert "verdicts as stored, not re-judged" in r.output
     r = CliRunner().invoke(main, ["compare", str(LLC_LAB), "--", str(LLC_DEB)])
     assert r.exit_code == 3 and "stored FAIL, now INCONCLUSIVE" in r.output and "verdicts as stored" not in r.output
+
+
+def test_holm_corrects_the_figures_as_one_family():
+    """Twenty figures each at p=0.01 alone: Holm keeps each (0.01 * 20 > 0.05 for the
+    first is not significant) -- a single p of 0.001 among nineteen of 0.5 stays."""
+    tests = [{"p": 0.01, "result": compare.SIGNIFICANT, "why": "w"} for _ in range(20)]
+    assert compare.holm(tests) == 20
+    assert all(t["result"] == compare.NOT_SIGNIFICANT and t["p_holm"] == pytest.approx(0.2) for t in tests)
+    assert "after Holm's correction over 20 figures" in tests[0]["why"]
+    tests = [{"p": 0.001, "result": compare.SIGNIFICANT, "why": "w"}] + [{"p": 0.5, "result": compare.NOT_SIGNIFICANT, "why": "w"} for _ in range(19)]
+    compare.holm(tests)
+    assert tests[0]["result"] == compare.SIGNIFICANT and tests[0]["p_holm"] == pytest.approx(0.02)
+    assert all(t["p_holm"] == pytest.approx(1.0) for t in tests[1:])
+    # too-few and identical results are not in the family
+    assert compare.holm([{"p": None, "result": compare.TOO_FEW, "why": ""}, {"p": 1.0, "result": compare.IDENTICAL, "why": ""}]) == 0
