@@ -99,7 +99,8 @@ def plan(
     notes = model_notes + notes
     if emu.origin != "system":
         because = f": {need_why} needs {_v(need)}+" if need and options.qemu == "auto" else ""
-        notes.append(f"QEMU {emu.version_str}, lab-built ({emu.path}){because}" if emu.origin == "lab" else f"QEMU {emu.version_str} ({emu.path})")
+        how = {"lab": ", lab-built", "debian-backports": f" from Debian bookworm-backports ({emu.debian_version})"}.get(emu.origin, "")
+        notes.append(f"QEMU {emu.version_str}{how} ({emu.path}){because}")
     guest_to_spec = tuple(c.id for c in topo.cpus)
     dt_caches = arch == "arm64" and host.dtc
     if arch == "arm64" and not dt_caches:
@@ -118,7 +119,8 @@ def plan(
         guest_reclaim_distance=guest, cmdline_extra=(*extra, *options.append.split()),
         numbering_mode="native" if list(guest_to_spec) == list(range(topo.n_cpus)) else "translated",
         notes=tuple(notes), dt_caches=dt_caches, tcg_threads=threads, bringup=up, boot_cpus=first,
-        kernel=kernel, options=options,
+        kernel=kernel, options=options, qemu_origin=emu.origin, qemu_debian_version=emu.debian_version,
+        qemu_firmware=emu.firmware,
     )  # fmt: skip
 
 
@@ -502,6 +504,8 @@ def x2apic_iommu(p: VmPlan) -> bool:
 def argv(p: VmPlan, files: BootFiles) -> list[str]:
     """The exact QEMU argv for *p* booting *files* (run it in the run directory)."""
     a = [p.qemu, "-nodefaults", "-no-user-config", "-nographic", "-no-reboot"]
+    for d in p.qemu_firmware:  # a fetched QEMU's own firmware before the system's (-L)
+        a += ["-L", d]
     a += ["-machine", p.machine]
     if p.accel == "tcg":
         a += ["-accel", f"tcg,thread={p.tcg_threads}"]
