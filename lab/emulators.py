@@ -470,6 +470,8 @@ def fetch(*, progress: Progress | None = None, mirror: str = MIRROR) -> tuple[li
     base = root() / "apt-backports"
     with lock.cache_lock("qemu-fetch", f"fetching QEMU from Debian {BACKPORTS}", timeout=FETCH_TIMEOUT):
         t0 = time.monotonic()
+        for d in (store(), root()):  # what a fetch killed half-way left (its pid is gone)
+            paths.clean_stale(d)
         with p.step("qemu fetch", f"apt-get update ({BACKPORTS} at {mirror}, private lists)"):
             pkgs = fetch_index(base, mirror)
         bad = _depends_within(pkgs)

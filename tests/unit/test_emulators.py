@@ -337,6 +337,14 @@ def test_missing_libraries_are_named_with_the_packages_that_have_them(fake_apt):
     assert _store_names() == []
 
 
+def test_a_fetch_killed_half_way_is_cleaned_by_the_next(fake_apt):
+    dead = emulators.store() / ".tmp-999999999-10.0.2-0123456789ab-x"  # no such pid
+    (dead / "usr/bin").mkdir(parents=True)
+    assert emulators.built() == []  # never listed
+    emulators.fetch()
+    assert not dead.exists() and len(_store_names()) == 1
+
+
 def test_two_fetches_at_once_wait_for_the_cache_lock(fake_apt, monkeypatch):
     from lab import lock
     from lab.errors import InfraError
@@ -375,6 +383,10 @@ def test_auto_takes_the_fetched_qemu_where_7_2_cannot_and_boots_it_on_its_own_fi
         from lab.plan import VmPlan
 
         assert VmPlan.from_dict(d, p.topo) == p  # plan.json reads back whole
+    from lab.render import vng
+
+    opts = vng.qemu_opts(p, files, "RUN")  # --backend vng: the same firmware first
+    assert opts[opts.index("-L"):opts.index("-L") + 4] == ["-L", x86.firmware[0], "-L", x86.firmware[1]]
     # The system's QEMU passes no -L: the system's firmware, argv unchanged.
     files = r.BootFiles(kernel=Path("k"), initrd=Path("i"))
     assert "-L" not in r.argv(plan(topology.load("zen3-2s-mini"), host), files)
