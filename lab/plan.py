@@ -99,6 +99,7 @@ class VmPlan:
     qemu_origin: str = "system"  # system | lab (built) | debian-backports (fetched) | path: lab.emulators.Emulator
     qemu_debian_version: str = ""  # the Debian package version of lab's fetched or built QEMU
     qemu_firmware: tuple[str, ...] = ()  # -L directories, searched before the QEMU's own default
+    lpj: int = 0  # a preset loops_per_jiffy (lpj=) for every CPU, 0: none (render.qemu.preset_lpj)
 
     @property
     def spec_to_guest(self) -> dict[int, int]:
@@ -192,6 +193,7 @@ class VmPlan:
             "guest_node_to_spec": list(self.guest_node_to_spec),
             "guest_node_reclaim_distance": self.guest_reclaim_distance,
             "cmdline_extra": list(self.cmdline_extra),
+            "lpj": self.lpj,
             "dt_caches": self.dt_caches,
             "notes": list(self.notes),
         }
@@ -230,6 +232,7 @@ class VmPlan:
                 qemu_origin=str(d.get("qemu_origin", "system")),
                 qemu_debian_version=str(d.get("qemu_debian_version", "")),
                 qemu_firmware=tuple(map(str, d.get("qemu_firmware", ()))),
+                lpj=int(d.get("lpj", 0)),
             )
         except (KeyError, TypeError, ValueError) as e:
             what = f"no field {e}" if isinstance(e, KeyError) else str(e)
