@@ -21,7 +21,7 @@ source, on the machine it runs on, with nothing from anywhere else:
 - the result goes into ``<cache>/qemu/store/<version>-<sha12>`` by content, with
   ``metadata.json`` (version, Debian version, configure arguments, build time).
 
-``lab qemu fetch`` takes Debian's own binary packages instead (a minute, not 83 of
+``lab qemu fetch`` takes Debian's own binary packages instead (seconds, not 83 minutes of
 compiling): ``apt-get download`` with the same kind of private sources list, lists, cache
 and an empty dpkg status of its own, ``dpkg -x`` into a staging directory in the store,
 its libraries checked with ``ldd``, then renamed whole into ``<cache>/qemu/store/

@@ -135,7 +135,7 @@ CHECKS: dict[str, Check] = {
         "(setup.sh --test fetches one)",
     ),
     "lab verify zen3-2s": Check(
-        "args", why="boots 256 vCPUs on lab's QEMU 10 (`lab qemu fetch`; 535 s here on the built 10.0.13, run by "
+        "args", why="boots 256 vCPUs on lab's QEMU 10 (`lab qemu fetch`; 535 s here on the built 10.0.13, 1017 s on the fetched 10.0.2 on a loaded host; run by "
         "hand); its argv (x2apic=on, the interrupt-remapping IOMMU) is checked by "
         "tests/unit/test_render.py::test_more_than_255_x86_vcpus_get_x2apic_and_an_interrupt_remapping_iommu",
     ),
