@@ -1,5 +1,7 @@
-"""The QEMUs lab can boot with: the system's (Debian 12: 7.2) and the ones lab built from
-Debian trixie's source package (``lab qemu build``), and which one a topology needs.
+"""The QEMUs lab can boot with: the system's (Debian 12: 7.2), the one lab fetched from
+Debian 12's bookworm-backports archive (``lab qemu fetch``: QEMU 10, prebuilt by Debian),
+the ones lab built from Debian trixie's source package (``lab qemu build``, the fallback),
+and which one a topology needs.
 
 QEMU 7.2 cannot express everything a real machine has: x86 guests stop at 255 vCPUs under
 TCG (x2APIC emulation came in 9.0), x86 clusters need 9.1.  Debian's archive serves
@@ -18,6 +20,15 @@ source, on the machine it runs on, with nothing from anywhere else:
   because Debian's source package (``+ds``) carries no prebuilt firmware;
 - the result goes into ``<cache>/qemu/store/<version>-<sha12>`` by content, with
   ``metadata.json`` (version, Debian version, configure arguments, build time).
+
+``lab qemu fetch`` takes Debian's own binary packages instead (seconds, not 83 minutes of
+compiling): ``apt-get download`` with the same kind of private sources list, lists, cache
+and an empty dpkg status of its own, ``dpkg -x`` into a staging directory in the store,
+its libraries checked with ``ldd``, then renamed whole into ``<cache>/qemu/store/
+<version>-<sha12>`` (origin ``debian-backports``, each package's version and SHA256).
+Its firmware (bookworm-backports' seabios, QEMU 10's own ROMs) stays in the entry:
+every boot on it passes ``-L`` for those directories, so the system's 7.2 and its
+firmware are left as they are.
 """
 
 from __future__ import annotations
@@ -59,15 +70,27 @@ class Emulator:
     arch: str  # lab's arch name: x86_64 | arm64
     path: str  # the binary: a name on PATH for the system's, an absolute path for lab's
     version: tuple[int, int, int]
-    origin: str  # "system" | "lab" | "path"
+    origin: str  # "system" | "lab" (built) | "debian-backports" (fetched) | "path"
     entry: str = ""  # lab's store entry id
+    firmware: tuple[str, ...] = ()  # directories QEMU must search first (-L), absolute
+    debian_version: str = ""  # the Debian package's version, for lab's store entries
 
     @property
     def version_str(self) -> str:
         return ".".join(map(str, self.version))
 
     def describe(self) -> dict:
-        return {"arch": self.arch, "path": self.path, "version": self.version_str, "origin": self.origin, "entry": self.entry}
+        d: dict = {"arch": self.arch, "path": self.path, "version": self.version_str, "origin": self.origin, "entry": self.entry}
+        if self.debian_version:
+            d["debian_version"] = self.debian_version
+        if self.firmware:
+            d["firmware"] = list(self.firmware)
+        return d
+
+    @property
+    def in_store(self) -> bool:
+        """One of lab's own (built or fetched), as ``--qemu lab`` means."""
+        return self.origin in STORE_ORIGINS
 
 
 def root() -> Path:
@@ -102,8 +125,11 @@ def system(arch: str) -> Emulator | None:
     return Emulator(arch, name, v, "system") if v else None
 
 
+STORE_ORIGINS = ("lab", "debian-backports")
+
+
 def built() -> list[Emulator]:
-    """lab's built QEMUs, newest version first."""
+    """lab's own QEMUs (built and fetched), newest version first."""
     out = []
     for d in sorted(store().iterdir()):
         meta = d / "metadata.json"
@@ -114,11 +140,14 @@ def built() -> list[Emulator]:
             version = tuple(int(x) for x in m["version"].split("."))
         except (OSError, ValueError, KeyError, AttributeError):
             continue
+        origin = "debian-backports" if m.get("origin") == "debian-backports" else "lab"
+        firmware = tuple(str(d / f) for f in m.get("firmware", ()))
         for a, rel in m.get("binaries", {}).items():
             p = d / rel
             if p.is_file() and len(version) == 3:
-                out.append((str(m.get("built", "")), Emulator(a, str(p), (version[0], version[1], version[2]), "lab", d.name)))
-    # Newest version first; of the same version, the latest build.
+                e = Emulator(a, str(p), (version[0], version[1], version[2]), origin, d.name, firmware, str(m.get("debian_version", "")))
+                out.append((str(m.get("built") or m.get("fetched") or ""), e))
+    # Newest version first; of the same version, the latest build or fetch.
     return [e for _, e in sorted(out, key=lambda x: (x[1].version, x[0]), reverse=True)]
 
 
@@ -131,15 +160,20 @@ def available(arch: str) -> list[Emulator]:
 # --- building -------------------------------------------------------------------------
 
 
-def _apt_options(base: Path) -> list[str]:
-    """apt-get options that use only lab's private sources list, lists and cache."""
-    return [
+def _apt_options(base: Path, *, private_status: bool = False) -> list[str]:
+    """apt-get options that use only lab's private sources list, lists and cache;
+    *private_status*: and an empty dpkg status of lab's own instead of the system's
+    (apt then sees only the private archive's packages, none installed)."""
+    opts = [
         "-o", f"Dir::Etc::SourceList={base / 'sources.list'}",
         "-o", "Dir::Etc::SourceParts=/dev/null",
         "-o", f"Dir::State::Lists={base / 'lists'}",
         "-o", f"Dir::Cache={base / 'cache'}",
         "-o", "APT::Sandbox::User=root",
     ]  # fmt: skip
+    if private_status:
+        opts += ["-o", f"Dir::State={base / 'state'}", "-o", f"Dir::State::status={base / 'state' / 'status'}"]
+    return opts
 
 
 def missing_build_packages() -> list[str]:
@@ -292,6 +326,219 @@ def _publish(stage: Path, version: str, deb_version: str, args: list[str], archs
     return [e for e in built() if e.entry == entry]
 
 
+# --- fetching Debian's prebuilt QEMU from bookworm-backports ---------------------------
+
+BACKPORTS = "bookworm-backports"
+MIRROR = "http://deb.debian.org/debian"  # what Debian 12's own sources name
+KEYRING = "/usr/share/keyrings/debian-archive-keyring.gpg"  # debian-archive-keyring, always installed
+# The emulators lab boots, the files they share (qemu-system-common) and their firmware:
+# qemu-system-data (QEMU 10's ROMs: linuxboot_dma.bin, kvmvapic.bin, ...) and the seabios
+# qemu-system-x86 10 depends on (>> 1.16.3-1~; bookworm has 1.16.2).  Not ipxe-qemu: its
+# option ROMs are for network cards, and lab's guests have none (-nodefaults, no -nic).
+FETCH_PACKAGES = ("qemu-system-x86", "qemu-system-arm", "qemu-system-common", "qemu-system-data", "seabios")
+FETCH_BINARIES = {"x86_64": "usr/bin/qemu-system-x86_64", "arm64": "usr/bin/qemu-system-aarch64"}
+FETCH_FIRMWARE = ("usr/share/qemu", "usr/share/seabios")  # -L, in this order, before the system's
+FETCH_TIMEOUT = 900.0
+
+
+@dataclass(frozen=True)
+class DebPackage:
+    """One binary package as the archive's Packages index describes it."""
+
+    name: str
+    version: str
+    sha256: str
+    size: int
+    filename: str  # pool/main/q/qemu/...deb
+    depends: str = ""
+
+    def describe(self) -> dict:
+        return {"version": self.version, "sha256": self.sha256, "size": self.size, "filename": self.filename}
+
+
+def parse_packages(text: str) -> dict[str, DebPackage]:
+    """`apt-cache show` records, the first one of each package (apt lists the candidate
+    first) that can be downloaded (has a Filename)."""
+    out: dict[str, DebPackage] = {}
+    for rec in re.split(r"\n\s*\n", text):
+        f: dict[str, str] = {}
+        for m in re.finditer(r"^([A-Za-z0-9-]+): ?(.*(?:\n[ \t].*)*)", rec, re.M):
+            f[m[1]] = m[2].strip()
+        name = f.get("Package")
+        if not name or name in out or "Filename" not in f or "Version" not in f or "SHA256" not in f:
+            continue
+        try:
+            size = int(f.get("Size", "0"))
+        except ValueError:
+            size = 0
+        out[name] = DebPackage(name, f["Version"], f["SHA256"], size, f["Filename"], f.get("Depends", ""))
+    return out
+
+
+def _depends_within(pkgs: dict[str, DebPackage]) -> list[str]:
+    """The Depends among *pkgs* themselves that their versions do not satisfy (the
+    archive caught mid-update: a qemu-system-x86 without its qemu-system-common)."""
+    bad = []
+    for p in pkgs.values():
+        for group in p.depends.split(","):
+            alts = [a.strip() for a in group.split("|")]
+            for alt in alts:
+                m = re.match(r"^([a-z0-9.+-]+)(?::\S+)?(?:\s*\((<<|<=|=|>=|>>)\s*([^)]+)\))?$", alt)
+                if not m or m[1] not in pkgs:
+                    continue
+                if m[2]:
+                    ops = {"<<": "lt", "<=": "le", "=": "eq", ">=": "ge", ">>": "gt"}
+                    cp = proc.run(["dpkg", "--compare-versions", pkgs[m[1]].version, ops[m[2]], m[3].strip()], check=False)
+                    if cp.returncode != 0:
+                        bad.append(f"{p.name} needs {alt}, the archive has {m[1]} {pkgs[m[1]].version}")
+    return bad
+
+
+def _unreachable(mirror: str, why: str) -> UserError:
+    return UserError(
+        f"Debian's {BACKPORTS} archive at {mirror} could not be read ({why}); `lab qemu build` builds QEMU 10 "
+        "from Debian's source instead (lab qemu fetch --mirror URL names another Debian mirror)"
+    )
+
+
+def fetch_index(base: Path, mirror: str) -> dict[str, DebPackage]:
+    """apt-get update of bookworm-backports alone into *base* (lab's private lists), and
+    the packages lab fetches as it lists them.  Nothing of the system's apt is read for
+    sources or state, nor written."""
+    for d in ("lists/partial", "cache/archives/partial", "state"):
+        (base / d).mkdir(parents=True, exist_ok=True)
+    status = base / "state" / "status"
+    if not status.is_file():
+        status.write_text("")
+    signed = f" [signed-by={KEYRING}]" if Path(KEYRING).is_file() else ""
+    from .atomic import write_text
+
+    write_text(base / "sources.list", f"deb{signed} {mirror} {BACKPORTS} main\n", "lab's private apt sources list")
+    opts = _apt_options(base, private_status=True)
+    # --error-on=any: apt-get update otherwise exits 0 when the archive refuses the connection.
+    cp = proc.run(["apt-get", "-q", *opts, "--error-on=any", "update"], check=False, timeout=600)
+    if cp.returncode != 0:
+        err = [ln for ln in (cp.stderr + cp.stdout).decode(errors="replace").splitlines() if ln.startswith(("E:", "Err:", "W:"))]
+        raise _unreachable(mirror, (err[0][2:].strip() if err else proc.tail(cp.stderr or cp.stdout, 1)) or f"apt-get update exit {cp.returncode}")
+    cp = proc.run(["apt-cache", *opts, "show", *FETCH_PACKAGES], check=False, timeout=120)
+    pkgs = parse_packages(cp.stdout.decode(errors="replace"))
+    missing = [n for n in FETCH_PACKAGES if n not in pkgs]
+    if missing:
+        raise _unreachable(mirror, f"it lists no {', '.join(missing)} for this architecture")
+    return pkgs
+
+
+def entry_id(version: str, pkgs: dict[str, DebPackage]) -> str:
+    """The store entry of a fetch: QEMU's version and the packages' own SHA256s."""
+    h = hashlib.sha256("".join(f"{n} {pkgs[n].sha256}\n" for n in sorted(pkgs)).encode())
+    return f"{version}-{h.hexdigest()[:12]}"
+
+
+def upstream_version(debian_version: str) -> str:
+    """1:10.0.2+ds-2+deb13u1~bpo12+1 -> 10.0.2"""
+    v = debian_version.split(":", 1)[-1]
+    m = re.match(r"(\d+)\.(\d+)(?:\.(\d+))?", v)
+    if not m:
+        raise InfraError(f"Debian's qemu-system-x86 version {debian_version!r} does not start with a QEMU version")
+    return f"{m[1]}.{m[2]}.{m[3] or 0}"
+
+
+def missing_libraries(binary: Path) -> list[str]:
+    """The shared libraries *binary* needs that this system lacks, as ldd names them."""
+    cp = proc.run(["ldd", str(binary)], check=False, timeout=60)
+    out = (cp.stdout + cp.stderr).decode(errors="replace")
+    return sorted({m[1] for m in re.finditer(r"^\s*(\S+) => not found", out, re.M)})
+
+
+def _not_installed(depends: list[str]) -> list[str]:
+    """Of the Debian packages named in *depends* (Depends strings), those not installed."""
+    names = sorted({re.split(r"[\s(:]", alt.strip(), maxsplit=1)[0] for d in depends for g in d.split(",") for alt in g.split("|")[:1] if alt.strip()})
+    names = [n for n in names if n and n not in FETCH_PACKAGES]
+    if not names:
+        return []
+    cp = proc.run(["dpkg-query", "-W", "-f=${Package} ${Status}\n", *names], check=False, timeout=60)
+    ok = {ln.split()[0] for ln in cp.stdout.decode(errors="replace").splitlines() if ln.endswith("ok installed")}
+    return [n for n in names if n not in ok]
+
+
+def fetch(*, progress: Progress | None = None, mirror: str = MIRROR) -> tuple[list[Emulator], bool]:
+    """Debian bookworm-backports' QEMU (x86_64 and aarch64 system emulators, firmware)
+    into lab's store, whole or not at all.  Returns its emulators and whether this call
+    fetched it (False: the store had the same packages already)."""
+    p = of(progress)
+    mirror = mirror.rstrip("/")
+    base = root() / "apt-backports"
+    with lock.cache_lock("qemu-fetch", f"fetching QEMU from Debian {BACKPORTS}", timeout=FETCH_TIMEOUT):
+        t0 = time.monotonic()
+        for d in (store(), root()):  # what a fetch killed half-way left (its pid is gone)
+            paths.clean_stale(d)
+        with p.step("qemu fetch", f"apt-get update ({BACKPORTS} at {mirror}, private lists)"):
+            pkgs = fetch_index(base, mirror)
+        bad = _depends_within(pkgs)
+        if bad:
+            raise InfraError(f"Debian's {BACKPORTS} is inconsistent right now ({bad[0]}); try again later, or `lab qemu build`")
+        deb_version = pkgs["qemu-system-x86"].version
+        version = upstream_version(deb_version)
+        entry = entry_id(version, pkgs)
+        if (store() / entry / "metadata.json").is_file():
+            return [e for e in built() if e.entry == entry], False
+        dl = Path(tempfile.mkdtemp(prefix=paths.tmp_prefix("qemu-debs"), dir=root()))
+        stage = Path(tempfile.mkdtemp(prefix=paths.tmp_prefix(entry), dir=store()))
+        try:
+            with p.step("qemu fetch", f"apt-get download {len(pkgs)} packages (QEMU {deb_version})"):
+                cp = proc.run(["apt-get", "-q", *_apt_options(base, private_status=True), "download",
+                               *(f"{n}={pkgs[n].version}" for n in FETCH_PACKAGES)], cwd=dl, check=False, timeout=FETCH_TIMEOUT)  # fmt: skip
+                if cp.returncode != 0:
+                    raise _unreachable(mirror, proc.tail(cp.stderr or cp.stdout, 1) or f"apt-get download exit {cp.returncode}")
+            debs = {}
+            for n in FETCH_PACKAGES:
+                found = list(dl.glob(f"{n}_*.deb"))
+                if len(found) != 1 or _sha256(found[0]) != pkgs[n].sha256:
+                    raise InfraError(f"apt-get download gave no {n} {pkgs[n].version} with the archive's SHA256 in {dl}")
+                debs[n] = found[0]
+            with p.step("qemu fetch", f"dpkg -x into {stage.name}"):
+                for n in FETCH_PACKAGES:
+                    proc.run(["dpkg", "-x", str(debs[n]), str(stage)], timeout=600)
+            for rel in FETCH_BINARIES.values():
+                b = stage / rel
+                if not b.is_file():
+                    raise InfraError(f"Debian's {BACKPORTS} packages have no {rel}")
+                lost = missing_libraries(b)
+                if lost:
+                    pk = _not_installed([pkgs[n].depends for n in FETCH_PACKAGES])
+                    how = f"apt-get install {' '.join(pk)}" if pk else "Debian 12's libraries are older than it needs"
+                    raise UserError(f"{b.name} from {BACKPORTS} needs libraries this system lacks: {', '.join(lost)} ({how})")
+                got = binary_version(str(b))
+                if got is None or ".".join(map(str, got)) != version:
+                    raise InfraError(f"{rel} from {BACKPORTS} says version {got}, its package {deb_version}")
+            fetch_s = time.monotonic() - t0
+            meta = {
+                "version": version, "origin": "debian-backports", "debian_version": deb_version, "suite": BACKPORTS,
+                "mirror": mirror, "packages": {n: pkgs[n].describe() for n in FETCH_PACKAGES},
+                "binaries": dict(FETCH_BINARIES), "firmware": list(FETCH_FIRMWARE), "fetch_s": round(fetch_s, 1),
+                "fetched": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            }  # fmt: skip
+            (stage / "metadata.json").write_text(json.dumps(meta, indent=1) + "\n")
+            os.chmod(stage, 0o755)
+            try:
+                os.rename(stage, store() / entry)
+            except OSError:
+                if not (store() / entry).is_dir():
+                    raise
+        finally:
+            shutil.rmtree(dl, ignore_errors=True)
+            shutil.rmtree(stage, ignore_errors=True)
+    return [e for e in built() if e.entry == entry], True
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
 # --- choosing -------------------------------------------------------------------------
 
 
@@ -324,26 +571,27 @@ def choose(cands: list[Emulator], arch: str, choice: str, need: tuple[int, int, 
     """The QEMU a boot uses, from the candidates *cands* the host was probed for (the
     system's first, then lab's newest first; render stays a function of the probed host).
     *choice*: ``auto`` (the system's when it can express the machine, else the newest
-    lab-built one that can), ``system``, ``lab``, or a path (looked at here).  *need*: the
-    oldest version that can express the machine, *why* says for what."""
+    of lab's own, fetched or built, that can), ``system``, ``lab`` (lab's newest), or a
+    path (looked at here).  *need*: the oldest version that can express the machine,
+    *why* says for what."""
+    get = "`lab qemu fetch` gets Debian's QEMU 10 from bookworm-backports (or `lab qemu build` builds it)"
     if choice == "auto":
         if not cands:
             binary = arch_mod.get(arch).qemu
-            raise UserError(f"{binary} not found ({proc.hint_package(binary)}), and lab has built no QEMU (lab qemu build)")
+            raise UserError(f"{binary} not found ({proc.hint_package(binary)}), and lab has no QEMU of its own ({get})")
         for c in cands:
             if need is None or c.version >= need:
                 return c
         have = ", ".join(f"{c.version_str} ({c.origin})" for c in cands)
         assert need is not None
         raise UserError(
-            f"{why}: needs QEMU {'.'.join(map(str, need))} or newer (here: {have}); "
-            "`lab qemu build` builds Debian trixie's QEMU 10 into lab's cache"
+            f"{why}: needs QEMU {'.'.join(map(str, need))} or newer (here: {have}); {get}"
         )
     if choice in ("system", "lab"):
-        mine = [c for c in cands if c.origin == choice]
+        mine = [c for c in cands if (c.in_store if choice == "lab" else c.origin == choice)]
         if not mine:
             if choice == "lab":
-                raise UserError(f"--qemu lab: lab has built no QEMU for {arch}; run `lab qemu build`")
+                raise UserError(f"--qemu lab: lab has no QEMU of its own for {arch}; {get}")
             binary = arch_mod.get(arch).qemu
             raise UserError(f"--qemu system: {binary} not found ({proc.hint_package(binary)})")
         e = mine[0]
@@ -352,7 +600,7 @@ def choose(cands: list[Emulator], arch: str, choice: str, need: tuple[int, int, 
     if need is not None and e.version < need:
         raise UserError(
             f"{why}: needs QEMU {'.'.join(map(str, need))} or newer; --qemu {choice} is {e.version_str}"
-            + ("" if choice == "lab" else "; `lab qemu build` builds Debian trixie's QEMU 10")
+            + ("" if choice == "lab" else f"; {get}")
         )
     return e
 

@@ -318,7 +318,7 @@ def smt_split_why(name: str, plan: VmPlan) -> str:
     return (
         f"the real machine shares each core's {name} between its SMT threads; the guest's {plan.cpu_vendor} "
         f"CPU model ({plan.cpu_model.split(',')[0]}) gives each thread its own (CPUID leaf 4, QEMU before 9.1: "
-        "`lab qemu build` makes one that shares it); no sched-domain level is built from an L1, so the "
+        "`lab qemu fetch` gets one that shares it); no sched-domain level is built from an L1, so the "
         "scheduler sees the same machine"
     )
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import re
 import shutil
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -31,7 +32,8 @@ class Host:
     kvm_reason: str = ""
     dtc: bool = True  # device-tree-compiler on PATH (arm64 guests get cache nodes through it)
     cpu_vendor: str = "intel"  # the host CPU's vendor: what -cpu host gives a KVM guest
-    built: tuple[Emulator, ...] = ()  # the QEMUs lab built (lab qemu build), newest first
+    built: tuple[Emulator, ...] = ()  # lab's own QEMUs (lab qemu fetch, lab qemu build), newest first
+    tsc_khz: int = 0  # the host's TSC rate, which a TCG guest's TSC runs at (0: unknown): see tsc_khz()
 
     def emulators(self, arch: str) -> list[Emulator]:
         """The QEMUs for *arch*: the system's first, then lab's."""
@@ -75,6 +77,7 @@ class Host:
             "dtc": self.dtc,
             "cpu_vendor": self.cpu_vendor,
             "built_qemu": [e.describe() for e in self.built],
+            "tsc_khz": self.tsc_khz,
         }
 
 
@@ -87,6 +90,23 @@ def _cpuinfo() -> str:
 
 def _cpu_vendor(cpuinfo: str) -> str:
     return "amd" if "AuthenticAMD" in cpuinfo[:4096] else "intel"
+
+
+def tsc_khz(cpuinfo: str, cpufreq: bool) -> int:
+    """The host's TSC rate in kHz where /proc/cpuinfo says it, else 0.  A TCG guest's TSC
+    runs at the host's (QEMU reads the host's TSC), so this is what the guest's boot CPU
+    calibrates (seen: host 2596.148 MHz, guest "tsc: Detected 2596.141 MHz").  Without a
+    cpufreq driver (*cpufreq* False: a VM, a fixed clock) "cpu MHz" is the kernel's own
+    cpu_khz, the TSC's; with one it is the current clock, so only an Intel model name's
+    nominal "@ 2.60GHz" (the TSC's rate on those parts) is taken."""
+    if "constant_tsc" not in next((ln for ln in cpuinfo.splitlines() if ln.startswith("flags")), ""):
+        return 0
+    if not cpufreq:
+        m = re.search(r"^cpu MHz\s*:\s*([0-9.]+)", cpuinfo, re.M)
+        if m and float(m[1]) > 0:
+            return round(float(m[1]) * 1000)
+    m = re.search(r"^model name\s*:.*@\s*([0-9.]+)\s*GHz", cpuinfo, re.M)
+    return round(float(m[1]) * 1e6) if m else 0
 
 
 def kvm_usable(arch: str | None = None, cpuinfo: str | None = None, dev: str = "/dev/kvm") -> tuple[bool, str]:
@@ -139,6 +159,7 @@ def probe() -> Host:
     return Host(
         arch=arch, cpus=os.cpu_count() or 1, qemu=qemu, kvm=ok, kvm_reason=why,
         dtc=shutil.which("dtc") is not None, cpu_vendor=_cpu_vendor(cpuinfo), built=tuple(emulators.built()),
+        tsc_khz=tsc_khz(cpuinfo, os.path.isdir("/sys/devices/system/cpu/cpu0/cpufreq")) if arch == "x86_64" else 0,
     )  # fmt: skip
 
 

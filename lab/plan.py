@@ -96,6 +96,10 @@ class VmPlan:
     boot_cpus: int = 0  # with hotplug: how many CPUs come up at boot (see render.qemu.boot_cpus())
     kernel: KernelRef | None = None  # the kernel this plan boots (None: decided without one)
     options: VmOptions = field(default_factory=VmOptions)
+    qemu_origin: str = "system"  # system | lab (built) | debian-backports (fetched) | path: lab.emulators.Emulator
+    qemu_debian_version: str = ""  # the Debian package version of lab's fetched or built QEMU
+    qemu_firmware: tuple[str, ...] = ()  # -L directories, searched before the QEMU's own default
+    lpj: int = 0  # a preset loops_per_jiffy (lpj=) for every CPU, 0: none (render.qemu.preset_lpj)
 
     @property
     def spec_to_guest(self) -> dict[int, int]:
@@ -170,6 +174,9 @@ class VmPlan:
             "arch": self.arch,
             "qemu": self.qemu,
             "qemu_version": list(self.qemu_version),
+            "qemu_origin": self.qemu_origin,
+            "qemu_debian_version": self.qemu_debian_version,
+            "qemu_firmware": list(self.qemu_firmware),
             "accel": self.accel,
             "accel_reason": self.accel_reason,
             "machine": self.machine,
@@ -186,6 +193,7 @@ class VmPlan:
             "guest_node_to_spec": list(self.guest_node_to_spec),
             "guest_node_reclaim_distance": self.guest_reclaim_distance,
             "cmdline_extra": list(self.cmdline_extra),
+            "lpj": self.lpj,
             "dt_caches": self.dt_caches,
             "notes": list(self.notes),
         }
@@ -224,6 +232,10 @@ class VmPlan:
                 boot_cpus=int(d.get("boot_cpus", topo.n_cpus)),
                 kernel=KernelRef.from_dict(d["kernel"], arch) if isinstance(d.get("kernel"), dict) else None,
                 options=VmOptions.from_dict(d.get("options") or {}),
+                qemu_origin=str(d.get("qemu_origin", "system")),
+                qemu_debian_version=str(d.get("qemu_debian_version", "")),
+                qemu_firmware=tuple(map(str, d.get("qemu_firmware", ()))),
+                lpj=int(d.get("lpj", 0)),
             )
         except (KeyError, TypeError, ValueError, OverflowError) as e:
             what = f"no field {e}" if isinstance(e, KeyError) else str(e)

@@ -92,10 +92,14 @@ def for_backend(plan: VmPlan, kernel: KernelArtifact | None = None) -> VmPlan:
 
 def features(kernel: KernelArtifact) -> frozenset[str]:
     """What the kernel can do that the plan depends on: the recipe's declared features,
-    plus CPU hotplug when its config says so (Debian's and lab's kernels have it)."""
+    plus CPU hotplug when its config says so (Debian's and lab's kernels have it), and
+    its HZ ("hz=250")."""
     out = set(kernel.features)
     if kernel.config_value("HOTPLUG_CPU") == "y":
         out.add("cpu_hotplug")
+    hz = kernel.config_value("HZ")
+    if hz and hz.isdigit():
+        out.add(f"hz={hz}")  # its tick rate: what a preset lpj= is counted in (render.qemu.preset_lpj)
     return frozenset(out)
 
 

@@ -130,15 +130,22 @@ CHECKS: dict[str, Check] = {
     ),
     "lab verify jacobsville-24c-mini": Check(
         "covered", by="tests/vm/test_verify_vm.py::test_verify_mini",
-        why="runs `lab verify jacobsville-24c-mini --json` (an x86 mini) on the lab-built QEMU and needs exit 0 with "
-        "every check passing (the clusters and the CLS level among them); skipped, saying so, where no QEMU 9.2+ is built",
+        why="runs `lab verify jacobsville-24c-mini --json` (an x86 mini) on lab's QEMU 10 and needs exit 0 with "
+        "every check passing (the clusters and the CLS level among them); skipped, saying so, where lab has no QEMU 9.2+ "
+        "(setup.sh --test fetches one)",
     ),
     "lab verify zen3-2s": Check(
-        "args", why="boots 256 vCPUs on the lab-built QEMU 10 (needs `lab qemu build`; 535 s here, run by "
+        "args", why="boots 256 vCPUs on lab's QEMU 10 (`lab qemu fetch`; 535 s here on the built 10.0.13, 1017 s on the fetched 10.0.2 on a loaded host; run by "
         "hand); its argv (x2apic=on, the interrupt-remapping IOMMU) is checked by "
         "tests/unit/test_render.py::test_more_than_255_x86_vcpus_get_x2apic_and_an_interrupt_remapping_iommu",
     ),
     "lab qemu list": Check("run"),
+    "lab qemu fetch": Check(
+        "covered", by="tests/unit/test_emulators.py::test_fetch_for_real_from_debian",
+        why="fetches Debian's bookworm-backports QEMU for real into an empty cache through emulators.fetch(), which "
+        "the command runs, and needs both binaries to run and say QEMU 10 (marked network); the command's own "
+        "one-line errors are tests/unit/test_emulators.py's",
+    ),
     "lab qemu build": Check(
         "args", why="builds QEMU 10 from Debian's source: 3331 steps, over an hour on a 2-core host "
         "(tests/unit/test_emulators.py checks the apt options, configure arguments, store and selection)",

@@ -1,4 +1,5 @@
-"""`lab qemu`: the QEMUs lab can boot with, and building Debian trixie's QEMU 10."""
+"""`lab qemu`: the QEMUs lab can boot with, fetching Debian bookworm-backports' QEMU 10 and
+building Debian trixie's (the fallback)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,34 @@ ARCHES = click.Choice(["x86_64", "arm64"])
 
 @click.group("qemu")
 def qemu() -> None:
-    """The QEMUs lab boots with: the system's, and the ones lab built."""
+    """The QEMUs lab boots with: the system's, and lab's own (fetched or built)."""
+
+
+@qemu.command("fetch")
+@click.option("--mirror", default=None, metavar="URL", help="The Debian mirror to fetch from (default: http://deb.debian.org/debian).")
+def fetch_cmd(mirror: str | None) -> None:
+    """Fetch Debian 12's QEMU 10 (bookworm-backports: qemu-system-x86, qemu-system-arm and
+    their firmware) into lab's cache.
+
+    apt-get download with a private sources list, lists and cache under lab's cache (the
+    system's apt configuration and packages are not changed), unpacked with dpkg -x and
+    published whole; the same packages fetched before are reused."""
+    import re
+    import time
+
+    from .. import emulators, progress
+    from ..errors import UserError
+
+    if mirror is not None and not re.match(r"^https?://[^\s/]+(/\S*)?$", mirror):
+        raise UserError(f"--mirror {mirror!r}: expected an http:// or https:// URL of a Debian mirror (e.g. {emulators.MIRROR})")
+    t0 = time.monotonic()
+    ems, fetched = emulators.fetch(progress=progress.for_cli(), mirror=mirror or emulators.MIRROR)
+    c = console(stderr=True)
+    took = f"fetched in {time.monotonic() - t0:.1f}s" if fetched else "already in lab's cache"
+    for e in ems:
+        c.print(f"{e.arch}: QEMU {e.version_str} ({e.debian_version}, {e.origin}) {e.path} ({took})", markup=False, highlight=False)
+    for e in ems:
+        click.echo(e.path)
 
 
 @qemu.command("build")
@@ -41,7 +69,7 @@ def build_cmd(jobs: int | None, archs: tuple[str, ...]) -> None:
 @qemu.command("list")
 @click.option("--json", "as_json", is_flag=True, help="Print the list as JSON.")
 def list_cmd(as_json: bool) -> None:
-    """The system's QEMU and lab's built ones, with their versions."""
+    """The system's QEMU and lab's own (fetched or built), with their versions and origins."""
     from .. import emulators
 
     rows = [e for a in ("x86_64", "arm64") for e in emulators.available(a)]
@@ -51,11 +79,14 @@ def list_cmd(as_json: bool) -> None:
     from rich.table import Table
 
     t = Table(box=None)
-    for col in ("arch", "version", "origin"):
+    for col in ("arch", "version", "origin", "package"):
         t.add_column(col, no_wrap=True)
     t.add_column("binary", overflow="fold")  # whole, folded: it is copied from here
     for e in rows:
-        t.add_row(e.arch, e.version_str, e.origin + (f" {e.entry}" if e.entry else ""), e.path)
+        t.add_row(e.arch, e.version_str, e.origin, e.debian_version or ("" if e.entry else "-"), e.path)
     console().print(t)
-    if not any(e.origin == "lab" for e in rows):
-        console().print("no lab-built QEMU: `lab qemu build` builds Debian trixie's QEMU 10", highlight=False)
+    if not any(e.in_store for e in rows):
+        console().print(
+            "no QEMU of lab's own: `lab qemu fetch` gets Debian's QEMU 10 from bookworm-backports (`lab qemu build` builds it)",
+            highlight=False,
+        )

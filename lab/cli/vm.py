@@ -73,8 +73,8 @@ RUN_OPTIONS = (
     ),
     click.option(
         "--qemu", type=QEMU_CHOICE, default="auto", show_default=True,
-        help="auto: the system's QEMU where it can express the machine, else one lab built (lab qemu build); "
-        "system, lab, or a QEMU binary.",
+        help="auto: the system's QEMU where it can express the machine, else lab's own (lab qemu fetch, "
+        "lab qemu build); system, lab, or a QEMU binary.",
     ),
 )  # fmt: skip
 

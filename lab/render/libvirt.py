@@ -65,7 +65,8 @@ def adapt(p: VmPlan, version: tuple[int, int, int], *, tcg_wrapper: bool = False
         what = "LLCs" if p.arch == "arm64" and not p.topo.has_clusters else "clusters"
         raise UserError(
             f"{p.topo.name}: {clusters} {what} per socket need <topology clusters=...>, libvirt "
-            f"{_v(LIBVIRT_CLUSTERS)}+; this is libvirt {_v(version)} (use --backend qemu)"
+            f"{_v(LIBVIRT_CLUSTERS)}+; this is libvirt {_v(version)} (use --backend qemu, or Debian's libvirt 11.3: "
+            "apt-get install -t bookworm-backports libvirt-daemon-system)"
         )
     notes = list(p.notes)
     threads_run = p.tcg_threads

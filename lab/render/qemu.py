@@ -99,7 +99,8 @@ def plan(
     notes = model_notes + notes
     if emu.origin != "system":
         because = f": {need_why} needs {_v(need)}+" if need and options.qemu == "auto" else ""
-        notes.append(f"QEMU {emu.version_str}, lab-built ({emu.path}){because}" if emu.origin == "lab" else f"QEMU {emu.version_str} ({emu.path})")
+        how = {"lab": ", lab-built", "debian-backports": f" from Debian bookworm-backports ({emu.debian_version})"}.get(emu.origin, "")
+        notes.append(f"QEMU {emu.version_str}{how} ({emu.path}){because}")
     guest_to_spec = tuple(c.id for c in topo.cpus)
     dt_caches = arch == "arm64" and host.dtc
     if topo.dmips_mhz and not dt_caches:
@@ -116,6 +117,7 @@ def plan(
         guest_to_spec = (topo.cpus[0].id, *rest)
     up, first = _bringup(topo, acc, options.bringup, "cpu_hotplug" in kernel_features, guest_to_spec, notes)
     threads = tcg_threading(topo.n_cpus, host.cpus, up) if options.tcg_threads == "auto" else options.tcg_threads
+    lpj = preset_lpj(arch, acc, vendor, host.tsc_khz, kernel_features)
     return VmPlan(
         topo=topo, arch=arch, qemu=emu.path, qemu_version=version, accel=acc, accel_reason=why,
         machine=machine, cpu_model=model, cpu_vendor=vendor, smp=smp, memory_mb=sum(topo.memory_mb),
@@ -123,7 +125,8 @@ def plan(
         guest_reclaim_distance=guest, cmdline_extra=(*extra, *options.append.split()),
         numbering_mode="native" if list(guest_to_spec) == list(range(topo.n_cpus)) else "translated",
         notes=tuple(notes), dt_caches=dt_caches, tcg_threads=threads, bringup=up, boot_cpus=first,
-        kernel=kernel, options=options,
+        kernel=kernel, options=options, qemu_origin=emu.origin, qemu_debian_version=emu.debian_version,
+        qemu_firmware=emu.firmware, lpj=lpj,
     )  # fmt: skip
 
 
@@ -512,6 +515,29 @@ def dump_files(files: BootFiles) -> BootFiles:
 BASE_CMDLINE = ("panic=-1", "oops=panic", "rdinit=/init", "loglevel=4")
 
 
+def preset_lpj(arch: str, accel: str, vendor: str, tsc_khz: int, kernel_features: frozenset[str]) -> int:
+    """The loops_per_jiffy every CPU of an x86 TCG guest on an AMD CPU model takes from
+    the command line (lpj=), or 0 for none.
+
+    x86 secondaries reuse the boot CPU's delay-loop calibration only when the CPU has a
+    constant TSC (calibrate_delay_is_known()); Linux sets that for Intel family 6 from its
+    model, and for AMD only from CPUID 0x80000007's invariant-TSC bit, which QEMU's TCG
+    does not offer.  So on the EPYC models each secondary ran calibrate_delay() under TCG:
+    about 100 ms per CPU, and wrong ("calibrate_delay_direct() failed to get a good
+    estimate"; seen on zen3-2s-mini: bogomips 0.02-155 on the secondaries against
+    5192 on the boot CPU), which made udelay() on those CPUs far too short.  The boot CPU
+    computes its own from the TSC rate, lpj = tsc_khz * 1000 / HZ, and a TCG guest's TSC
+    runs at the host's: so that value, from the host's TSC rate and the kernel's HZ,
+    given to every CPU.  The TSC clocksource (timestamps, the scheduler's clock) is
+    calibrated apart and does not use it.  0 where either is unknown (the boot is then as
+    before) or the guest is not an AMD model under TCG (KVM: the host's CPU; Intel: the
+    boot CPU's value is reused already); --append lpj=N overrides (the last lpj= wins)."""
+    hz = next((int(f[3:]) for f in kernel_features if f.startswith("hz=") and f[3:].isdigit()), 0)
+    if arch != "x86_64" or accel != "tcg" or vendor != "amd" or not tsc_khz or not hz:
+        return 0
+    return tsc_khz * 1000 // hz
+
+
 def cmdline(p: VmPlan) -> str:
     parts = [f"console={p.console}", *BASE_CMDLINE]
     if p.accel == "tcg":
@@ -519,6 +545,8 @@ def cmdline(p: VmPlan) -> str:
         # mistake that for broken hardware (soft-lockup splats, TSC marked unstable).
         if p.arch == "x86_64":
             parts += ["tsc=reliable", "no_timer_check"]
+        if p.lpj:
+            parts += [f"lpj={p.lpj}"]  # every CPU takes the boot CPU's delay loop (preset_lpj)
         parts += ["nowatchdog"]
         # Boot speed, nothing the scheduler sees (measured: README, "Boot speed"):
         # write-protecting the kernel and its two W+X page-table walks, patching in
@@ -549,6 +577,8 @@ def x2apic_iommu(p: VmPlan) -> bool:
 def argv(p: VmPlan, files: BootFiles) -> list[str]:
     """The exact QEMU argv for *p* booting *files* (run it in the run directory)."""
     a = [p.qemu, "-nodefaults", "-no-user-config", "-nographic", "-no-reboot"]
+    for d in p.qemu_firmware:  # a fetched QEMU's own firmware before the system's (-L)
+        a += ["-L", d]
     a += ["-machine", p.machine]
     if p.accel == "tcg":
         a += ["-accel", f"tcg,thread={p.tcg_threads}"]

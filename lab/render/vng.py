@@ -83,6 +83,8 @@ def qemu_opts(p: VmPlan, files: BootFiles, run_dir: Path | str) -> list[str]:
         return str(f) if f.is_absolute() else f"{run_dir}/{f}"
 
     a = ["-cpu", p.cpu_model]
+    for d in p.qemu_firmware:  # a fetched QEMU's own firmware before the system's (-L)
+        a += ["-L", d]
     machine_props = p.machine.split(",", 1)[1:]  # smp-cache (x86 clusters): QEMU merges it into vng's -machine
     if machine_props:
         a += ["-machine", machine_props[0]]
@@ -102,7 +104,7 @@ def argv(p: VmPlan, files: BootFiles, *, vng: str = "vng", run_dir: Path | str =
     a = [vng, "--verbose", "--force-9p", "--run", str(files.kernel)]
     if p.accel == "tcg":
         a.append("--disable-kvm")
-    if "/" in p.qemu:  # a lab-built QEMU (the system's is vng's own pick from PATH; vng's --qemu wants a path)
+    if "/" in p.qemu:  # lab's own QEMU (the system's is vng's own pick from PATH; vng's --qemu wants a path)
         a += ["--qemu", p.qemu]
     a += ["--cpus", p.smp, "--memory", f"{p.memory_mb}M"]
     for i, node in enumerate(t.node_ids):

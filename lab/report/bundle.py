@@ -343,6 +343,8 @@ def _host(plan) -> dict[str, Any]:
         "qemu": plan.qemu,
         "qemu_version": ".".join(map(str, plan.qemu_version)),
         "qemu_version_now": qemu,
+        "qemu_origin": plan.qemu_origin,  # system | lab | debian-backports | path
+        "qemu_debian_version": plan.qemu_debian_version,
         "accel": plan.accel,
         "accel_reason": plan.accel_reason,
         "python": platform.python_version(),

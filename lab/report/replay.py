@@ -114,6 +114,37 @@ def kernel_spec(b: Bundle, override: str | None, progress=None) -> tuple[str, li
     raise UserError(f"the bundle's kernel is an image file ({k.get('name')}, {k.get('release')}): give --kernel IMAGE with the same kernel")
 
 
+def qemu_notes_before(plan: dict[str, Any], arch: str, progress=None) -> list[str]:
+    """A bundle that ran on Debian's bookworm-backports QEMU: fetch it here when lab has
+    no fetched QEMU of that Debian version (the archive serves its current one only),
+    and say so when the version got is another."""
+    from .. import emulators
+    from .. import host as host_mod
+
+    want = str(plan.get("qemu_debian_version") or "")
+    if plan.get("qemu_origin") != "debian-backports" or not want:
+        return []
+    have = [e for e in emulators.built() if e.origin == "debian-backports" and e.arch == arch]
+    if any(e.debian_version == want for e in have):
+        return []
+    ems, _ = emulators.fetch(progress=progress)
+    host_mod.probe.cache_clear()  # the host's QEMUs changed: probe them again
+    got = next((e.debian_version for e in ems if e.arch == arch), "")
+    if got == want:
+        return [f"fetched the bundle's QEMU {want} from Debian's bookworm-backports"]
+    return [f"the bundle ran on Debian's QEMU {want}; bookworm-backports now serves {got}, fetched for this replay"]
+
+
+def qemu_notes_after(plan: dict[str, Any], now: Any) -> list[str]:
+    """One line when the replay's QEMU is not the bundle's (version, origin, package)."""
+    was = (".".join(map(str, plan.get("qemu_version") or ())), str(plan.get("qemu_origin") or "system"), str(plan.get("qemu_debian_version") or ""))
+    got = (".".join(map(str, now.qemu_version)), now.qemu_origin, now.qemu_debian_version)
+    if was == got or not was[0]:
+        return []
+    say = lambda v: f"{v[0]} ({v[1]}{', ' + v[2] if v[2] else ''})"  # noqa: E731
+    return [f"QEMU differs: the bundle ran {say(was)}, this replay {say(got)}"]
+
+
 def _plan(b: Bundle) -> dict[str, Any]:
     try:
         d = json.loads((b.run_dir / "plan.json").read_text())
@@ -173,9 +204,11 @@ def replay(b: Bundle, kernel: str | None = None, progress=None, trust: bool = Fa
     opts = VmOptions.from_dict(plan.get("options") or {})
     spec, notes = kernel_spec(b, kernel, progress=progress)
     opts = dataclasses.replace(opts, kernel=spec)
+    notes += qemu_notes_before(plan, topo.arch, progress=progress)
     if progress is not None:  # once the input is known good: bad input is one line alone
         progress.note(f"replay: {which}")
     sess = session.prepare(topo, opts, progress=progress)
+    notes += qemu_notes_after(plan, sess.plan)
     if progress is not None:
         with progress.step("replay", f"{s.name} on {topo.name} ({sess.kernel.name})"):
             after = runner.run_once(s, sess, on_event=lambda t, line: progress.update(line.removeprefix("lab: ")))

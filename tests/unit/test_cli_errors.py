@@ -237,6 +237,11 @@ CASES: dict[str, dict[str, list[list[str]]]] = {
         "jobs": [["qemu", "build", "-j", j] for j in ("0", "-2", "", "two")],
         "archs": [["qemu", "build", "--arch", a] for a in ("riscv64", "", "aarch64")],
     },
+    "qemu fetch": {
+        "": [["qemu", "fetch", "extra"]],
+        # A mirror that refuses: tests/unit/test_emulators.py (apt's progress precedes the error line).
+        "mirror": [["qemu", "fetch", "--mirror", m] for m in ("", "deb.debian.org/debian", "ftp://x/debian")],
+    },
     "kernel rm": {
         "specs": [["kernel", "rm", k] for k in ("nope", "0000", "")] + [["kernel", "rm"]],
         "arch": [["kernel", "rm", "nope", "--arch", a] for a in ("mips", "")],

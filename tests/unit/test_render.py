@@ -154,7 +154,7 @@ def test_accel_auto():
 
 
 def test_refusals_name_the_qemu_version():
-    with pytest.raises(UserError, match=r"256 vCPUs need x2APIC, which TCG emulates from QEMU 9\.0: needs QEMU 9\.0\.0 or newer \(here: 7\.2\.0 \(system\)\); `lab qemu build`"):
+    with pytest.raises(UserError, match=r"256 vCPUs need x2APIC, which TCG emulates from QEMU 9\.0: needs QEMU 9\.0\.0 or newer \(here: 7\.2\.0 \(system\)\); `lab qemu fetch` .* \(or `lab qemu build` builds it\)"):
         plan(topology.load("zen3-2s"), HOST_72)
     clusters = topology.loads(
         """
@@ -360,3 +360,43 @@ def test_x86_clusters_are_modules_with_the_l2_per_module():
     # socket << (1 thread + 2 core + 2 module + 1 die bits) | die << 5 | module << 3 | core << 1 | thread
     assert qemu.max_apic_id(two) == (1 << 6) | (1 << 5) | (2 << 3) | (3 << 1) | 1
     assert qemu.plan(two, h10).smp == "96,sockets=2,dies=2,modules=3,cores=4,threads=2"
+
+
+def test_amd_models_under_tcg_preset_every_cpus_delay_loop_from_the_host_tsc():
+    """Issue 32, item 6: the EPYC models have no constant TSC under TCG, so each secondary
+    CPU recalibrated its delay loop (about 100 ms each, and wrongly); lpj= from the host's
+    TSC rate and the kernel's HZ gives every CPU the boot CPU's own value."""
+    import dataclasses
+
+    host = dataclasses.replace(HOST_72, tsc_khz=2596148)
+    hz = frozenset({"hz=250", "cpu_hotplug"})
+    p = plan(topology.load("zen3-2s-mini"), host, kernel_features=hz)
+    assert p.cpu_vendor == "amd" and p.lpj == 2596148 * 4 == 10384592  # the guest's boot CPU: lpj=10384564
+    assert "lpj=10384592" in qemu.cmdline(p).split() and p.to_dict()["lpj"] == 10384592
+    # --append goes after it, and the kernel takes the last lpj=: lpj=0 is the old boot.
+    assert qemu.cmdline(plan(topology.load("zen3-2s-mini"), host, kernel_features=hz, append="lpj=0")).split()[-1] == "lpj=0"
+    assert plan(topology.load("zen3-2s-mini"), host, kernel_features=frozenset({"hz=1000"})).lpj == 2596148
+    # None where it is not needed or not known: the Intel model (its secondaries reuse the
+    # boot CPU's value), KVM, arm64, an unknown host TSC rate or kernel HZ.
+    assert plan(topology.load("zen3-2s-mini"), host, kernel_features=hz, cpu_model="intel").lpj == 0
+    assert plan(topology.load("xeon-2s22c-mini"), host, kernel_features=hz).lpj == 0
+    assert plan(topology.load("kunpeng920-2s-mini"), host, kernel_features=hz).lpj == 0
+    assert plan(topology.load("zen3-2s-mini"), HOST_72, kernel_features=hz).lpj == 0
+    assert plan(topology.load("zen3-2s-mini"), host, kernel_features=frozenset({"cpu_hotplug"})).lpj == 0
+    kvm = dataclasses.replace(HOST_KVM, tsc_khz=2596148, cpu_vendor="amd")
+    assert plan(topology.load("zen3-2s-mini"), kvm, kernel_features=hz).lpj == 0
+    assert "lpj=" not in qemu.cmdline(plan(topology.load("xeon-2s22c-mini"), host, kernel_features=hz))
+
+
+@pytest.mark.parametrize(
+    ("cpuinfo", "cpufreq", "khz"),
+    [
+        ("model name\t: AMD EPYC\ncpu MHz\t\t: 2596.148\nflags\t\t: fpu tsc constant_tsc\n", False, 2596148),  # a VM: no cpufreq
+        ("model name\t: AMD EPYC 7B13\ncpu MHz\t\t: 3400.012\nflags\t\t: fpu constant_tsc\n", True, 0),  # cpu MHz is the current clock
+        ("model name\t: Intel(R) Xeon(R) CPU E5-2690 v4 @ 2.60GHz\ncpu MHz\t\t: 1200.000\nflags\t\t: constant_tsc\n", True, 2600000),
+        ("model name\t: AMD Athlon\ncpu MHz\t\t: 2000.000\nflags\t\t: fpu tsc\n", False, 0),  # no constant TSC: no one rate
+        ("", False, 0),
+    ],
+)
+def test_host_tsc_rate_only_where_cpuinfo_says_it(cpuinfo, cpufreq, khz):
+    assert host_mod.tsc_khz(cpuinfo, cpufreq) == khz

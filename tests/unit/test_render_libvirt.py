@@ -87,7 +87,7 @@ def test_domain_is_the_plans_machine(name):
 
 
 def test_arm64_clusters_need_libvirt_10_1():
-    with pytest.raises(UserError, match=r"kunpeng920-2s-mini: 4 clusters per socket need .*libvirt 10\.1\.0\+; this is libvirt 9\.0\.0"):
+    with pytest.raises(UserError, match=r"kunpeng920-2s-mini: 4 clusters per socket need .*libvirt 10\.1\.0\+; this is libvirt 9\.0\.0 \(use --backend qemu, or Debian's libvirt 11\.3: apt-get install -t bookworm-backports libvirt-daemon-system\)$"):
         plan("kunpeng920-2s-mini")
     p = plan("kunpeng920-2s-mini", version=(10, 1, 0))
     dom = ET.fromstring(xml(p))

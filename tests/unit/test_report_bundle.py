@@ -283,3 +283,37 @@ def test_a_run_too_big_to_open_is_not_bundled(tmp_path, monkeypatch):
     with pytest.raises(UserError, match="a bundle holds at most 48.8 KiB"):
         bundle.make(RUN, tmp_path / "big.tar.gz")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_replay_fetches_the_bundles_backports_qemu_or_says_which_it_got(tmp_path, monkeypatch):
+    """Issue 32, item 2: a bundle that ran on Debian's bookworm-backports QEMU is replayed
+    on one fetched here; when the archive has moved on, the replay says which it got."""
+    from types import SimpleNamespace
+
+    from lab import emulators
+    from lab.emulators import Emulator
+    from lab.report import replay
+
+    plan = {"qemu_origin": "debian-backports", "qemu_debian_version": "1:10.0.2+ds-2", "qemu_version": [10, 0, 2]}
+    fetched: list[str] = []
+    store: list[Emulator] = []
+
+    def fake_fetch(progress=None, mirror=emulators.MIRROR, version="1:10.0.2+ds-2"):
+        fetched.append(version)
+        store[:] = [Emulator("x86_64", "/s/q", (10, 0, 2), "debian-backports", "10.0.2-x", (), version)]
+        return list(store), True
+
+    monkeypatch.setattr(emulators, "built", lambda: list(store))
+    monkeypatch.setattr(emulators, "fetch", fake_fetch)
+    assert replay.qemu_notes_before(plan, "x86_64") == ["fetched the bundle's QEMU 1:10.0.2+ds-2 from Debian's bookworm-backports"]
+    assert replay.qemu_notes_before(plan, "x86_64") == [] and len(fetched) == 1  # there now: not fetched again
+    store.clear()
+    monkeypatch.setattr(emulators, "fetch", lambda progress=None: fake_fetch(version="1:10.0.3+ds-1"))
+    assert replay.qemu_notes_before(plan, "x86_64") == [
+        "the bundle ran on Debian's QEMU 1:10.0.2+ds-2; bookworm-backports now serves 1:10.0.3+ds-1, fetched for this replay"]
+    assert replay.qemu_notes_before({"qemu_origin": "system", "qemu_version": [7, 2, 0]}, "x86_64") == []
+    now = SimpleNamespace(qemu_version=(10, 0, 3), qemu_origin="debian-backports", qemu_debian_version="1:10.0.3+ds-1")
+    assert replay.qemu_notes_after(plan, now) == [
+        "QEMU differs: the bundle ran 10.0.2 (debian-backports, 1:10.0.2+ds-2), this replay 10.0.3 (debian-backports, 1:10.0.3+ds-1)"]
+    same = SimpleNamespace(qemu_version=(10, 0, 2), qemu_origin="debian-backports", qemu_debian_version="1:10.0.2+ds-2")
+    assert replay.qemu_notes_after(plan, same) == []

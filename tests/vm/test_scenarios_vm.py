@@ -94,7 +94,7 @@ def test_seed_verdict_is_the_known_one(debian_kernel, name, topo, kernel, want, 
 
     need, why = emulators.required(topology.load(topo), "tcg")
     if need and not any(e.version >= need for e in emulators.available(topology.load(topo).arch)):
-        pytest.skip(f"{why}: needs QEMU {'.'.join(map(str, need))}+ (`lab qemu build`; setup.sh does not build it)")
+        pytest.skip(f"{why}: needs QEMU {'.'.join(map(str, need))}+ (`lab qemu fetch`, which setup.sh --test runs)")
     runs = Path(os.environ["LAB_RUNS"])
     r = CliRunner().invoke(main, ["run", name, "--topology", topo, "--kernel", kernel, *extra])
     assert r.exit_code == {"PASS": 0, "FAIL": 1}[want], r.output[-3000:]
