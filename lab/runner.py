@@ -58,6 +58,7 @@ class RunOutcome:
     notes: list[str] = field(default_factory=list)
     figures: dict[str, Any] = field(default_factory=dict)
     kernel_info: dict[str, Any] = field(default_factory=dict)  # e.g. the tree's git describe
+    scenario_version: int | None = None  # the scenario's design version the run was judged by
     integrity: dict[str, Any] = field(default_factory=dict)  # lab.integrity's figures; how far the run got
 
     def to_dict(self) -> dict[str, Any]:
@@ -73,6 +74,7 @@ class RunOutcome:
             "run_dir": str(self.run_dir) if self.run_dir else None,
             "kernel_info": self.kernel_info,
             "integrity": self.integrity,
+            **({"scenario_version": self.scenario_version} if self.scenario_version is not None else {}),
         }
 
 
@@ -140,7 +142,7 @@ def run_once(
     if why:
         return RunOutcome(s.name, topo.name, sess.kernel.name, "SKIP", None, message=why)
     run_dir = session.open_run(s.name, sess)
-    out = RunOutcome(s.name, topo.name, sess.kernel.name, "RUNNING", run_dir, notes=list(sess.plan.notes))
+    out = RunOutcome(s.name, topo.name, sess.kernel.name, "RUNNING", run_dir, notes=list(sess.plan.notes), scenario_version=s.version)
     out.kernel_info = {"id": sess.kernel.id, "release": sess.kernel.release, **(kernel_info or {})}
     out.integrity = {
         "finished": False, "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
@@ -417,5 +419,12 @@ def recheck(run_dir: Path, scenario_file: str | None = None, topo: Topology | No
     # names is data: a name in lab's catalog, never a path to import.
     s = sc.load(scenario_file) if scenario_file else sc.load_recorded(name, f"{run_dir / 'results.json'}: scenario")
     o.scenario = s.name
+    o.scenario_version = s.version
+    was = record.get("scenario_version")
+    if was != s.version:
+        o.notes.append(
+            f"recorded with {s.name} version {was if isinstance(was, int) else '1 or older (not recorded)'}; "
+            f"judged by version {s.version}: the run's steps may not be the scenario's steps now"
+        )
     judge(o, s, plan, run_dir, integrity.need_for(record))
     return o

@@ -410,6 +410,10 @@ class Scenario:
     # Which expectation carries the claim, in a sentence (check() marks it claim=True):
     # required, so a reader and lab both know what a PASS is a PASS of.
     claim: ClassVar[str] = ""
+    # The design's version: bumped whenever steps() or check() change what a run means, so
+    # a recorded run (a test's fixture) that predates it is known as such (results.json's
+    # scenario_version; `lab recheck` notes the difference).
+    version: ClassVar[int] = 1
     check_timeout: ClassVar[float] = CHECK_TIMEOUT_S  # seconds check() may take before the run is an ERROR
 
     path: ClassVar[str] = ""
@@ -513,6 +517,7 @@ ATTRIBUTES: dict[str, tuple[Callable[[Any], bool], str]] = {
     "verdict_runs": (lambda v: isinstance(v, int) and not isinstance(v, bool) and 1 <= v <= 99 and v % 2 == 1, "an odd number of runs (1, 3, 5, ...)"),
     "timeout": (_is_seconds, "seconds, above 0 and at most 86400"),
     "check_timeout": (_is_seconds, "seconds, above 0 and at most 86400"),
+    "version": (lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1, "a whole number, 1 or more"),
 }
 
 
