@@ -145,3 +145,35 @@ def test_run_interrupted_during_boot_says_so(debian_kernel, tmp_path):
     r = CliRunner().invoke(main, ["recheck", str(run)])
     assert r.exit_code == 3 and cause in r.output and "Traceback" not in r.output, r.output
     assert not qemu_running(str(tmp_path))
+
+
+def test_a_live_run_writes_its_verdict_whatever_check_returns(debian_kernel, tmp_path):
+    """check() returning figures JSON cannot hold as they are (a tuple key, an int of 5000
+    digits, inf) once left results.json RUNNING and no junit.xml (issue 38): they are
+    normalised, and the verdict is written."""
+    p = tmp_path / "odd.py"
+    p.write_text(
+        '''from lab.scenario import Expectation, Scenario
+
+
+class Odd(Scenario):
+    name = "odd-figures"
+    summary = "figures keyed by a tuple, huge and infinite"
+    claim = "'ran': the job ran"
+    topologies = ["xeon-2s22c-mini"]
+    events = ["sched:sched_switch"]
+    workloads = False
+
+    def steps(self, topo):
+        return "lab_trace_on\\nlab_run ok true\\nlab_trace_off\\n"
+
+    def check(self, r):
+        return [Expectation("ran", r.step("ok").rc == 0, claim=True, figures={(1, 2): 3, "big": 10**5000, "inf": float("inf")})]
+'''
+    )
+    r = CliRunner().invoke(main, ["run", str(p)])
+    assert r.exit_code == 0, r.output
+    (run,) = (tmp_path / "runs").glob("*-odd-figures-*")
+    res = json.loads((run / "results.json").read_text())
+    assert res["status"] == "PASS" and res["expectations"][0]["figures"] == {"(1, 2)": 3, "big": ">1e30", "inf": "inf"}
+    assert (run / "junit.xml").is_file() and not qemu_running(str(tmp_path))

@@ -3,6 +3,7 @@ delete everything the run used that is not lab's own (the topology spec, the run
 directory), replay the bundle, and get the same verdict and figures."""
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -66,8 +67,15 @@ def test_bundle_replays_to_the_same_verdict(debian_kernel, tmp_path, monkeypatch
     shutil.rmtree(work)
     shutil.rmtree(run_dir)
 
-    r = CliRunner().invoke(main, ["report", "replay", str(out), "--dir", str(tmp_path / "opened")])
+    # The bundle's scenario is code lab does not have: refused without --trust, naming the
+    # file and its sha256, before anything boots.
+    r = CliRunner().invoke(main, ["report", "replay", str(out), "--dir", str(tmp_path / "refused")])
+    assert r.exit_code == 2 and "not one of lab's" in r.output and "--trust" in r.output, r.output
+    assert re.search(r"sha256 [0-9a-f]{64}", r.output), r.output
+    assert not list(runs.iterdir())  # nothing ran
+    r = CliRunner().invoke(main, ["report", "replay", "--trust", str(out), "--dir", str(tmp_path / "opened")])
     assert r.exit_code == 0, r.output
+    assert "the bundle's own scenario scenario/pinned_forks.py (sha256" in " ".join(r.output.split())
     assert "bundle PASS, now PASS (same verdict)" in r.stdout
     assert "PASS wakeup_new=2" in r.stdout.replace("\n", " ")
     assert max(map(len, r.stdout.splitlines())) <= 80  # the table pastes into a mail
