@@ -146,3 +146,32 @@ def test_verify_through_vng(debian_kernel, vng_installed):
 
 def test_scenario_through_vng(debian_kernel, vng_installed):
     check_scenario("vng")
+
+
+# ---- parity: one deterministic cell through every backend (issue 31 item 7) ------------------
+
+PINNED_FORKS = Path(__file__).parent.parent / "fixtures" / "scenarios" / "pinned_forks.py"
+
+
+def test_backends_give_the_same_verdict_and_figures(debian_kernel, libvirtd, vng_installed, tmp_path, monkeypatch):
+    """The same cell through qemu, libvirt and vng: `lab verify zen3-2s-mini` gives the same
+    checks with the same outcome, and a scenario whose verdict cannot depend on the
+    scheduler's mood (threads forked under an affinity mask start inside it: 2 forks, 0
+    outside, every run) gives the same verdict and the same figures, exactly (tolerance 0:
+    the figures are counts).  Timings are not compared: each backend boots its own way."""
+    verdicts = {}
+    for backend in ("qemu", "libvirt", "vng"):
+        rc, doc = verify(backend)
+        verdicts[backend] = (rc, sorted((c["name"], c["ok"]) for c in doc["checks"]))
+    assert verdicts["libvirt"] == verdicts["qemu"] == verdicts["vng"], verdicts
+    figures = {}
+    for backend in ("qemu", "libvirt", "vng"):
+        runs = tmp_path / backend
+        monkeypatch.setenv("LAB_RUNS", str(runs))
+        r = CliRunner().invoke(main, ["run", str(PINNED_FORKS), "--backend", backend])
+        assert r.exit_code == 0, r.output[-3000:]
+        (run_dir,) = runs.glob("*-pinned-forks-*")
+        res = json.loads((run_dir / "results.json").read_text())
+        figures[backend] = (res["status"], [(e["name"], e["status"], e["figures"]) for e in res["expectations"]])
+    assert figures["qemu"] == figures["libvirt"] == figures["vng"], figures
+    assert figures["qemu"][0] == "PASS" and figures["qemu"][1][0][2] == {"wakeup_new": 2, "outside": 0}
