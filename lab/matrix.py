@@ -499,11 +499,11 @@ class Runner:
         """The `lab run` a cell is: w16b's backends plug in through --backend/--connect."""
         o = self.m.options
         scenario = self.m.sources.get(cell.scenario, cell.scenario)  # a scenario file is passed as its path
+        # Every VM option the matrix was given (VmOptions.to_args: --qemu too, which this
+        # list once left out, so `lab matrix --qemu lab` ran its cells on the default QEMU);
+        # the kernel is the cell's, the backend and its URI the runner's.
         argv = [sys.executable, "-m", "lab", "run", scenario, "--topology", cell.topology, "--kernel", kernel_id,
-                "--json", "--accel", o.accel, "--cpu-model", o.cpu_model, "--tcg-threads", o.tcg_threads,
-                "--bringup", o.bringup]  # fmt: skip
-        if o.append:
-            argv += ["--append", o.append]
+                "--json", *o.to_args(always=("accel", "cpu_model", "tcg_threads", "bringup"), skip=("kernel", "backend", "connect"))]  # fmt: skip
         if self.m.repeat > 1:
             argv += ["--repeat", str(self.m.repeat)]
         if self.m.backend != "qemu":

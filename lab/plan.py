@@ -45,6 +45,43 @@ class VmOptions:
         known = {f.name for f in fields(cls)}
         return cls(**{k: str(v) for k, v in d.items() if k in known})
 
+    @staticmethod
+    def flag(name: str) -> str:
+        """The command-line option of field *name* (`lab run`, `boot`, `verify`, `matrix`)."""
+        return f"--{name.replace('_', '-')}"
+
+    def to_args(self, *, always: tuple[str, ...] = (), skip: tuple[str, ...] = ()) -> list[str]:
+        """These options as the command line that gives them back: every field that is
+        not its default (and those in *always*), none in *skip*.  The one place options
+        become argv again (a run's command file, the matrix's cells and CI jobs)."""
+        out: list[str] = []
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if f.name in skip or (value == f.default and f.name not in always):
+                continue
+            out += [self.flag(f.name), str(value)]
+        return out
+
+    @classmethod
+    def from_args(cls, argv: list[str]) -> VmOptions:
+        """The options a command line (as to_args() writes it) gives; other arguments are
+        ignored, an option without its value is a UserError."""
+        flags = {cls.flag(f.name): f.name for f in fields(cls)}
+        got: dict[str, str] = {}
+        i = 0
+        while i < len(argv):
+            a = argv[i]
+            name, eq, val = a.partition("=")
+            if name in flags:
+                if not eq:
+                    if i + 1 >= len(argv):
+                        raise UserError(f"{name} needs a value")
+                    val = argv[i + 1]
+                    i += 1
+                got[flags[name]] = val
+            i += 1
+        return cls(**got)
+
 
 @dataclass(frozen=True)
 class KernelRef:

@@ -191,13 +191,8 @@ def topology_arg(topo: Topology) -> str:
 def run_argv(scenario: str, topo: Topology, options: VmOptions, *, runs_per_verdict: int = 1) -> list[str]:
     """The `lab run` arguments that repeat one run another command made (a run of `lab
     compare` or `lab bisect`): what its run directory's ``command`` file says."""
-    import dataclasses
 
-    argv = ["run", scenario, "--topology", topology_arg(topo)]
-    for f in dataclasses.fields(options):
-        value = getattr(options, f.name)
-        if f.name == "kernel" or value != f.default:
-            argv += [f"--{f.name.replace('_', '-')}", str(value)]
+    argv = ["run", scenario, "--topology", topology_arg(topo), *options.to_args(always=("kernel",))]
     return [*argv, "--runs-per-verdict", str(runs_per_verdict)]
 
 

@@ -67,12 +67,8 @@ def _args(axes) -> list[str]:
         out += ["--repeat", str(axes["repeat"])]
     if axes["backend"] != "qemu":
         out += ["--backend", axes["backend"]]
-    default = VmOptions()
-    for name, flag in (("accel", "--accel"), ("cpu_model", "--cpu-model"), ("tcg_threads", "--tcg-threads"), ("bringup", "--bringup"), ("append", "--append"), ("qemu", "--qemu")):
-        v = getattr(axes["options"], name)
-        if v != getattr(default, name):
-            out += [flag, v]
-    return out
+    opts: VmOptions = axes["options"]
+    return [*out, *opts.to_args(skip=("kernel", "backend", "connect"))]
 
 
 @click.group("matrix", invoke_without_command=True)

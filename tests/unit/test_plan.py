@@ -94,3 +94,52 @@ def test_vm_options_reach_the_plan_whole(monkeypatch):
                                   "--append", "quiet", "--cpu-model", "intel", "--accel", "tcg", "--kernel", "lab-6.1"])  # fmt: skip
     assert r.exit_code == 0, r.output
     assert got == [VmOptions(kernel="lab-6.1", accel="tcg", cpu_model="intel", tcg_threads="multi", bringup="boot", append="quiet")]
+
+
+# ---- options turned back into a command line, in one place (issue 33 item 2) ----------------
+
+_VALUES = {"kernel": "lab-6.1", "accel": "tcg", "cpu_model": "intel", "tcg_threads": "single", "bringup": "hotplug",
+           "append": "loglevel=7 lpj=0", "qemu": "lab", "backend": "libvirt", "connect": "qemu+ssh://h/system"}  # fmt: skip
+
+
+def test_every_option_round_trips_through_its_command_line():
+    import dataclasses
+
+    from lab.plan import VmOptions
+
+    names = [f.name for f in dataclasses.fields(VmOptions)]
+    assert sorted(names) == sorted(_VALUES), "a new option needs a value here"
+    for name in names:  # each alone, then all at once
+        o = VmOptions(**{name: _VALUES[name]})
+        assert VmOptions.from_args(o.to_args()) == o, name
+    every = VmOptions(**_VALUES)
+    assert VmOptions.from_args(every.to_args()) == every
+    assert VmOptions().to_args() == [] and VmOptions().to_args(always=("kernel",)) == ["--kernel", "debian"]
+    assert VmOptions.from_args(["run", "x", "--qemu=lab", "--json"]) == VmOptions(qemu="lab")
+
+
+def test_every_option_is_a_lab_run_option():
+    """to_args() names options `lab run` has: a command file replays."""
+    import dataclasses
+
+    from lab.cli import main
+    from lab.plan import VmOptions
+
+    run = main.commands["run"]
+    have = {o for p in run.params for o in p.opts}
+    for f in dataclasses.fields(VmOptions):
+        assert VmOptions.flag(f.name) in have, f.name
+
+
+def test_matrix_cells_run_on_the_qemu_the_matrix_was_given():
+    """`lab matrix --qemu lab` recorded qemu: lab and planned each cell with it, but ran
+    the cells without --qemu (the default QEMU): the issue's reproduction."""
+    from pathlib import Path
+
+    import lab.matrix as mx
+    from lab.plan import VmOptions
+
+    m = mx.expand("llc-spread-pinned", "zen3-2s-mini", "debian", options=VmOptions(qemu="lab", append="x=1"))
+    argv = mx.Runner(m, Path("x")).lab_run_argv(m.cells[0], "k", None)
+    assert argv[argv.index("--qemu") + 1] == "lab" and argv[argv.index("--append") + 1] == "x=1"
+    assert VmOptions.from_args(argv[4:]).qemu == "lab"
