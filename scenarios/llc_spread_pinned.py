@@ -50,10 +50,12 @@ the main thread that forks them are 17 tasks on 16 CPUs, so the last forks have 
 CPU; the split between the sockets is judged within one thread.
 """
 
+import re
 from collections import Counter
 
 from lab.analysis import count_by_group
 from lab.scenario import Expectation, Requirement, Scenario, at_least
+from lab.topology import AMD_ZEN_RECLAIM_DISTANCE, RECLAIM_DISTANCE
 
 COMM = "stream"
 ICELAKE_PIN = "0-15"  # seed 000: `numactl -C 0-15 ./stream16` on the Ice Lake
@@ -168,6 +170,104 @@ def socket_split(r, w, allowed, migs, cause, paths, slack=0):
     )
 
 
+# What sd_init() drops from a NUMA domain farther than node_reclaim_distance, together.
+RECLAIM_SENSITIVE = ("SD_BALANCE_FORK", "SD_BALANCE_EXEC", "SD_WAKE_AFFINE")
+# QEMU's AMD models whose family is 17h or later (EPYC: 17h Naples, -Rome 17h, -Milan and
+# -Genoa 19h); Opteron_G1-G5 and phenom are earlier families, which keep 30.
+AMD_ZEN_MODELS = re.compile(r"EPYC", re.I)
+
+
+def vendor_reclaim_distance(plan, view):
+    """The node_reclaim_distance the guest kernel sets itself for the CPU it reports, and
+    that CPU in words; (None, why) when the run cannot tell.  AMD family 17h+ kernels set
+    32 (init_amd_zen_common(), arch/x86/kernel/cpu/amd.c), every other x86 keeps the
+    default RECLAIM_DISTANCE, 30.  The guest's /proc/cpuinfo decides when the snapshot has
+    it; else the plan's CPU model (what QEMU was told to emulate)."""
+    if plan.arch != "x86_64":
+        return None, f"a {plan.arch} guest (the reclaim distance is x86's vendor effect)"
+    model = plan.cpu_model.split(",")[0]
+    vendor = view.vendor if view is not None and view.vendor else plan.cpu_vendor
+    if vendor != plan.cpu_vendor:
+        return None, f"the guest reports a {vendor} CPU, the plan a {plan.cpu_vendor} model ({model})"
+    if vendor != "amd":
+        return RECLAIM_DISTANCE, f"the {vendor} CPU model ({model})"
+    family = view.family if view is not None and view.family is not None else None
+    if family is None:
+        if model == "host":
+            return None, "the host's AMD CPU, of a family the guest snapshot does not record"
+        family = 0x17 if AMD_ZEN_MODELS.search(model) else 0x10
+    zen = family >= 0x17
+    return (AMD_ZEN_RECLAIM_DISTANCE if zen else RECLAIM_DISTANCE), f"the AMD family {family:#x} CPU model ({model})"
+
+
+def domain_distance(topo, cpu, span):
+    """The NUMA distance a sched domain of *cpu* covers: the farthest node it spans, by the
+    spec's distances (10 for a domain inside the CPU's node)."""
+    row = topo.distances[topo.node_ids.index(topo.cpu(cpu).node)]
+    spanned = {topo.cpu(c).node for c in span}
+    return max(row[topo.node_ids.index(n)] for n in spanned)
+
+
+def proven_vendor_effect(r):
+    """The sentence naming the vendor effect, if every link of it holds in this run, else "".
+
+    sd_init() drops SD_BALANCE_FORK, SD_BALANCE_EXEC and SD_WAKE_AFFINE from a NUMA
+    domain whose distance is above node_reclaim_distance: on a 10/32 AMD Zen the real
+    kernel (32) fork-balances across sockets, a guest under an Intel CPU model (30) cannot,
+    whatever its scheduler.  That excuses a pile-up only when (1) the guest's reclaim
+    distance is below the first cross-socket domain's distance while the real machine's
+    is not; (2) it is the one the CPU model the guest reports sets by itself (no
+    node_reclaim_distance= on the guest's command line, the plan and the guest's CPU
+    agree); (3) the guest's domains, on every CPU the snapshot shows, lack those three
+    flags exactly where that distance predicts (NUMA domains beyond it) and have them
+    everywhere else; (4) the guest's node distances are the spec's.  A kernel that drops
+    SD_BALANCE_FORK on its own fails (1), (2) or (3): its pile-up is a FAIL."""
+    view, plan, topo = r.guest_view, r.plan, r.topo
+    if view is None or not view.cpus:
+        return ""
+    guest = plan.guest_reclaim_distance
+    cmdline = view.cmdline if view.cmdline is not None else " ".join(plan.cmdline_extra)
+    if "node_reclaim_distance=" in cmdline:
+        return ""  # set on the command line: not the vendor's default
+    own, cpu_words = vendor_reclaim_distance(plan, view)
+    if own is None or own != guest:
+        return ""
+    n2s = plan.guest_node_to_spec
+    for gn, row in view.distances.items():
+        sn = n2s[gn] if gn < len(n2s) else gn
+        if sn not in topo.node_ids or len(row) != topo.n_nodes:
+            return ""
+        spec_row = topo.distances[topo.node_ids.index(sn)]
+        if any(row[j] != spec_row[topo.node_ids.index(n2s[j] if j < len(n2s) else j)] for j in range(len(row))):
+            return ""
+    cpu0 = topo.cpu_ids[0]
+    if cpu0 not in view.cpus:
+        return ""
+    socket0 = set(topo.group_of("socket", cpu0))
+    first = next((d for d in view.cpus[cpu0].domains if not set(d.span) <= socket0), None)
+    if first is None:
+        return ""
+    dist = domain_distance(topo, cpu0, first.span)
+    if not guest < dist <= topo.node_reclaim_distance:
+        return ""
+    for c, cv in view.cpus.items():
+        for d in cv.domains:
+            if not d.span or any(x not in topo.cpu_ids for x in d.span):
+                return ""
+            beyond = domain_distance(topo, c, d.span) > guest
+            have = [f for f in RECLAIM_SENSITIVE if f in d.flags]
+            if (beyond and have) or (not beyond and len(have) != len(RECLAIM_SENSITIVE)):
+                return ""
+    return (
+        f"the guest's first domain spanning sockets ({first.name}, {len(first.span)} CPUs, distance {dist}) has no "
+        f"SD_BALANCE_FORK: the guest kernel's node_reclaim_distance is {guest} (what {cpu_words} sets) "
+        f"and the distance is {dist}, so fork placement never leaves the parent's socket whatever the kernel; "
+        f"the real {topo.vendor} machine uses {topo.node_reclaim_distance}, and the guest's domains lack "
+        f"{'/'.join(RECLAIM_SENSITIVE)} exactly beyond distance {guest}. Boot a lab-built kernel "
+        f"(--kernel lab-6.1) to pass node_reclaim_distance={topo.node_reclaim_distance}"
+    )
+
+
 class LlcSpreadPinned(Scenario):
     name = "llc-spread-pinned"
     summary = "stream threads pinned one per every-other LLC: fork placement must use both sockets (seed 000)"
@@ -268,25 +368,7 @@ lab_trace_off
 
     @staticmethod
     def cause(r):
-        """Name the vendor effect when the guest's NUMA domain cannot fork-balance."""
-        if r.guest_view is None:
-            return ""
-        cpu0 = r.topo.cpu_ids[0]
-        cv = r.guest_view.cpus.get(cpu0)
-        if cv is None:
-            return ""
-        socket0 = set(r.topo.group_of("socket", cpu0))
-        for d in cv.domains:
-            if not set(d.span) <= socket0:
-                if "SD_BALANCE_FORK" in d.flags:
-                    return ""
-                dist = max(r.topo.distances[0])
-                return (
-                    f"the guest's first domain spanning sockets ({d.name}, {len(d.span)} CPUs) has no "
-                    f"SD_BALANCE_FORK: the guest kernel's node_reclaim_distance is {r.plan.guest_reclaim_distance} "
-                    f"(a {r.plan.cpu_vendor} CPU model) and the distance is {dist}, so fork placement never leaves "
-                    f"the parent's socket whatever the kernel; the real {r.topo.vendor} machine uses "
-                    f"{r.topo.node_reclaim_distance}. Boot a lab-built kernel (--kernel lab-6.1) to pass "
-                    f"node_reclaim_distance={r.topo.node_reclaim_distance}"
-                )
-        return ""
+        """The vendor effect, when this run proves it (proven_vendor_effect()), else "":
+        the expectations it would excuse then FAIL, so a kernel that drops SD_BALANCE_FORK
+        on its own is a FAIL that `lab bisect` can act on, not an INCONCLUSIVE it skips."""
+        return proven_vendor_effect(r)

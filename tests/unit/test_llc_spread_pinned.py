@@ -164,3 +164,85 @@ def test_icelake_pins_the_seed_s_0_15_and_judges_placement_with_migrations_as_a_
     assert split["migrations_before_first_exit"] == 7
     # 16 workers and the thread forking them share 16 CPUs: pile-ups and migrations are figures there
     assert set(e) == {"a sched_wakeup_new per thread", "every target inside the allowed CPUs", "even split between sockets"}
+
+
+# ---- the INCONCLUSIVE gate: only the vendor effect it names, proven in the run (issue 31 item 3)
+
+
+def _edited_debian(tmp_path, *, distance=None, plan=None, cmdline=None, flags=None):
+    """The recorded Debian run (Intel model, NUMA domain without SD_BALANCE_FORK, the same
+    pile-up) copied to *tmp_path* and edited: the machine's cross-socket *distance* (spec
+    and the guest's sysfs alike), fields of plan.json, the guest's command line, or the
+    flags line of every guest NUMA domain."""
+    import json
+    import shutil
+
+    src = RUNS / "llc-spread-pinned-zen3-2s-mini-debian"
+    run = tmp_path / "run"
+    shutil.copytree(src, run)
+    p = json.loads((run / "plan.json").read_text())
+    if distance is not None:
+        spec = Path(__file__).resolve().parents[2] / "topologies" / "zen3-2s-mini.toml"
+        topo = tmp_path / "zen3-2s-mini.toml"
+        topo.write_text(spec.read_text().replace("[[10, 32], [32, 10]]", f"[[10, {distance}], [{distance}, 10]]"))
+        p["topology_file"] = str(topo)
+        sysfs = run / "guest" / "sysfs.txt"
+        sysfs.write_text(sysfs.read_text().replace("distance:10 32", f"distance:10 {distance}").replace("distance:32 10", f"distance:{distance} 10"))
+    p.update(plan or {})
+    (run / "plan.json").write_text(json.dumps(p))
+    if cmdline is not None:
+        (run / "guest" / "cmdline").write_text(cmdline)
+    if flags is not None:
+        sysfs = run / "guest" / "sysfs.txt"
+        numa = "SD_BALANCE_NEWIDLE SD_SERIALIZE SD_OVERLAP SD_NUMA "
+        assert numa in sysfs.read_text()
+        sysfs.write_text(sysfs.read_text().replace(numa, flags))
+    return run
+
+
+def _statuses(o):
+    return {n: e.status for n, e in by_name(o).items()}
+
+
+def test_a_kernel_that_drops_fork_balancing_below_the_reclaim_distance_fails(tmp_path):
+    """Intel model (node_reclaim_distance 30), sockets 21 apart: the NUMA domain keeps
+    SD_BALANCE_FORK on any kernel that works, so the guest's domain without it (the recorded
+    snapshot, its pile-up 0,4,4,4) is the kernel's doing: FAIL, exit 1, not INCONCLUSIVE."""
+    o = runner.recheck(_edited_debian(tmp_path, distance=21))
+    assert o.status == "FAIL" and runner.EXIT[o.status] == 1
+    s = _statuses(o)
+    assert s["targets distinct (no pile-up)"] == "FAIL" and s["even split between sockets"] == "FAIL"
+    assert not any(e.inconclusive for e in o.expectations)
+
+
+def test_the_recorded_vendor_effect_is_still_inconclusive_and_names_each_link():
+    o = runner.recheck(RUNS / "llc-spread-pinned-zen3-2s-mini-debian")
+    assert o.status == "INCONCLUSIVE"
+    assert "node_reclaim_distance is 30 (what the intel CPU model (Skylake-Server) sets)" in o.message
+    assert "distance 32" in o.message and "exactly beyond distance 30" in o.message
+
+
+def test_only_fork_balancing_dropped_is_no_reclaim_distance_effect(tmp_path):
+    """The reclaim distance drops SD_BALANCE_FORK, SD_BALANCE_EXEC and SD_WAKE_AFFINE together
+    (sd_init()): a NUMA domain that keeps the other two lost SD_BALANCE_FORK some other way."""
+    o = runner.recheck(_edited_debian(tmp_path, flags="SD_BALANCE_NEWIDLE SD_BALANCE_EXEC SD_WAKE_AFFINE SD_SERIALIZE SD_OVERLAP SD_NUMA "))
+    assert o.status == "FAIL" and _statuses(o)["targets distinct (no pile-up)"] == "FAIL"
+
+
+def test_a_reclaim_distance_set_on_the_command_line_is_not_the_vendor_s(tmp_path):
+    o = runner.recheck(_edited_debian(tmp_path, cmdline="console=ttyS0 node_reclaim_distance=30"))
+    assert o.status == "FAIL"
+
+
+def test_a_cpu_model_that_would_set_another_reclaim_distance_proves_nothing(tmp_path):
+    """The plan says the guest ran an AMD Zen model (which sets 32 itself) yet recorded 30:
+    the cause the message would name is not the one that ran."""
+    o = runner.recheck(_edited_debian(tmp_path, plan={"cpu_vendor": "amd", "cpu_model": "EPYC-Milan"}))
+    assert o.status == "FAIL"
+
+
+def test_a_real_machine_that_also_drops_fork_balancing_is_no_emulation_cause(tmp_path):
+    """Sockets 40 apart: above the real AMD kernel's 32 as well, so the real machine would
+    not fork-balance across them either; nothing is the emulation's."""
+    o = runner.recheck(_edited_debian(tmp_path, distance=40))
+    assert o.status == "FAIL"
