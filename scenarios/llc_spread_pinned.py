@@ -28,6 +28,14 @@ that end with one worker per allowed CPU corrected the harness, not the fork
 failed on exactly that, and 1 on a pile-up with a CPU free; the reverted fix's pile-ups
 come with CPUs free and still fail.
 
+Which expectations carry seed 000's claim (``claim=True``): "targets distinct (no
+pile-up)" and "even split between sockets" (on the Ice Lake shape the split alone).
+"No balancing needed after the fork" is judged as well (a FAIL there fails the run) but
+is the post's observation on the Zen3, not what a PASS stands on; the wakeup count and
+the targets inside the allowed CPUs are preconditions.  When the guest's CPU model keeps
+fork balancing on one socket (the vendor effect) the claim cannot be judged: the
+verdict is INCONCLUSIVE, but only when the run proves that cause (cause()).
+
 One verdict is the majority of up to 3 runs (verdict_runs): measured with
 bench/bench_verdicts.py, single runs on lab-6.1 pass 18-19 of 20 and the outliers are
 fork placements that tie-break on a guest kernel thread counted busy at the instant of

@@ -57,6 +57,11 @@ Three choices make the mechanism observable and the verdict independent of the h
   (1 in 4 here) would leave nothing to pull.  The seed's benchmark also started its task
   "in a different node" (its pinned cases show the one move that took).
 - NUMA balancing's scan delay and periods are scaled to the phase (NB_SCALED, below).
+
+Which expectations carry seed 003's claim (``claim=True``): nb1's "the probe's hinting
+faults make node 0 its preferred node" and "the probe is pulled into node 0" (NUMA
+balancing's own move, see pulled()); nb0's "nothing NUMA-driven moves the probe", the
+buffer, the load and the knobs are preconditions, the migration tables figures.
 """
 
 from __future__ import annotations
