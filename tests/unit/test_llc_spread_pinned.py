@@ -250,3 +250,21 @@ def test_a_real_machine_that_also_drops_fork_balancing_is_no_emulation_cause(tmp
     not fork-balance across them either; nothing is the emulation's."""
     o = runner.recheck(_edited_debian(tmp_path, distance=40))
     assert o.status == "FAIL"
+
+
+def test_debian_with_the_main_thread_as_thread_0_spreads():
+    """Recorded on Debian's 6.1 with stream --main-works (issue 31), zen3-2s-mini under the
+    EPYC-Milan model (the guest's reclaim distance is the real machine's 32): the main
+    thread ran on CPU 4 and forked 3 threads onto CPUs 0, 8 and 12: one per pinned CPU, 2
+    per socket, no migration.  PASS with nothing excused."""
+    d = RUNS / "llc-spread-pinned-zen3-2s-mini-debian-main-works"
+    o = runner.recheck(d)
+    assert o.status == "PASS", [e.to_dict() for e in o.expectations if not e.ok]
+    e = by_name(o)
+    assert e["a sched_wakeup_new per thread but the main thread (thread 0)"].figures == {
+        "threads": 4, "wakeup_new": 3, "allowed": "0,4,8,12", "main_works": True,
+    }  # fmt: skip
+    assert e["targets distinct (no pile-up)"].figures == {"targets": "0,8,12", "distinct": 3, "piled": 0, "main_thread_cpu": 4}
+    split = e["even split between sockets"].figures
+    assert (split["socket0"], split["socket1"], split["migrations"]) == (2, 2, 0)
+    assert [x.name for x in o.expectations if x.claim] == ["targets distinct (no pile-up)", "even split between sockets"]
