@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -53,6 +54,23 @@ CASES: list[tuple] = [
     ("soft-affinity", "xeon-2s22c-mini", "lab-6.1-soft-affinity", "FAIL", SOFT_OFF),
 ]
 TARGET = 0.95  # 19 of 20
+REPO = Path(__file__).resolve().parents[1]
+
+
+def provenance() -> dict:
+    """What a result file must say to be checked later: the commit measured (and whether
+    the tree had changes), the host and when (issue 31: figures the README quotes are
+    committed as these files)."""
+
+    def git(*a: str) -> str:
+        p = subprocess.run(["git", "-C", str(REPO), *a], capture_output=True, text=True)
+        return p.stdout.strip() if p.returncode == 0 else ""
+
+    return {
+        "commit": git("rev-parse", "HEAD") or "unknown",
+        "dirty": bool(git("status", "--porcelain", "--untracked-files=no")),
+        "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    }
 
 
 def lab_run(args: list[str], runs_dir: Path) -> dict:
@@ -142,7 +160,8 @@ def main() -> int:
                 print(f"  outlier {o['status']}: {'; '.join(o['failed']) or o['message']}  ({o['run_dir']})", flush=True)
         rows.append(row)
     load = os.getloadavg()
-    doc = {"when": stamp, "host": {"cpus": os.cpu_count(), "loadavg": load}, "rows": rows}
+    doc = {"when": stamp, **provenance(), "host": {"name": socket.gethostname(), "cpus": os.cpu_count(), "loadavg": load},
+           "args": {"runs": args.runs, "mode": args.mode, "only": args.only}, "rows": rows}  # fmt: skip
     path = out_dir / f"bench_verdicts-{stamp}.json"
     path.write_text(json.dumps(doc, indent=1))
     print(f"wrote {path} (host load {load[0]:.1f} {load[1]:.1f} {load[2]:.1f})")
