@@ -359,7 +359,7 @@ lab_trace_off
         forks = len(allowed) - (1 if main is not None else 0)
         return [
             Expectation(
-                "a sched_wakeup_new per thread" + (" but the main thread (thread 0)" if main is not None else ""),
+                "a sched_wakeup_new per thread",  # but the main thread, with --main-works (figure main_works)
                 len(news) == forks and threads == len(allowed),
                 evidence=[] if len(news) == forks else [f"{len(news)} sched_wakeup_new for {forks} forked threads"],
                 figures={"threads": len(allowed), "wakeup_new": len(news), "allowed": ",".join(map(str, allowed)),

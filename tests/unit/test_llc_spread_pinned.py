@@ -261,7 +261,7 @@ def test_debian_with_the_main_thread_as_thread_0_spreads():
     o = runner.recheck(d)
     assert o.status == "PASS", [e.to_dict() for e in o.expectations if not e.ok]
     e = by_name(o)
-    assert e["a sched_wakeup_new per thread but the main thread (thread 0)"].figures == {
+    assert e["a sched_wakeup_new per thread"].figures == {
         "threads": 4, "wakeup_new": 3, "allowed": "0,4,8,12", "main_works": True,
     }  # fmt: skip
     assert e["targets distinct (no pile-up)"].figures == {"targets": "0,8,12", "distinct": 3, "piled": 0, "main_thread_cpu": 4}
