@@ -136,6 +136,7 @@ def main() -> int:
     out_dir = Path(__file__).resolve().parent / "results"
     out_dir.mkdir(exist_ok=True)
     stamp = time.strftime("%Y%m%d-%H%M%S")
+    measured = provenance()  # the commit the runs measure: taken before they start
     runs_dir = out_dir / f"bench_verdicts-{stamp}-runs"
     rows = []
     for scenario, topo, kernel, expected, *rest in CASES:
@@ -163,7 +164,7 @@ def main() -> int:
                 print(f"  outlier {o['status']}: {'; '.join(o['failed']) or o['message']}  ({o['run_dir']})", flush=True)
         rows.append(row)
     load = os.getloadavg()
-    doc = {"when": stamp, **provenance(), "host": {"name": socket.gethostname(), "cpus": os.cpu_count(), "loadavg": load},
+    doc = {"when": stamp, **measured, "host": {"name": socket.gethostname(), "cpus": os.cpu_count(), "loadavg": load},
            "args": {"runs": args.runs, "mode": args.mode, "only": args.only}, "rows": rows}  # fmt: skip
     path = out_dir / f"bench_verdicts-{stamp}.json"
     path.write_text(json.dumps(doc, indent=1))
