@@ -1151,3 +1151,20 @@ def test_cluster_wakeup_recorded_arm64_run_fails_naming_the_patch():
     assert o.status == json.loads((d / "results.json").read_text())["status"] == "FAIL"
     assert not most.ok and most.figures["waker_llc_other_cluster"] > 0.5
     assert "8881e1639f1f" in most.note
+
+
+def _stem(name: str) -> str:
+    """An expectation's name without its phase prefix and its parenthesised threshold."""
+    return name.rsplit(": ", 1)[-1].split(" (")[0]
+
+
+@pytest.mark.parametrize("fixture", sorted(p.name for p in RUNS.iterdir() if (p / "results.json").is_file()))
+def test_the_docstring_names_the_expectations_that_carry_the_claim(fixture):
+    """Issue 31: each scenario's docstring says which expectation carries its seed's claim;
+    on every recorded run, each expectation check() marks claim=True is named there."""
+    o = runner.recheck(RUNS / fixture)
+    claims = [e.name for e in o.expectations if e.claim]
+    assert claims, f"{fixture}: no claim-carrying expectation"
+    doc = " ".join((module_of(sc.load(o.scenario)).__doc__ or "").split())
+    for name in claims:
+        assert _stem(name) in doc, f"{o.scenario}'s docstring does not name {name!r}"
