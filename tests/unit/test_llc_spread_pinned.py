@@ -287,3 +287,17 @@ def test_a_fork_onto_the_main_thread_s_cpu_with_a_cpu_free_fails():
     split = e["even split between sockets"]
     assert split.status == "FAIL" and (split.figures["socket0"], split.figures["socket1"]) == (3, 1)
     assert e["no balancing needed after the fork (no worker migrates to correct it before one finishes)"].status == "FAIL"
+
+
+def test_lab_6_1_with_the_main_thread_as_thread_0_spreads():
+    """Recorded with stream --main-works on lab-6.1 (node_reclaim_distance=32 passed), the
+    first of the 5 single runs of bench/results/bench_verdicts-20261125-195259.json (5 PASS
+    at host load 15-38): the main thread on CPU 12, forks to 8, 0 and 4, 2 per socket, no
+    migration."""
+    o = runner.recheck(RUNS / "llc-spread-pinned-zen3-2s-mini-lab-6.1-main-works")
+    assert o.status == "PASS", [e.to_dict() for e in o.expectations if not e.ok]
+    e = by_name(o)
+    assert e["targets distinct (no pile-up)"].figures == {"targets": "8,0,4", "distinct": 3, "piled": 0, "main_thread_cpu": 12}
+    split = e["even split between sockets"].figures
+    assert (split["socket0"], split["socket1"], split["migrations"]) == (2, 2, 0)
+    assert e["a sched_wakeup_new per thread"].figures["main_works"] is True
