@@ -292,7 +292,7 @@ def test_a_fork_onto_the_main_thread_s_cpu_with_a_cpu_free_fails():
 def test_lab_6_1_with_the_main_thread_as_thread_0_spreads():
     """Recorded with stream --main-works on lab-6.1 (node_reclaim_distance=32 passed), the
     first of the 5 single runs of bench/results/bench_verdicts-20261125-195259.json (5 PASS
-    at host load 15-38): the main thread on CPU 12, forks to 8, 0 and 4, 2 per socket, no
+    at a 1-minute host load of 36-38, other guests running): the main thread on CPU 12, forks to 8, 0 and 4, 2 per socket, no
     migration."""
     o = runner.recheck(RUNS / "llc-spread-pinned-zen3-2s-mini-lab-6.1-main-works")
     assert o.status == "PASS", [e.to_dict() for e in o.expectations if not e.ok]
@@ -301,3 +301,21 @@ def test_lab_6_1_with_the_main_thread_as_thread_0_spreads():
     split = e["even split between sockets"].figures
     assert (split["socket0"], split["socket1"], split["migrations"]) == (2, 2, 0)
     assert e["a sched_wakeup_new per thread"].figures["main_works"] is True
+
+
+def test_the_reverted_fix_with_the_main_thread_as_thread_0_piles_all_on_one_socket():
+    """Recorded with stream --main-works on lab-6.1-no-affinity-imbalance, the first of the
+    5 single runs of bench/results/bench_verdicts-20261125-195808.json (5 FAIL, each with
+    all 4 threads on one socket): the main thread on CPU 8 forked to 12, 8 and 8, the NUMA
+    imbalance allowance keeping every thread on the parent's socket (seed 000's bug), and
+    the balancer then moved threads to correct it.  FAIL on each claim, every CPU of the
+    other socket free: no tie, nothing of the harness."""
+    o = runner.recheck(RUNS / "llc-spread-pinned-zen3-2s-mini-lab-6.1-no-affinity-imbalance-main-works")
+    assert o.status == "FAIL"
+    e = by_name(o)
+    assert e["targets distinct (no pile-up)"].status == "FAIL"
+    assert e["targets distinct (no pile-up)"].figures == {"targets": "12,8,8", "distinct": 2, "piled": 2, "main_thread_cpu": 8}
+    split = e["even split between sockets"]
+    assert split.status == "FAIL" and (split.figures["socket0"], split.figures["socket1"]) == (0, 4)
+    mig = e["no balancing needed after the fork (no worker migrates to correct it before one finishes)"]
+    assert mig.status == "FAIL" and mig.figures["churn_of_an_even_placement"] is False
