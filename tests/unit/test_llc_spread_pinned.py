@@ -319,3 +319,19 @@ def test_the_reverted_fix_with_the_main_thread_as_thread_0_piles_all_on_one_sock
     assert split.status == "FAIL" and (split.figures["socket0"], split.figures["socket1"]) == (0, 4)
     mig = e["no balancing needed after the fork (no worker migrates to correct it before one finishes)"]
     assert mig.status == "FAIL" and mig.figures["churn_of_an_even_placement"] is False
+
+
+def test_the_quoted_single_run_rates_are_the_committed_results():
+    """Issue 31 item 9: the rates the scenario quotes come from committed files."""
+    import json
+    import sys
+
+    from lab import scenario as sc
+
+    mod = sys.modules[type(sc.load("llc-spread-pinned")).__module__]
+    repo = Path(__file__).resolve().parents[2]
+    assert mod.SINGLE_RUN_RATES
+    for (topo, kernel), (ok, runs, want, path) in mod.SINGLE_RUN_RATES.items():
+        doc = json.loads((repo / path).read_text())
+        (row,) = [r for r in doc["rows"] if (r["scenario"], r["topology"], r["kernel"], r["args"]) == ("llc-spread-pinned", topo, kernel, [])]
+        assert (row["as_expected"], row["runs"], row["expected"], row["errors"]) == (ok, runs, want, 0), path
