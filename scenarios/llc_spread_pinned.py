@@ -47,11 +47,13 @@ files were not committed), single runs on lab-6.1 passed 18-19 of 20 and the out
 were fork placements that tie-break on a guest kernel thread counted busy at the instant
 of a fork (find_idlest_group() compares the sockets' idle CPUs), which a second run does
 not repeat; the reverted kernel failed 20 of 20.  With --main-works and no exception
-(SINGLE_RUN_RATES below, each with its committed result file), 5 single runs each:
-lab-6.1 5 PASS, the reverted fix 5 FAIL (every run all 4 threads on the parent's socket),
-Debian's 6.1 4 PASS and 1 FAIL (that same tie: a fork onto the forking thread's CPU
-while the other socket had one free).  On icelake-2s-mini, 3 runs each: 2 PASS on both
-kernels, each FAIL a 9/7 split at the last fork.
+(SINGLE_RUN_RATES below, each with its committed result file), 20 single runs each on
+zen3-2s-mini: lab-6.1 19 PASS, the reverted fix 20 FAIL (every run all 4 threads on the
+parent's socket), Debian's 6.1 17 PASS; each FAIL on a kernel with the fix has one shape,
+a fork onto the forking thread's own CPU while the other socket had one free (what such a
+tie would give; the kernel thread was not traced, so that cause is not proven).  On
+icelake-2s-mini, 7 runs each: lab-6.1 4 PASS, the revert 5 PASS, each FAIL a 9/7 split at
+the last fork: not stable enough to rest a verdict on (see SINGLE_RUN_RATES).
 
 The seed's second machine, a 2-socket Ice Lake with one LLC per socket and even CPUs on
 node 0, odd on node 1, ran 16 threads pinned with `numactl -C 0-15`: a set that spans
@@ -84,19 +86,30 @@ SECONDS = 2
 ICELAKE_SECONDS = 8
 # Single-run rates with stream --main-works and no exception (issue 31), as measured with
 # bench/bench_verdicts.py on the 2-core host, other engineers' guests and builds running
-# (1-minute load 4-81): (topology, kernel) -> one (runs as expected, runs, expected
+# (1-minute load 3-81): (topology, kernel) -> one (runs as expected, runs, expected
 # verdict, committed result file) per measurement.  A test checks each against its file.
 RESULTS = "bench/results/bench_verdicts-20261125-"
 SINGLE_RUN_RATES: dict[tuple[str, str], tuple[tuple[int, int, str, str], ...]] = {
-    ("zen3-2s-mini", "lab-6.1"): ((5, 5, "PASS", RESULTS + "195259.json"), (5, 5, "PASS", RESULTS + "200803.json")),
-    ("zen3-2s-mini", "lab-6.1-no-affinity-imbalance"): ((5, 5, "FAIL", RESULTS + "195808.json"), (5, 5, "FAIL", RESULTS + "200803.json")),
-    # the FAIL: a fork onto the forking thread's CPU with one free on the other socket (tests)
-    ("zen3-2s-mini", "debian"): ((4, 5, "PASS", RESULTS + "194215.json"), (5, 5, "PASS", RESULTS + "200803.json")),
-    # each FAIL a split of 9/7 at the last fork (exact now: the ±1 was the
-    # 17-tasks-on-16-CPUs artefact), with pile-ups and migrations while 16 forks take 1-3 s
-    # under TCG.  Not the 9 of 10 measured with the artefact's ±1: more runs needed.
-    ("icelake-2s-mini", "lab-6.1"): ((2, 3, "PASS", RESULTS + "200053.json"),),
-    ("icelake-2s-mini", "lab-6.1-no-affinity-imbalance"): ((2, 3, "PASS", RESULTS + "200053.json"),),
+    # 20 runs each: lab-6.1 19 PASS, the revert 20 FAIL, Debian's 6.1 17 PASS.  Every FAIL on
+    # a kernel with the fix has one shape: of the 3 forks, one onto the forking thread's own
+    # CPU while the other socket had an allowed CPU free (tests: the recorded outlier).
+    ("zen3-2s-mini", "lab-6.1"): (
+        (5, 5, "PASS", RESULTS + "195259.json"), (5, 5, "PASS", RESULTS + "200803.json"), (9, 10, "PASS", RESULTS + "201316.json"),
+    ),
+    ("zen3-2s-mini", "lab-6.1-no-affinity-imbalance"): (
+        (5, 5, "FAIL", RESULTS + "195808.json"), (5, 5, "FAIL", RESULTS + "200803.json"), (10, 10, "FAIL", RESULTS + "201316.json"),
+    ),
+    ("zen3-2s-mini", "debian"): (
+        (4, 5, "PASS", RESULTS + "194215.json"), (5, 5, "PASS", RESULTS + "200803.json"), (8, 10, "PASS", RESULTS + "201316.json"),
+    ),
+    # 7 runs each: lab-6.1 4 PASS, the revert 5 PASS.  Each FAIL a split of 9/7 (or 7/9) at
+    # the last fork, with 2-3 pile-ups and migrations while 16 forks take 1-3 s under TCG.
+    # The ±1 that made this 9 of 10 was the 17-tasks-on-16-CPUs artefact's, so it stays
+    # gone: the Ice Lake shape's verdict is not stable under TCG (issue 31, not done).
+    ("icelake-2s-mini", "lab-6.1"): ((2, 3, "PASS", RESULTS + "200053.json"), (2, 4, "PASS", RESULTS + "201950.json")),
+    ("icelake-2s-mini", "lab-6.1-no-affinity-imbalance"): (
+        (2, 3, "PASS", RESULTS + "200053.json"), (3, 4, "PASS", RESULTS + "201950.json"),
+    ),
 }
 
 
