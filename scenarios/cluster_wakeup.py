@@ -23,6 +23,9 @@ chosen; the pair is classified by the smallest topology level holding both: the
 waker's own CPU or cluster, the rest of its LLC, or elsewhere.  A kernel with the
 patch keeps most of them in the cluster; without it (6.1) the LLC-wide scan takes
 the first idle CPU it finds, in either cluster.
+
+Which expectation carries seed 002's claim (``claim=True``): "most wakeups land in the
+waker's cluster"; the others say the workload ran and was traced.
 """
 
 from __future__ import annotations

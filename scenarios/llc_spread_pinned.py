@@ -18,21 +18,42 @@ placement (one worker per allowed CPU after the last fork and again at the first
 on a busy host a stalled vCPU and a kworker make idle balancing rotate workers between
 their CPUs, which corrects nothing the fork did (churn_only()).
 
-lab's stream forks its N workers from a main thread pinned to the same N CPUs, which
-it holds until it waits in join: the N-th fork has no free CPU, and whether it lands on
-the main thread's CPU or on a worker's is a tie the fix has no part in (the seed's
-OpenMP master was one of its N threads, so its last fork had a free CPU).  A pile-up
-there is shown, not judged: the split is then judged within one thread, and migrations
-that end with one worker per allowed CPU corrected the harness, not the fork
-(forced_last_fork()).  In CI with another guest spinning, 4 of 10 runs on Debian's 6.1
-failed on exactly that, and 1 on a pile-up with a CPU free; the reverted fix's pile-ups
-come with CPUs free and still fail.
+The threads are the seed's: its OpenMP master is one of its N threads and forks the
+other N-1, so ``stream --main-works`` runs thread 0 on the main thread after it creates
+threads 1..N-1, and N threads occupy the N pinned CPUs.  Until issue 31 lab's stream forked
+N workers from a main thread that only forked and joined, pinned to the same N CPUs: the
+N-th fork had no free CPU, a tie the fix has no part in, and an exception
+(forced_last_fork) excused it, widening the split to one thread either way.  The harness
+is fixed instead and the exception is gone.  It could not be fixed by keeping the main
+thread off the pinned CPUs: a thread's affinity at clone() is its creator's, and fork
+placement (select_task_rq() in wake_up_new_task()) chooses within it, so a creator
+outside the set would place the workers outside it, and narrowing their mask afterwards
+is a migration, not the fork placement the seed is about.  Here the main thread's own
+place is where exec put it (taskset's mask); it counts among the threads for pile-ups,
+the split and migrations.  Runs recorded before --main-works (no "main_works" in
+stream.out: N forks, the main thread not a worker) are judged by the same rules.
+
+Which expectations carry seed 000's claim (``claim=True``): "targets distinct (no
+pile-up)" and "even split between sockets" (on the Ice Lake shape the split alone).
+"No balancing needed after the fork" is judged as well (a FAIL there fails the run) but
+is the post's observation on the Zen3, not what a PASS stands on; the wakeup count and
+the targets inside the allowed CPUs are preconditions.  When the guest's CPU model keeps
+fork balancing on one socket (the vendor effect) the claim cannot be judged: the
+verdict is INCONCLUSIVE, but only when the run proves that cause (cause()).
 
 One verdict is the majority of up to 3 runs (verdict_runs): measured with
-bench/bench_verdicts.py, single runs on lab-6.1 pass 18-19 of 20 and the outliers are
-fork placements that tie-break on a guest kernel thread counted busy at the instant of
-a fork (find_idlest_group() compares the sockets' idle CPUs), which a second run does
-not repeat; the reverted kernel fails 20 of 20.
+bench/bench_verdicts.py before issue 31 (old harness, with the exception; the result
+files were not committed), single runs on lab-6.1 passed 18-19 of 20 and the outliers
+were fork placements that tie-break on a guest kernel thread counted busy at the instant
+of a fork (find_idlest_group() compares the sockets' idle CPUs), which a second run does
+not repeat; the reverted kernel failed 20 of 20.  With --main-works and no exception
+(SINGLE_RUN_RATES below, each with its committed result file), 20 single runs each on
+zen3-2s-mini: lab-6.1 19 PASS, the reverted fix 20 FAIL (every run all 4 threads on the
+parent's socket), Debian's 6.1 17 PASS; each FAIL on a kernel with the fix has one shape,
+a fork onto the forking thread's own CPU while the other socket had one free (what such a
+tie would give; the kernel thread was not traced, so that cause is not proven).  On
+icelake-2s-mini, 7 runs each: lab-6.1 4 PASS, the revert 5 PASS, each FAIL a 9/7 split at
+the last fork: not stable enough to rest a verdict on (see SINGLE_RUN_RATES).
 
 The seed's second machine, a 2-socket Ice Lake with one LLC per socket and even CPUs on
 node 0, odd on node 1, ran 16 threads pinned with `numactl -C 0-15`: a set that spans
@@ -44,16 +65,16 @@ CPUs (64 >> 3 = 8 on the real machine, 16 >> 3 = 2 on the mini), not above the 8
 each socket allows, so the fix's min(allowed CPUs in the local socket, imb_numa_nr)
 changes nothing and 6.1 with and without it place the threads alike.  The post claims no
 sched_migrate_task only for the Zen3 (its trace); on the Ice Lake it reports throughput
-alone, so there the workers' migrations while all run are a figure, not a claim.  So are
-pile-ups: the post's 16 OpenMP threads include the master, while lab's 16 workers and
-the main thread that forks them are 17 tasks on 16 CPUs, so the last forks have no free
-CPU; the split between the sockets is judged within one thread.
+alone, so there the workers' migrations while all run, and pile-ups, are figures, and
+the split (8 per socket, exactly, now that 16 threads occupy the 16 CPUs) is the claim.
 """
 
+import re
 from collections import Counter
 
 from lab.analysis import count_by_group
 from lab.scenario import Expectation, Requirement, Scenario, at_least
+from lab.topology import AMD_ZEN_RECLAIM_DISTANCE, RECLAIM_DISTANCE
 
 COMM = "stream"
 ICELAKE_PIN = "0-15"  # seed 000: `numactl -C 0-15 ./stream16` on the Ice Lake
@@ -63,6 +84,36 @@ ICELAKE_PIN = "0-15"  # seed 000: `numactl -C 0-15 ./stream16` on the Ice Lake
 # left the first workers gone before the last fork; the Ice Lake's 16 run 8 s.
 SECONDS = 2
 ICELAKE_SECONDS = 8
+# Single-run rates with stream --main-works and no exception (issue 31), as measured with
+# bench/bench_verdicts.py on the 2-core host, other engineers' guests and builds running
+# (1-minute load 3-81): (topology, kernel) -> one (runs as expected, runs, expected
+# verdict, committed result file) per measurement.  A test checks each against its file.
+RESULTS = "bench/results/bench_verdicts-20261125-"
+SINGLE_RUN_RATES: dict[tuple[str, str], tuple[tuple[int, int, str, str], ...]] = {
+    # 20 runs each: lab-6.1 19 PASS, the revert 20 FAIL, Debian's 6.1 17 PASS.  Every FAIL on
+    # a kernel with the fix has one shape: of the 3 forks, one onto the forking thread's own
+    # CPU while the other socket had an allowed CPU free (tests: the recorded outlier).
+    ("zen3-2s-mini", "lab-6.1"): (
+        (5, 5, "PASS", RESULTS + "195259.json"), (5, 5, "PASS", RESULTS + "200803.json"), (9, 10, "PASS", RESULTS + "201316.json"),
+    ),
+    ("zen3-2s-mini", "lab-6.1-no-affinity-imbalance"): (
+        (5, 5, "FAIL", RESULTS + "195808.json"), (5, 5, "FAIL", RESULTS + "200803.json"), (10, 10, "FAIL", RESULTS + "201316.json"),
+    ),
+    ("zen3-2s-mini", "debian"): (
+        (4, 5, "PASS", RESULTS + "194215.json"), (5, 5, "PASS", RESULTS + "200803.json"), (8, 10, "PASS", RESULTS + "201316.json"),
+    ),
+    # 7 runs each: lab-6.1 4 PASS, the revert 5 PASS.  Each FAIL a split of 9/7 (or 7/9) at
+    # the last fork, with 2-3 pile-ups and migrations while 16 forks take 1-3 s under TCG.
+    # The ±1 that made this 9 of 10 was the 17-tasks-on-16-CPUs artefact's, so it stays
+    # gone: the Ice Lake shape's verdict is not stable under TCG (issue 31, not done).  In
+    # all 14 runs the split was 8/8 by the first worker's exit (the balancer corrected
+    # each 9/7; the post claims no migration-free run there): judging the Ice Lake split
+    # then, not at the last fork, is a candidate, not adopted without its own measurement.
+    ("icelake-2s-mini", "lab-6.1"): ((2, 3, "PASS", RESULTS + "200053.json"), (2, 4, "PASS", RESULTS + "201950.json")),
+    ("icelake-2s-mini", "lab-6.1-no-affinity-imbalance"): (
+        (2, 3, "PASS", RESULTS + "200053.json"), (3, 4, "PASS", RESULTS + "201950.json"),
+    ),
+}
 
 
 def icelake_shape(t) -> bool:
@@ -125,17 +176,14 @@ def pileups_on_busy_cpus(news, paths):
     ]  # fmt: skip
 
 
-def forced_last_fork(news, paths, allowed):
-    """The last fork, if every allowed CPU then held a worker or the forking main thread:
-    lab's stream forks N workers from a main thread pinned to the same N CPUs, so the
-    N-th fork has no free CPU, and whether it lands on the main thread's CPU (about to
-    wait in join) or on a worker's is a tie the fix has no part in.  The seed's OpenMP
-    master was one of its N threads: its last fork had a free CPU.  None otherwise."""
-    if not news:
+def main_worker(r, news):
+    """The main thread's pid when it is one of the threads (stream --main-works, as the
+    seed's OpenMP master): the one task that forked the workers; None for a run recorded
+    before --main-works, whose main thread only forked and joined."""
+    if r.step("stream").json.get("main_works") is not True:
         return None
-    last = max(news, key=lambda x: x.ts)
-    held = {where(path, last.ts) for p, path in paths.items() if p != last.pid} | {last.waker_cpu}
-    return last if set(allowed) <= held else None
+    forkers = {x.waker_pid for x in news}
+    return next(iter(forkers)) if len(forkers) == 1 else None
 
 
 def end_of_judged(paths):
@@ -144,19 +192,17 @@ def end_of_judged(paths):
     return min(exits) - 1e-9 if exits else max(p.path[-1][0] for p in paths.values() if p.path)
 
 
-def socket_split(r, w, allowed, migs, cause, paths, slack=0):
-    """Where the workers are per socket once the last one is forked, against the allowed
-    CPUs per socket (each within *slack* threads), and how long after the first fork the
-    workers stopped moving."""
-    last_fork = max((x.ts for x in w.wakeups), default=0.0)
+def socket_split(r, threads, allowed, migs, cause, paths, news):
+    """Where the *threads* (forked workers and, with --main-works, the main thread) are per
+    socket once the last one is forked, against the allowed CPUs per socket, exactly; and
+    how long after the first fork the workers stopped moving."""
+    last_fork = max((x.ts for x in news), default=0.0)
     placed = [c for c in (where(p, last_fork) for p in paths.values()) if c is not None]
     per_socket = count_by_group(r.topo, placed, "socket")
     allowed_per_socket = {s: n for s, n in count_by_group(r.topo, allowed, "socket").items() if n}
     split = {f"socket{s}": per_socket.get(s, 0) for s in allowed_per_socket}
-    even = len(w.wakeups) == len(allowed) and all(
-        abs(per_socket.get(s, 0) - n) <= slack for s, n in allowed_per_socket.items()
-    )
-    first_ts = w.wakeups[0].ts if w.wakeups else 0.0
+    even = threads == len(allowed) == len(placed) and all(per_socket.get(s, 0) == n for s, n in allowed_per_socket.items())
+    first_ts = news[0].ts if news else 0.0
     last_mig = max((m.ts for m in migs), default=first_ts)
     return Expectation(
         "even split between sockets",
@@ -165,6 +211,104 @@ def socket_split(r, w, allowed, migs, cause, paths, slack=0):
         figures={**split, "migrations": len(migs), "stable_after_s": round(last_mig - first_ts, 3)},
         inconclusive="" if even else cause,
         claim=True,
+    )
+
+
+# What sd_init() drops from a NUMA domain farther than node_reclaim_distance, together.
+RECLAIM_SENSITIVE = ("SD_BALANCE_FORK", "SD_BALANCE_EXEC", "SD_WAKE_AFFINE")
+# QEMU's AMD models whose family is 17h or later (EPYC: 17h Naples, -Rome 17h, -Milan and
+# -Genoa 19h); Opteron_G1-G5 and phenom are earlier families, which keep 30.
+AMD_ZEN_MODELS = re.compile(r"EPYC", re.I)
+
+
+def vendor_reclaim_distance(plan, view):
+    """The node_reclaim_distance the guest kernel sets itself for the CPU it reports, and
+    that CPU in words; (None, why) when the run cannot tell.  AMD family 17h+ kernels set
+    32 (init_amd_zen_common(), arch/x86/kernel/cpu/amd.c), every other x86 keeps the
+    default RECLAIM_DISTANCE, 30.  The guest's /proc/cpuinfo decides when the snapshot has
+    it; else the plan's CPU model (what QEMU was told to emulate)."""
+    if plan.arch != "x86_64":
+        return None, f"a {plan.arch} guest (the reclaim distance is x86's vendor effect)"
+    model = plan.cpu_model.split(",")[0]
+    vendor = view.vendor if view is not None and view.vendor else plan.cpu_vendor
+    if vendor != plan.cpu_vendor:
+        return None, f"the guest reports a {vendor} CPU, the plan a {plan.cpu_vendor} model ({model})"
+    if vendor != "amd":
+        return RECLAIM_DISTANCE, f"the {vendor} CPU model ({model})"
+    family = view.family if view is not None and view.family is not None else None
+    if family is None:
+        if model == "host":
+            return None, "the host's AMD CPU, of a family the guest snapshot does not record"
+        family = 0x17 if AMD_ZEN_MODELS.search(model) else 0x10
+    zen = family >= 0x17
+    return (AMD_ZEN_RECLAIM_DISTANCE if zen else RECLAIM_DISTANCE), f"the AMD family {family:#x} CPU model ({model})"
+
+
+def domain_distance(topo, cpu, span):
+    """The NUMA distance a sched domain of *cpu* covers: the farthest node it spans, by the
+    spec's distances (10 for a domain inside the CPU's node)."""
+    row = topo.distances[topo.node_ids.index(topo.cpu(cpu).node)]
+    spanned = {topo.cpu(c).node for c in span}
+    return max(row[topo.node_ids.index(n)] for n in spanned)
+
+
+def proven_vendor_effect(r):
+    """The sentence naming the vendor effect, if every link of it holds in this run, else "".
+
+    sd_init() drops SD_BALANCE_FORK, SD_BALANCE_EXEC and SD_WAKE_AFFINE from a NUMA
+    domain whose distance is above node_reclaim_distance: on a 10/32 AMD Zen the real
+    kernel (32) fork-balances across sockets, a guest under an Intel CPU model (30) cannot,
+    whatever its scheduler.  That excuses a pile-up only when (1) the guest's reclaim
+    distance is below the first cross-socket domain's distance while the real machine's
+    is not; (2) it is the one the CPU model the guest reports sets by itself (no
+    node_reclaim_distance= on the guest's command line, the plan and the guest's CPU
+    agree); (3) the guest's domains, on every CPU the snapshot shows, lack those three
+    flags exactly where that distance predicts (NUMA domains beyond it) and have them
+    everywhere else; (4) the guest's node distances are the spec's.  A kernel that drops
+    SD_BALANCE_FORK on its own fails (1), (2) or (3): its pile-up is a FAIL."""
+    view, plan, topo = r.guest_view, r.plan, r.topo
+    if view is None or not view.cpus:
+        return ""
+    guest = plan.guest_reclaim_distance
+    cmdline = view.cmdline if view.cmdline is not None else " ".join(plan.cmdline_extra)
+    if "node_reclaim_distance=" in cmdline:
+        return ""  # set on the command line: not the vendor's default
+    own, cpu_words = vendor_reclaim_distance(plan, view)
+    if own is None or own != guest:
+        return ""
+    n2s = plan.guest_node_to_spec
+    for gn, row in view.distances.items():
+        sn = n2s[gn] if gn < len(n2s) else gn
+        if sn not in topo.node_ids or len(row) != topo.n_nodes:
+            return ""
+        spec_row = topo.distances[topo.node_ids.index(sn)]
+        if any(row[j] != spec_row[topo.node_ids.index(n2s[j] if j < len(n2s) else j)] for j in range(len(row))):
+            return ""
+    cpu0 = topo.cpu_ids[0]
+    if cpu0 not in view.cpus:
+        return ""
+    socket0 = set(topo.group_of("socket", cpu0))
+    first = next((d for d in view.cpus[cpu0].domains if not set(d.span) <= socket0), None)
+    if first is None:
+        return ""
+    dist = domain_distance(topo, cpu0, first.span)
+    if not guest < dist <= topo.node_reclaim_distance:
+        return ""
+    for c, cv in view.cpus.items():
+        for d in cv.domains:
+            if not d.span or any(x not in topo.cpu_ids for x in d.span):
+                return ""
+            beyond = domain_distance(topo, c, d.span) > guest
+            have = [f for f in RECLAIM_SENSITIVE if f in d.flags]
+            if (beyond and have) or (not beyond and len(have) != len(RECLAIM_SENSITIVE)):
+                return ""
+    return (
+        f"the guest's first domain spanning sockets ({first.name}, {len(first.span)} CPUs, distance {dist}) has no "
+        f"SD_BALANCE_FORK: the guest kernel's node_reclaim_distance is {guest} (what {cpu_words} sets) "
+        f"and the distance is {dist}, so fork placement never leaves the parent's socket whatever the kernel; "
+        f"the real {topo.vendor} machine uses {topo.node_reclaim_distance}, and the guest's domains lack "
+        f"{'/'.join(RECLAIM_SENSITIVE)} exactly beyond distance {guest}. Boot a lab-built kernel "
+        f"(--kernel lab-6.1) to pass node_reclaim_distance={topo.node_reclaim_distance}"
     )
 
 
@@ -184,6 +328,7 @@ class LlcSpreadPinned(Scenario):
 
     def steps(self, topo):
         # The guest's ids of what is pinned: one CPU of every other LLC, or the Ice Lake's 0-15.
+        # --main-works: the main thread is one of the N threads (module docstring).
         ice = icelake_shape(topo)
         pick = f"labcpu {ICELAKE_PIN}" if ice else "labsel llc-firsts every=2"
         secs = ICELAKE_SECONDS if ice else SECONDS
@@ -192,7 +337,7 @@ CPUS=$({pick}) || exit 1
 N=$(labsel count "$CPUS")
 echo "$CPUS" > allowed
 lab_trace_on
-lab_run stream taskset -c "$CPUS" stream -t "$N" -s {secs}
+lab_run stream taskset -c "$CPUS" stream --main-works -t "$N" -s {secs}
 lab_trace_off
 """
 
@@ -200,66 +345,63 @@ lab_trace_off
         allowed = r.allowed("allowed")
         w = r.wakeups(comms=COMM, kinds=["sched_wakeup_new"])
         news, targets, outside = w.wakeups, w.targets(), w.outside(allowed)
-        # The worker threads are the forked tasks; the main thread only forks and joins.
-        workers = {x.pid for x in news}
+        main = main_worker(r, news)
+        # The threads placed on the pinned CPUs: the forked workers, and the main thread when
+        # it is thread 0 (--main-works).  A run recorded before --main-works had N forked
+        # workers and a main thread that only forked and joined: it is judged by the same
+        # rules, so its last fork, which had no free CPU, counts as any other (tests say which
+        # recorded runs that changes).
+        workers = {x.pid for x in news} | ({main} if main is not None else set())
+        threads = len(workers)
         paths = r.task_paths(pids=workers)
-        forced = forced_last_fork(news, paths, allowed)
-        all_piled = pileups_on_busy_cpus(news, paths)
-        piled = [x for x in all_piled if x is not forced]
-        forced_pile = forced is not None and forced in all_piled  # it went to a worker's CPU
+        piled = pileups_on_busy_cpus(news, paths)
         migs = [m for m in r.migrations(comms=COMM, keep=True).items if m.pid in workers]
         early, late = early_migrations(r, workers, migs)
         cause = self.cause(r)
         churn = churn_only(paths, allowed, news, early)
-        # After a forced last fork the balancer moves a worker onto the main thread's CPU
-        # once it waits: that corrects the harness, not the fork, if it ends even.
-        fixup = bool(forced_pile and early and even_placement(paths, allowed, end_of_judged(paths)))
+        last_fork = max((x.ts for x in news), default=0.0)
+        main_cpu = where(paths[main], last_fork) if main is not None and main in paths else None
+        main_outside = main is not None and main_cpu not in allowed
         no_balancing = Expectation(
             "no balancing needed after the fork (no worker migrates to correct it before one finishes)",
-            not early or churn or fixup,
+            not early or churn,
             evidence=[f"{m.ts:.6f}: sched_migrate_task: pid={m.pid} orig_cpu={m.src} dest_cpu={m.dst}" for m in early],
-            figures={"migrations": len(early), "after_first_exit": late, "churn_of_an_even_placement": churn, "after_forced_last_fork": fixup},
+            figures={"migrations": len(early), "after_first_exit": late, "churn_of_an_even_placement": churn},
             note=f"the {len(early)} migrations moved workers between allowed CPUs that each had one worker after the "
             "last fork and again when the first worker finished: the balancer shuffled an even placement, it "
             "corrected nothing the fork did"
             if churn
-            else f"the {len(early)} migrations spread the workers one per allowed CPU after the last fork, which had "
-            "no free CPU (the main thread held one): the balancer corrected lab's harness, not the fork"
-            if fixup
             else "",
-            inconclusive=cause if early and not churn and not fixup else "",
+            inconclusive=cause if early and not churn else "",
         )
         ice = icelake_shape(r.topo)
-        # The seed's Ice Lake: 16 pinned threads of an OpenMP stream, whose master is one of
-        # them; lab's stream forks 16 workers and its main thread joins, so while it forks
-        # 17 tasks share the 16 CPUs and the last fork has no free CPU: a socket may get one
-        # thread more, and a pile-up there is the harness's, a figure, as are migrations.
-        # A forced last fork (forced_last_fork()) may likewise leave a socket one thread over.
-        split = socket_split(r, w, allowed, migs, cause, paths, slack=1 if ice or forced_pile else 0)
-        if ice:
+        split = socket_split(r, threads, allowed, migs, cause, paths, news)
+        if ice:  # the post claims the split there (module docstring): the rest are figures
             split.figures.update({"piled": len(piled), "migrations_before_first_exit": len(early), "after_first_exit": late})
         distinct = Expectation(
             "targets distinct (no pile-up)",
             not piled and bool(news),
-            evidence=[x.line() + " (a worker is on that CPU)" for x in piled]
-            + ([forced.line() + " (the last fork: every allowed CPU held a worker or the main thread)"] if forced_pile else []),
-            figures={"targets": ",".join(map(str, targets)), "distinct": len(set(targets)), "piled": len(piled), "forced_last_fork": forced_pile},
+            evidence=[x.line() + " (a worker is on that CPU)" for x in piled],
+            figures={"targets": ",".join(map(str, targets)), "distinct": len(set(targets)), "piled": len(piled),
+                     "main_thread_cpu": main_cpu},  # fmt: skip
             # the vendor effect: the guest's CPU model, not the kernel, decided the pile-up
             inconclusive="" if not piled and news else cause,
             claim=True,
         )
+        forks = len(allowed) - (1 if main is not None else 0)
         return [
             Expectation(
-                "a sched_wakeup_new per thread",
-                len(news) == len(allowed),
-                evidence=[] if len(news) == len(allowed) else [f"{len(news)} sched_wakeup_new for {len(allowed)} threads"],
-                figures={"threads": len(allowed), "wakeup_new": len(news), "allowed": ",".join(map(str, allowed))},
+                "a sched_wakeup_new per thread",  # but the main thread, with --main-works (figure main_works)
+                len(news) == forks and threads == len(allowed),
+                evidence=[] if len(news) == forks else [f"{len(news)} sched_wakeup_new for {forks} forked threads"],
+                figures={"threads": len(allowed), "wakeup_new": len(news), "allowed": ",".join(map(str, allowed)),
+                         "main_works": main is not None},  # fmt: skip
             ),
             Expectation(
                 "every target inside the allowed CPUs",
-                not outside and bool(news),
-                evidence=[x.line() for x in outside],
-                figures={"outside": len(outside)},
+                not outside and not main_outside and bool(news),
+                evidence=[x.line() for x in outside] + ([f"the main thread (thread 0) on CPU {main_cpu}"] if main_outside else []),
+                figures={"outside": len(outside) + int(main_outside)},
             ),
             *([] if ice else [distinct]),
             split,
@@ -268,25 +410,7 @@ lab_trace_off
 
     @staticmethod
     def cause(r):
-        """Name the vendor effect when the guest's NUMA domain cannot fork-balance."""
-        if r.guest_view is None:
-            return ""
-        cpu0 = r.topo.cpu_ids[0]
-        cv = r.guest_view.cpus.get(cpu0)
-        if cv is None:
-            return ""
-        socket0 = set(r.topo.group_of("socket", cpu0))
-        for d in cv.domains:
-            if not set(d.span) <= socket0:
-                if "SD_BALANCE_FORK" in d.flags:
-                    return ""
-                dist = max(r.topo.distances[0])
-                return (
-                    f"the guest's first domain spanning sockets ({d.name}, {len(d.span)} CPUs) has no "
-                    f"SD_BALANCE_FORK: the guest kernel's node_reclaim_distance is {r.plan.guest_reclaim_distance} "
-                    f"(a {r.plan.cpu_vendor} CPU model) and the distance is {dist}, so fork placement never leaves "
-                    f"the parent's socket whatever the kernel; the real {r.topo.vendor} machine uses "
-                    f"{r.topo.node_reclaim_distance}. Boot a lab-built kernel (--kernel lab-6.1) to pass "
-                    f"node_reclaim_distance={r.topo.node_reclaim_distance}"
-                )
-        return ""
+        """The vendor effect, when this run proves it (proven_vendor_effect()), else "":
+        the expectations it would excuse then FAIL, so a kernel that drops SD_BALANCE_FORK
+        on its own is a FAIL that `lab bisect` can act on, not an INCONCLUSIVE it skips."""
+        return proven_vendor_effect(r)

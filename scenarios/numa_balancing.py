@@ -61,6 +61,11 @@ What differs from the seed's machine, and why (every knob written is recorded in
 CONVERGED_HERE says how often numa01 converged here.  With NUMA balancing off
 (``--append numa_balancing=disable``, which the job leaves off) it must FAIL every
 claim, and does; the VM tests check both verdicts.
+
+Which expectations carry seed 001's claim (``claim=True``): "each process's threads end
+on their own node(s) (convergence)" and numa02's "each thread's memory is local to it";
+the rest (NUMA balancing active, the workloads ran, the knobs) are preconditions whose
+failure is still a FAIL but never a PASS on their own.
 """
 
 from __future__ import annotations

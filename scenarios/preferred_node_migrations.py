@@ -23,22 +23,25 @@ mostly the host's noise (vCPUs descheduled by the host look idle or busy at rand
 - nb1 (on): its hinting faults make node 0 its preferred node, NUMA balancing moves it
   into node 0 (sched_move_numa / sched_swap_numa), and from that move to the end node 0
   holds more than a node's even share of its run time (NUMA balancing retries the move
-  whenever the load balancer takes it away; the seed's probe too kept leaving node 0);
+  whenever the load balancer takes it away; the seed's probe too kept leaving node 0).
+  Only NUMA balancing's own move counts: the load balancer's move into node 0 is shown,
+  not judged (pulled() says why: chance alone brings the probe there and keeps it);
 - in both, the buffer stayed on node 0.
 
 The seed's migration table and the share of run time on node 0 are reported per phase,
 not required: how often the load balancer moves the probe depends on the host.
 
 Measured with Debian's 6.1 on the 2-core host (bench/bench_verdicts.py, single runs, 10
-each): 10 of 10 PASS on a quiet host (load ~1, the guest itself), 10 of 10 PASS on a busy
-one (another 32-vCPU guest spinning and a kernel build, load 5-6); earlier, on a host at
-load 12-28, 9 of 10 each way.  Mean node-0 share of run time: 9-15 % with balancing off,
-88-94 % with it on; NUMA balancing's first move into node 0 came 0.4-4.4 s into the phase.
-The two earlier FAILs were "pulled into node 0": once no CPU of node 0 took the probe in
-the whole phase (25 sched_stick_numa, 2 loops in 23 s on a host at load ~23: the host, not
-the scheduler), once the load balancer moved it into node 0 2 s after NUMA balancing's 9
-failed attempts, and it then ran 79 % of the phase there: that arrival now counts as the
-pull (see pulled(): in 6.1 the balancer itself favours a task's preferred node).
+each; the result files were not committed, so these figures cannot be checked from the
+repository): 10 of 10 PASS on a quiet host (load ~1, the guest itself), 10 of 10 PASS on
+a busy one (another 32-vCPU guest spinning and a kernel build, load 5-6); earlier, on a
+host at load 12-28, 9 of 10 each way.  Mean node-0 share of run time: 9-15 % with
+balancing off, 88-94 % with it on; NUMA balancing's first move into node 0 came 0.4-4.4 s
+into the phase.  The two earlier FAILs were "pulled into node 0": once no CPU of node 0
+took the probe in the whole phase (25 sched_stick_numa, 2 loops in 23 s on a host at load
+~23), once the load balancer moved it into node 0 2 s after NUMA balancing's 9 failed
+attempts and it then ran 79 % of the phase there.  For a while that arrival counted as
+the pull; it no longer does (issue 31, pulled()), so that run is a FAIL again.
 
 Three choices make the mechanism observable and the verdict independent of the host:
 
@@ -54,6 +57,11 @@ Three choices make the mechanism observable and the verdict independent of the h
   (1 in 4 here) would leave nothing to pull.  The seed's benchmark also started its task
   "in a different node" (its pinned cases show the one move that took).
 - NUMA balancing's scan delay and periods are scaled to the phase (NB_SCALED, below).
+
+Which expectations carry seed 003's claim (``claim=True``): nb1's "the probe's hinting
+faults make node 0 its preferred node" and "the probe is pulled into node 0" (NUMA
+balancing's own move, see pulled()); nb0's "nothing NUMA-driven moves the probe", the
+buffer, the load and the knobs are preconditions, the migration tables figures.
 """
 
 from __future__ import annotations
@@ -107,6 +115,10 @@ NB_KNOBS = {f"{NB_DEBUGFS}/{k}": v for k, v in NB_SCALED.items()}
 # Not "most of the time": the seed's own table shows the pull does not hold against the
 # load balancer ({11}: to_0 818, from_0 818, as many moves out of node 0 as into it), and
 # measured here the balancer took the probe back off node 0 within 0.2 s of a NUMA move.
+# How long after a sched_move_numa / sched_swap_numa the task's own sched_migrate_task may
+# come (the stopper thread runs it): 1.5 ms in the recorded run under TCG; 100 ms is far
+# below the seconds between two moves of the probe.
+NUMA_MOVE_LAG_S = 0.1
 VMSTAT = ("numa_hint_faults", "numa_hint_faults_local", "numa_pages_migrated")
 
 
@@ -124,11 +136,12 @@ class Probe:
     nb: NumaBalancing  # the probe's own sched_{move,swap,stick}_numa
     # NUMA-driven moves of the probe into node0: (ts, 'move' or 'swap', src node, dst node)
     pulls: list[tuple[float, str, int, int]]
-    # With no such move: the first migration into node0 after NUMA balancing's first
-    # attempt (move, swap or stick) on the probe, by the load balancer: (ts, src node,
-    # attempts before it).  See pulled().
+    # The first migration into node0 by the load balancer (sched_migrate_task; in nb1, the
+    # first after NUMA balancing's first attempt): (ts, src node, NUMA attempts before it).
+    # A figure, never the pull: see pulled().
     arrival: tuple[float, int, int] | None
-    hold: float | None  # share of its run time on node0 from the pull (or arrival) to the end
+    hold: float | None  # share of its run time on node0 from the first NUMA pull to the end
+    arrival_hold: float | None  # the same from the balancer's arrival (the chance figure)
     pnid: list[int | None]  # numa_preferred_nid at the end of each loop, spec numbering
     faults: int | None  # total_numa_faults at the end (None: not reported)
     vmstat: dict[str, int]  # the whole guest's, over the phase
@@ -156,20 +169,26 @@ class Probe:
                 kind = "move" if isinstance(ev, SchedMoveNuma) else "swap"
                 pulls.append((ev.ts, kind, src, dst))
         arrival = None
-        if not pulls and attempts and pid is not None:
+        if pid is not None and (attempts or phase == "nb0"):
+            since = attempts[0] if attempts else float("-inf")
             for m in r.migrations(phase, pids=[pid], keep=True).items:
-                if m.ts >= attempts[0] and m.dst_node == node0 and m.src_node != node0:
+                # NUMA balancing's own move is traced as a sched_migrate_task too, after its
+                # sched_move_numa (1.5 ms after it in the recorded run): not the balancer's.
+                numa = any(0 <= m.ts - t < NUMA_MOVE_LAG_S and (sn, dn) == (m.src_node, m.dst_node) for t, _, sn, dn in pulls)
+                if m.ts >= since and m.dst_node == node0 and m.src_node != node0 and not numa:
                     arrival = (m.ts, m.src_node, sum(1 for a in attempts if a <= m.ts))
                     break
-        hold = None
-        t = pulls[0][0] if pulls else arrival[0] if arrival else None
-        if t is not None:
-            after = [
-                (i, max(i.start, t)) for tr in res.tasks.values() for i in tr.intervals if i.end > t
-            ]
+
+        def hold_from(t):
+            if t is None:
+                return None
+            after = [(i, max(i.start, t)) for tr in res.tasks.values() for i in tr.intervals if i.end > t]
             total = sum(i.end - s for i, s in after)
             there = sum(i.end - s for i, s in after if r.topo.node_of(i.cpu) == node0)
-            hold = there / total if total else 0.0
+            return there / total if total else 0.0
+
+        hold = hold_from(pulls[0][0] if pulls else None)
+        arrival_hold = hold_from(arrival[0] if arrival else None)
         samples = [s for s in js.get("numa") or [] if isinstance(s, list) and len(s) == 4]
         pnid = [r.node(s[2]) if isinstance(s[2], int) and s[2] >= 0 else None for s in samples]
         faults = (
@@ -180,7 +199,7 @@ class Probe:
         vm = r.vmstat(phase)
         return cls(
             phase, pid, table, on0 / run if run else 0.0, run, js, mem_nodes, nb, pulls, arrival, hold,
-            pnid, faults, {k: vm.get(k, 0) for k in VMSTAT}, res.start,
+            arrival_hold, pnid, faults, {k: vm.get(k, 0) for k in VMSTAT}, res.start,
         )  # fmt: skip
 
     def preferred(self) -> str:
@@ -313,43 +332,53 @@ def preferred_node(p: Probe, node0: int) -> Expectation:
 
 
 def pulled(p: Probe, node0: int, nodes: int) -> Expectation:
-    """Balancing on: the probe is pulled into node 0, which then holds more than a node's
-    even share of its run time.
+    """Balancing on: NUMA balancing moves the probe into node 0 (sched_move_numa /
+    sched_swap_numa), which then holds more than a node's even share of its run time.
 
-    The pull is NUMA balancing's own move or swap (sched_move_numa / sched_swap_numa), or,
-    once NUMA balancing has tried (a sched_stick_numa: no CPU of node 0 would take the
-    probe at that instant), the load balancer's next migration into node 0.  That too is
-    NUMA balancing at work in 6.1: with node 0 the probe's preferred node, the balancer
-    pulls tasks running off their preferred node first (fbq_type: regular < remote < all)
-    and can_migrate_task() prefers a move that improves locality
-    (migrate_degrades_locality()).  Measured (issue 21): after 9 sched_stick_numa the
-    balancer moved the probe into node 0 and it ran there 79 % of the phase; judging only
-    NUMA balancing's own moves called that a FAIL.
+    Only NUMA balancing's own move is the pull.  The load balancer's move into node 0 (after
+    NUMA balancing tried and stuck, sched_stick_numa) was accepted for a while as "the
+    balancer favours the preferred node" (fbq_type, migrate_degrades_locality()), if node
+    0 then held over 1/nodes of the run.  It is not accepted any more (issue 31): nothing
+    in a run tells that move from chance.  In the recorded run
+    (tests/fixtures/runs/preferred-node-migrations-epyc7551-8n-mini-debian), with balancing
+    OFF, the load balancer moved the probe 2 -> 0 55.8 s after it first ran and node 0 then
+    held 100 % of its remaining run time (2.2 s; "NUMA balancing off vs on"'s
+    ``node0_share_after_balancer_arrival_nb0``);
+    the issue's series saw balancing-off runs on node 0 92 % of the time by chance.  A
+    threshold "well above chance" would have to exceed 100 %, so the balancer's path cannot
+    be told from chance and is gone; the one measured run that took it (79 % after 9
+    sticks, on a host at load ~23) is a FAIL again.  The balancer's arrival is still shown
+    (figures ``balancer_arrival_s_after_start`` and ``run_on_node0_after_balancer_arrival``)
+    so a later series can measure it; nb0's chance figure is in "NUMA balancing off vs on".
     """
     first = p.pulls[0] if p.pulls else None
     even = 1 / nodes
-    came = first is not None or p.arrival is not None
-    ok = came and p.hold is not None and p.hold > even
-    t0 = first[0] if first else p.arrival[0] if p.arrival else None
-    after = None if t0 is None or p.start is None else round(t0 - p.start, 2)
+    ok = first is not None and p.hold is not None and p.hold > even
+    after = None if first is None or p.start is None else round(first[0] - p.start, 2)
+    came = None if p.arrival is None or p.start is None else round(p.arrival[0] - p.start, 2)
     note = ""
-    if not came:
+    if first is None:
+        sticks = p.nb.count("stick")
         note = (
-            f"the probe never reached node {node0} after NUMA balancing's first attempt "
-            f"({p.nb.count('stick')} sched_stick_numa: no CPU of node {node0} would take it"
-            f"{'' if p.nb.count('stick') else '; it may have been there already'})"
+            f"NUMA balancing never moved the probe into node {node0} ({sticks} sched_stick_numa: no CPU of node "
+            f"{node0} would take it{'' if sticks else '; it may have been there already'})"
         )
+        if p.arrival is not None:
+            note += (
+                f"; the load balancer did, {came} s in, which is not counted: with balancing off it does so by chance "
+                "(see pulled())"
+            )
     elif not ok:
         note = (
-            f"after it reached node {node0} the probe ran there only {p.hold:.0%} of the time, "
+            f"after NUMA balancing moved it to node {node0} the probe ran there only {p.hold:.0%} of the time, "
             f"not more than a node's even share ({even:.0%})"
         )
     evidence = [f"{ts:.6f} sched_{kind}_numa node {s} -> {d}" for ts, kind, s, d in p.pulls[:10]]
-    if not first and p.arrival:
+    if p.arrival:
         ts, src, n = p.arrival
         evidence.append(
-            f"{ts:.6f} sched_migrate_task node {src} -> {node0} (load balancer, after {n} NUMA "
-            f"balancing attempt{'s' if n != 1 else ''} with node {node0} preferred)"
+            f"{ts:.6f} sched_migrate_task node {src} -> {node0} (load balancer, after {n} NUMA balancing "
+            f"attempt{'s' if n != 1 else ''}; shown, not judged)"
         )
     return Expectation(
         f"{p.phase}: NUMA balancing on: the probe is pulled into node {node0}",
@@ -357,12 +386,13 @@ def pulled(p: Probe, node0: int, nodes: int) -> Expectation:
         evidence=evidence,
         figures={
             "pulls": len(p.pulls),
-            "pulled_by": "numa" if first else "balancer" if p.arrival else None,
             "first_pull_s_after_start": after,
             f"run_on_node{node0}_after_pull": None if p.hold is None else round(p.hold, 3),
             f"run_on_node{node0}": round(p.share0, 3),
             "even_share": round(even, 3),
             "sched_stick_numa": p.nb.count("stick"),
+            "balancer_arrival_s_after_start": came,
+            f"run_on_node{node0}_after_balancer_arrival": None if p.arrival_hold is None else round(p.arrival_hold, 3),
         },
         note=note,
         claim=True,
@@ -412,6 +442,11 @@ def off_vs_on(off: Probe, on: Probe, node0: int) -> Expectation:
             "to_0_nb1": on.table.to_node,
             "loop_s_nb0": off.js.get("loop_s"),
             "loop_s_nb1": on.js.get("loop_s"),
+            # chance: with balancing off, the share of run time node 0 held once the load
+            # balancer first brought the probe there (what pulled() no longer accepts)
+            f"node{node0}_share_after_balancer_arrival_nb0": None
+            if off.arrival_hold is None
+            else round(off.arrival_hold, 3),
         },
         note="" if both else "a probe phase produced no loops",
     )

@@ -2,7 +2,12 @@
  *
  * The main thread creates the workers one after the other and then only waits,
  * so each worker's first placement is the kernel's fork-time choice
- * (sched_wakeup_new), which is what seed 000 looks at.  Workers never set their
+ * (sched_wakeup_new), which is what seed 000 looks at.  With --main-works the
+ * main thread is worker 0, as an OpenMP master is one of its team: it creates
+ * workers 1..N-1, then runs its own share, so N threads occupy N CPUs and no
+ * thread that only forks and waits holds one of them (with N workers pinned to
+ * N CPUs the main thread made N+1 tasks, and the last fork had no free CPU).
+ * Workers never set their
  * own affinity: pin the whole process from outside (taskset / numactl -C).
  * Each worker allocates and first-touches its arrays after it starts, so the
  * pages land on the node it runs on.
@@ -70,13 +75,15 @@ static void *worker_main(void *arg)
 
 static void help(void)
 {
-	printf("usage: %s [-t THREADS] [-s SECONDS] [-m MIB] [--pin-main CPU]\n"
+	printf("usage: %s [-t THREADS] [-s SECONDS] [-m MIB] [--pin-main CPU] [--main-works]\n"
 	       "STREAM-like triad a[i] = b[i] + 3*c[i]; each thread owns 3 arrays of MIB MiB.\n"
 	       "  -t, --threads N     worker threads (default 1)\n"
 	       "  -s, --seconds S     run time per thread, fractional ok (default 1)\n"
 	       "  -m, --mib M         size of each array in MiB (default 8)\n"
 	       "      --pin-main CPU  move the main thread to CPU before creating workers, then\n"
 	       "                      restore its affinity so workers inherit the process mask\n"
+	       "      --main-works    the main thread is thread 0 (an OpenMP master): it creates\n"
+	       "                      threads 1..N-1, then runs its own share (N threads, N-1 forks)\n"
 	       "Output: one JSON line with per-thread tid, cpu_start, cpu_end, allowed (CPUs in\n"
 	       "its mask), iterations, mbps, and a {cpu: samples} histogram; total_mbps.\n",
 	       prog);
@@ -89,10 +96,12 @@ int main(int argc, char **argv)
 		{"seconds", required_argument, NULL, 's'},
 		{"mib", required_argument, NULL, 'm'},
 		{"pin-main", required_argument, NULL, 'P'},
+		{"main-works", no_argument, NULL, 'W'},
 		{"help", no_argument, NULL, 'h'},
 		{0},
 	};
 	long nthreads = 1, mib = 8, pin_main = -1;
+	int main_works = 0;
 	struct worker *workers;
 	double total = 0;
 	int opt;
@@ -105,6 +114,7 @@ int main(int argc, char **argv)
 		case 's': run_seconds = parse_seconds("-s", optarg); break;
 		case 'm': mib = parse_long("-m", optarg, 1, 1 << 20); break;
 		case 'P': pin_main = parse_long("--pin-main", optarg, 0, MAX_CPUS - 1); break;
+		case 'W': main_works = 1; break;
 		case 'h': help(); return 0;
 		default: bad_option(opt, argv);
 		}
@@ -134,7 +144,7 @@ int main(int argc, char **argv)
 	workers = calloc(nthreads, sizeof(*workers));
 	if (!workers)
 		fail("out of memory");
-	for (long i = 0; i < nthreads; i++) {
+	for (long i = main_works ? 1 : 0; i < nthreads; i++) {
 		int err;
 
 		workers[i].index = i;
@@ -143,12 +153,17 @@ int main(int argc, char **argv)
 		if (err)
 			fail("pthread_create for thread %ld: %s", i, strerror(err));
 	}
-	for (long i = 0; i < nthreads; i++)
+	if (main_works) { /* thread 0 is this one: no fork, it runs where it is */
+		workers[0].index = 0;
+		workers[0].cpu_create = -1;
+		worker_main(&workers[0]);
+	}
+	for (long i = main_works ? 1 : 0; i < nthreads; i++)
 		pthread_join(workers[i].thread, NULL);
 
-	printf("{\"workload\":\"stream\",\"pid\":%d,\"threads\":%ld,\"mib_per_array\":%ld,"
-	       "\"seconds\":%.3f,\"per_thread\":[",
-	       getpid(), nthreads, mib, run_seconds);
+	printf("{\"workload\":\"stream\",\"pid\":%d,\"threads\":%ld,\"main_works\":%s,"
+	       "\"mib_per_array\":%ld,\"seconds\":%.3f,\"per_thread\":[",
+	       getpid(), nthreads, main_works ? "true" : "false", mib, run_seconds);
 	for (long i = 0; i < nthreads; i++) {
 		struct worker *w = &workers[i];
 

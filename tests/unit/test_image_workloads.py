@@ -216,6 +216,18 @@ def test_stream_pin_main_does_not_narrow_the_workers(bins):
         assert t["allowed"] == len(cpus)  # but the workers kept the process's mask
 
 
+def test_stream_main_works_is_thread_0_and_forks_the_others(bins):
+    """--main-works: the main thread is thread 0 (as an OpenMP master): N threads, N-1
+    created, none left only forking and waiting on a CPU of the pinned set."""
+    out = ok(bins["stream"], "-t", "3", "-s", "0.05", "-m", "1", "--main-works")
+    assert out["main_works"] is True and out["threads"] == 3
+    threads = out["per_thread"]
+    assert [t["thread"] for t in threads] == [0, 1, 2]
+    assert threads[0]["tid"] == out["pid"] and threads[0]["cpu_create"] == -1
+    assert len({t["tid"] for t in threads}) == 3 and all(t["iterations"] > 0 for t in threads)
+    assert ok(bins["stream"], "-t", "1", "-s", "0.01", "-m", "1")["main_works"] is False
+
+
 # --- pingpong ------------------------------------------------------------------------
 
 

@@ -101,3 +101,40 @@ def test_scenarios_table_lists_kernel_needs_and_tools():
     r = CliRunner().invoke(main, ["scenarios"], terminal_width=400)
     assert r.exit_code == 0
     assert "CONFIG_SCHED_CLUSTER=y" in r.output and "tools: hackbench" in r.output
+
+
+def _kernel(kid: str, features=(), metadata=None) -> KernelArtifact:
+    return KernelArtifact(name=kid.split("@")[0], arch="x86_64", image=Path("/nonexistent/bzImage"), release="6.1.0-fake",
+                          modules=None, config=None, features=frozenset(features), id=kid, metadata=metadata or {})  # fmt: skip
+
+
+def test_soft_affinity_skips_before_booting_on_a_kernel_lab_knows_lacks_it(monkeypatch):
+    """Seed 004's claim is soft affinity: Debian's kernels (the RFC never merged) and any
+    kernel lab built without the feature or the patch cannot carry it; SKIP, no boot."""
+    monkeypatch.setattr(backend, "boot", lambda *a, **k: pytest.fail("booted a kernel without soft affinity"))
+    s = sc.load("soft-affinity")
+    t = topology.load("xeon-2s22c-mini")
+    debian = _kernel("debian-6.1.0-56-amd64")
+    assert s.skip_reason(t, debian) == (
+        f"kernel {debian.name} (6.1.0-fake) lacks soft affinity (/proc/<pid>/preferred_cpus, what seed 004 claims; "
+        "--kernel lab-6.1-soft-affinity has it)"
+    )
+    built = {"inputs": {"patches": [{"name": "lab-node-reclaim-distance-param.patch", "sha256": "x", "revert": False}]}}
+    assert "lacks soft affinity" in s.skip_reason(t, _kernel("a" * 64, metadata=built))
+    reverted = {"inputs": {"patches": [{"name": "sched-soft-affinity.patch", "sha256": "x", "revert": True}]}}
+    assert "lacks soft affinity" in s.skip_reason(t, _kernel("b" * 64, metadata=reverted))
+    # through run_once: a SKIP with the reason, exit 0, no run directory
+    sess = _session("xeon-2s22c-mini", None)
+    sess = session.Session(sess.plan, _kernel("debian-6.1.0-56-amd64"))
+    o = runner.run_once(s, sess)
+    assert (o.status, o.run_dir, runner.EXIT[o.status]) == ("SKIP", None, 0) and "lacks soft affinity" in o.message
+
+
+def test_soft_affinity_boots_a_kernel_with_it_or_an_image_lab_cannot_tell():
+    s = sc.load("soft-affinity")
+    t = topology.load("xeon-2s22c-mini")
+    assert s.skip_reason(t, _kernel("c" * 64, features=["soft_affinity", "node_reclaim_distance_param"])) is None
+    patched = {"inputs": {"patches": [{"name": "sched-soft-affinity.patch", "sha256": "x", "revert": False}]}}
+    assert s.skip_reason(t, _kernel("d" * 64, metadata=patched)) is None  # a one-off --patch build
+    # an image file lab did not build: the guest's probe decides (INCONCLUSIVE without it)
+    assert s.skip_reason(t, _kernel("file-0123456789abcdef", metadata={"source_path": "/x/bzImage"})) is None

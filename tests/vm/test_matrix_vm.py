@@ -2,11 +2,12 @@
 checked with a JUnit parser), and a matrix interrupted (Ctrl-C) or killed (SIGKILL) while
 a guest runs leaves no VM behind and keeps what it gathered.
 
-The 2 x 2 is the cheapest seed scenario (soft-affinity) and a one-second one made for
-lab's own tests (a scenario file: tests/fixtures/scenarios/pinned_stays.py, which must
-pass), on two minis with two NUMA nodes or more; the seed scenarios' own cost is
-tests/vm/test_scenarios_vm.py's.  Cells must PASS, or FAIL only with every failed
-expectation giving the scenario's stated reason, as there."""
+The 2 x 2 is a seed scenario (soft-affinity) and a one-second one made for lab's own
+tests (a scenario file: tests/fixtures/scenarios/pinned_stays.py, which must pass), on
+two minis with two NUMA nodes or more; the seed scenarios' own cost is
+tests/vm/test_scenarios_vm.py's.  Debian's kernel has no soft affinity, seed 004's claim,
+so soft-affinity's cells are SKIPs decided before booting (issue 31) and the JUnit says
+so; pinned-stays' two cells boot, two at a time."""
 
 import itertools
 import json
@@ -43,7 +44,10 @@ def test_two_by_two_matrix_at_j2(debian_kernel, tmp_path):
     spans = sorted((c["started_s"], c["started_s"] + c["wall_s"]) for c in cells)
     assert any(b[0] < a[1] for a, b in itertools.pairwise(spans)), spans
     for c in cells:
-        assert c["status"] in (("PASS",) if c["cell"]["scenario"] == "pinned-stays" else ("PASS", "FAIL")), c
+        if c["cell"]["scenario"] == "soft-affinity":
+            assert c["status"] == "SKIP" and "lacks soft affinity" in c["message"], c
+            continue
+        assert c["status"] == "PASS", c
         res = json.loads((Path(c["run_dirs"][-1]) / "results.json").read_text())
         assert (res["status"], res["topology"], res["scenario"]) == (c["status"], c["cell"]["topology"], c["cell"]["scenario"])
         failed = [e for e in res["expectations"] if e["status"] == "FAIL"]
@@ -57,9 +61,9 @@ def test_two_by_two_matrix_at_j2(debian_kernel, tmp_path):
         f"lab.{s.replace('-', '_')}.{t.replace('-', '_')}" for s in SCENARIOS for t in TOPOLOGIES
     )
     assert {c.name for c in cases} == {"debian"}
-    n_fail = sum(c["status"] == "FAIL" for c in cells)
-    assert sum(1 for c in cases for x in c.result if isinstance(x, junitparser.Failure)) == n_fail
-    assert not any(isinstance(x, (junitparser.Error, junitparser.Skipped)) for c in cases for x in c.result)
+    assert not any(isinstance(x, (junitparser.Error, junitparser.Failure)) for c in cases for x in c.result)
+    skipped = sorted(c.classname for c in cases if any(isinstance(x, junitparser.Skipped) for x in c.result))
+    assert skipped == [f"lab.soft_affinity.{t.replace('-', '_')}" for t in sorted(TOPOLOGIES)]
     for s in SCENARIOS:
         assert s in r.output
     assert not qemu_running(str(tmp_path))
@@ -75,7 +79,7 @@ def test_a_stopped_matrix_leaves_no_vm(debian_kernel, tmp_path, sig):
     lab = str(Path(sys.executable).parent / "lab")
     errlog = tmp_path / "matrix.stderr"
     with open(errlog, "wb") as err:
-        p = subprocess.Popen([lab, "matrix", "--topologies", "xeon-2s22c-mini", "--scenarios", "soft-affinity", "-o", str(out)],
+        p = subprocess.Popen([lab, "matrix", "--topologies", "xeon-2s22c-mini", "--scenarios", str(PINNED), "-o", str(out)],
                              stdout=subprocess.DEVNULL, stderr=err)  # fmt: skip
     deadline = time.monotonic() + 120
     while not qemu_running(str(out)) and time.monotonic() < deadline and p.poll() is None:

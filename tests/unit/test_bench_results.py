@@ -1,0 +1,25 @@
+"""bench/results/*.json are the data behind the figures the README and the scenarios'
+docstrings quote (issue 31): committed, small, and each saying what was measured where
+and when (commit, host, date, load)."""
+
+import json
+from pathlib import Path
+
+RESULTS = Path(__file__).resolve().parents[2] / "bench" / "results"
+MAX_BYTES = 256 * 1024  # a summary, not a run: traces and run directories stay out (.gitignore)
+
+
+def test_bench_results_are_small_json_with_their_provenance():
+    for p in sorted(RESULTS.glob("*.json")):
+        assert p.stat().st_size <= MAX_BYTES, f"{p}: {p.stat().st_size} bytes, above {MAX_BYTES}: keep run data out"
+        doc = json.loads(p.read_text())
+        assert isinstance(doc, dict), f"{p}: not a JSON object"
+        missing = [k for k in ("commit", "host") if k not in doc] + ([] if {"date", "when"} & set(doc) else ["date"])
+        assert not missing, f"{p}: lacks {', '.join(missing)}"
+        assert "loadavg" in p.read_text(), f"{p}: says nothing of the host's load"
+
+
+def test_gitignore_lets_the_summaries_in_and_keeps_run_data_out():
+    text = (RESULTS.parents[1] / ".gitignore").read_text().splitlines()
+    assert "/bench/results/*" in text and "!/bench/results/*.json" in text
+    assert "bench/results/" not in text
