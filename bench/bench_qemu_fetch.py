@@ -25,6 +25,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from lab import emulators  # noqa: E402
 
 
+def _provenance() -> dict:
+    """The commit measured, as bench_verdicts records it (a result file names its code)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from bench_verdicts import provenance
+
+    return provenance()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--repeat", type=int, default=3)
@@ -44,7 +52,8 @@ def main() -> None:
     walls = [r["wall_s"] for r in rounds]
     out = {
         "bench": "qemu_fetch", "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "host": platform.node(),
-        "cpus": os.cpu_count(), "load": os.getloadavg(), "mirror": a.mirror, "qemu": ems[0].version_str,
+        **_provenance(),
+        "cpus": os.cpu_count(), "loadavg": os.getloadavg(), "mirror": a.mirror, "qemu": ems[0].version_str,
         "debian_version": meta["debian_version"], "packages": {n: p["version"] for n, p in meta["packages"].items()},
         "rounds": rounds, "median_s": statistics.median(walls), "min_s": min(walls), "max_s": max(walls),
     }  # fmt: skip

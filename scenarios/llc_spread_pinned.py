@@ -316,6 +316,8 @@ class LlcSpreadPinned(Scenario):
     name = "llc-spread-pinned"
     summary = "stream threads pinned one per every-other LLC: fork placement must use both sockets (seed 000)"
     seed = "000"
+    # 2: stream --main-works (no thread of lab's own on the workers' CPUs), no forced-last-fork excuse
+    version = 2
     topologies = ["zen3-2s-mini", "epyc7551-8n-mini", "icelake-2s-mini"]
     requires = [at_least("sockets", 2), pinnable]
     events = ["sched:sched_wakeup_new", "sched:sched_migrate_task", "sched:sched_process_fork", "sched:sched_process_exit"]

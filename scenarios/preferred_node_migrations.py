@@ -106,6 +106,7 @@ COMM = "memprobe"
 # happen in the first 1% of the seed's run.  scan_size_mb stays at its default (256 MB):
 # the 8 MiB buffer fits in one scan either way; it is about memory, not time.
 NB_DEBUGFS = "/sys/kernel/debug/sched/numa_balancing"
+OFF_BY_CMDLINE = "left off: numa_balancing=disable on the kernel command line"
 NB_DEFAULTS = {"scan_delay_ms": 1000, "scan_period_min_ms": 1000, "scan_period_max_ms": 60000}
 NB_SCALED = {"scan_delay_ms": 100, "scan_period_min_ms": 100, "scan_period_max_ms": 1000}
 NB_KNOBS = {f"{NB_DEBUGFS}/{k}": v for k, v in NB_SCALED.items()}
@@ -456,6 +457,8 @@ class PreferredNodeMigrations(Scenario):
     name = "preferred-node-migrations"
     summary = "memprobe bound to node 0, CPU floating, under 60% load: NUMA balancing off then on (seed 003's pull to node 0 and migration table)"
     seed = "003"
+    # 2: only NUMA balancing's own move is the pull; numa_balancing=disable on the command line is kept
+    version = 2
     claim = (
         "'NUMA balancing on: the probe's hinting faults make node 0 its preferred node' and 'the probe is pulled "
         "into node 0': seed 003's claim that a task whose memory is on node 0 is migrated to its preferred node"
@@ -483,8 +486,15 @@ class PreferredNodeMigrations(Scenario):
             f'stress-ng --cpu "$WORKERS" --cpu-load {LOAD} --cpu-method {METHOD} --timeout 300s'
         )
         probe = f'memprobe -m {PROBE_MB} --node 0 --balancing --start-cpus "$START" -s {PROBE_S}'
+        # The user's numa_balancing=disable on the kernel command line is kept: phase nb1
+        # then runs with balancing off too (the known-bad knob: the claim must FAIL).
+        on = f"""if grep -qw numa_balancing=disable /proc/cmdline; then
+    echo "/proc/sys/kernel/numa_balancing={OFF_BY_CMDLINE}" >> "$LAB_OUT/knobs"
+else
+    lab_sysctl /proc/sys/kernel/numa_balancing 1
+fi"""
         phases = "\n".join(
-            f"""lab_sysctl /proc/sys/kernel/numa_balancing {ph[-1]}
+            f"""{on if ph[-1] == "1" else "lab_sysctl /proc/sys/kernel/numa_balancing 0"}
 {stress} > stress_{ph}.out 2>&1 &
 STRESS=$!
 sleep 2
@@ -510,6 +520,11 @@ true
     def check(self, r):
         node0 = r.node(0)  # memprobe binds the guest's node 0
         nb0, nb1 = (Probe.of(r, ph, node0) for ph in PHASES)
+        claims = [preferred_node(nb1, node0), pulled(nb1, node0, len(r.topo.node_ids))]
+        if OFF_BY_CMDLINE in r.text("knobs"):  # the user's numa_balancing=disable, kept in nb1
+            for e in claims:
+                if not e.ok:
+                    e.note = f"NUMA balancing was {OFF_BY_CMDLINE} (phase nb1 too): nothing NUMA-driven could act"
         return [
             background_load(r),
             knobs_written(r),
@@ -517,8 +532,7 @@ true
             nothing_numa_driven(nb0),
             migration_table(nb0, node0),
             buffer_stayed(nb1, node0),
-            preferred_node(nb1, node0),
-            pulled(nb1, node0, len(r.topo.node_ids)),
+            *claims,
             migration_table(nb1, node0),
             off_vs_on(nb0, nb1, node0),
         ]
