@@ -430,7 +430,8 @@ def counts_line(results: list[CellResult]) -> str:
 # The kinds of reason a cell is skipped for, in the order they are told: (label, test on
 # the message with the cell's topology said as "the topology").
 SKIP_CAUSES: tuple[tuple[str, Callable[[str], bool]], ...] = (
-    ("tool packing", lambda m: "cannot be packed" in m or "knows no Debian package" in m or m.startswith("host tool '")),
+    ("tool packing", lambda m: "cannot be packed" in m or "knows no Debian package" in m or m.startswith("host tool '")
+     or "package lists" in m),
     ("topology", lambda m: m.startswith("the topology lacks")),
     ("kernel arch", lambda m: m.startswith("kernel ") and ", the topology is " in m),
     ("kernel config", lambda m: m.startswith("kernel ") and " lacks " in m),
