@@ -283,10 +283,16 @@ def _refused(arch: str, todo: list[Package], stderr: str) -> None:
 
 def sysroot(arch: str, tools: tuple[str, ...]) -> Path:
     """A directory holding *tools*' Debian packages for *arch* unpacked, with their library
-    closure: made once per set of package versions."""
-    pkgs, missing = resolve(arch, tools)
+    closure: made once per set of package versions.  It holds every tool lab stages by
+    default too (those Debian has for *arch*), so one sysroot serves each subset of them
+    (each tool set its own would unpack libc and friends again: 370 MB for five sets)."""
+    from .tools import DEFAULT_TOOLS
+
+    _, missing = resolve(arch, tools)
     if missing:
         raise UserError(no_package(arch, missing))
+    everything = tuple(sorted({*tools, *DEFAULT_TOOLS}))
+    pkgs, _ = resolve(arch, everything)
     root = base(arch) / "roots" / key(pkgs)[:16]
     if (root / ".lab-packages.json").is_file():
         return root
@@ -301,7 +307,7 @@ def sysroot(arch: str, tools: tuple[str, ...]) -> Path:
                 raise
             ensure_lists(arch, refresh=True)
             resolve.cache_clear()
-            pkgs, _ = resolve(arch, tools)
+            pkgs, _ = resolve(arch, everything)
             debs = download(arch, pkgs)
             root = base(arch) / "roots" / key(pkgs)[:16]
         root.parent.mkdir(parents=True, exist_ok=True)

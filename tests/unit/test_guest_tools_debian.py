@@ -314,3 +314,25 @@ def test_debian_numactl_for_the_other_arch_is_staged(tmp_path):
     root = debian_pkgs.sysroot(other, ("numactl",))
     meta = (root / ".lab-packages.json").read_text()
     assert '"numactl"' in meta and '"libc6"' in meta
+
+
+def test_one_sysroot_serves_every_subset_of_the_default_tools(fake_apt, monkeypatch):
+    """The sysroot is unpacked from the closure of the tools asked for and every default one
+    Debian has for the arch: numactl alone and stress-ng alone share it."""
+    unpacked: list[list[str]] = []
+
+    def download(arch, pkgs):
+        unpacked.append(sorted(p.name for p in pkgs))
+        return []
+
+    monkeypatch.setattr(debian_pkgs, "download", download)
+    a = debian_pkgs.sysroot("arm64", ("numactl",))
+    b = debian_pkgs.sysroot("arm64", ("stress-ng",))
+    assert a == b and len(unpacked) == 1  # made once
+    # SHOW has numactl and stress-ng (no linux-perf, no rt-tests): both closures, once
+    assert unpacked[0] == sorted(
+        ["numactl", "libnuma1", "libc6", "libgcc-s1", "gcc-12-base", "stress-ng", "libegl1", "libegl-mesa0",
+         "libglvnd0", "libjpeg62-turbo", "zlib1g"]
+    )  # fmt: skip
+    with pytest.raises(UserError, match=r"^no Debian arm64 package for perf \(linux-perf\)"):
+        debian_pkgs.sysroot("arm64", ("perf",))
