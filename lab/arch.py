@@ -31,6 +31,7 @@ class Arch:
     kconfig: str  # the symbol a .config for this arch sets: CONFIG_<kconfig>=y
     vendors: tuple[str, ...]  # topology cpu.vendor values of this arch ("generic" fits any)
     recipe: str  # lab's default kernel recipe for this arch (kernels/<recipe>/)
+    loader: str  # the glibc dynamic loader its binaries name in PT_INTERP
 
     @property
     def cross_compile(self) -> str:
@@ -69,6 +70,7 @@ X86_64 = Arch(
     kconfig="X86_64",
     vendors=("intel", "amd"),
     recipe="lab-6.1",
+    loader="/lib64/ld-linux-x86-64.so.2",
 )
 ARM64 = Arch(
     name="arm64",
@@ -87,6 +89,7 @@ ARM64 = Arch(
     kconfig="ARM64",
     vendors=("hisilicon", "ampere", "arm"),
     recipe="lab-6.1-arm64",
+    loader="/lib/ld-linux-aarch64.so.1",
 )
 
 ARCHES: dict[str, Arch] = {a.name: a for a in (X86_64, ARM64)}

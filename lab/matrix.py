@@ -427,9 +427,60 @@ def counts_line(results: list[CellResult]) -> str:
     return f"{len(results)} cells: " + ", ".join(parts)
 
 
+# The kinds of reason a cell is skipped for, in the order they are told: (label, test on
+# the message with the cell's topology said as "the topology").
+SKIP_CAUSES: tuple[tuple[str, Callable[[str], bool]], ...] = (
+    ("tool packing", lambda m: "cannot be packed" in m or "knows no Debian package" in m or m.startswith("host tool '")
+     or "package lists" in m),
+    ("topology", lambda m: m.startswith("the topology lacks")),
+    ("kernel arch", lambda m: m.startswith("kernel ") and ", the topology is " in m),
+    ("kernel config", lambda m: m.startswith("kernel ") and " lacks " in m),
+    ("host", lambda m: m.startswith("cannot run here")),
+)
+
+
+def skip_cause(r: CellResult) -> tuple[str, str]:
+    """(kind, reason) of a SKIP, the reason worded the same for every cell it covers: the
+    cell's topology name is "the topology" (a matrix says "<topology> lacks ...")."""
+    msg = " ".join(r.message.split())
+    t = r.cell.topology
+    if msg.startswith(f"{t} lacks "):
+        msg = "the topology" + msg[len(t) :]
+    msg = msg.replace(f", {t} is ", ", the topology is ")
+    # a tool reason after a topology one ("the topology lacks X; no Debian ... package")
+    kinds = [label for label, test in SKIP_CAUSES if any(test(part.strip()) for part in [msg, *msg.split("; ")])]
+    return (kinds[0] if kinds else "other"), msg
+
+
+def skip_groups(results: list[CellResult]) -> list[tuple[str, list[tuple[str, list[Cell]]]]]:
+    """The SKIPs by cause: [(kind, [(reason, cells)])], the kinds in SKIP_CAUSES' order,
+    each reason once with every cell it covers (in the matrix's order)."""
+    kinds: dict[str, dict[str, list[Cell]]] = {}
+    for r in results:
+        if r.status == "SKIP":
+            kind, why = skip_cause(r)
+            kinds.setdefault(kind, {}).setdefault(why, []).append(r.cell)
+    order = [label for label, _ in SKIP_CAUSES] + ["other"]
+    return [(k, list(kinds[k].items())) for k in order if k in kinds]
+
+
+def cells_text(cells: list[Cell], kernels: list[str] | tuple[str, ...]) -> str:
+    """Cells said compactly: 'scenario on topo1, topo2' per scenario, and the kernels when
+    not every kernel of the matrix is covered."""
+    by: dict[tuple[str, tuple[str, ...]], list[str]] = {}
+    topo_kernels: dict[tuple[str, str], list[str]] = {}
+    for c in cells:
+        topo_kernels.setdefault((c.scenario, c.topology), []).append(c.kernel)
+    for (sc_name, topo), ks in topo_kernels.items():
+        tag = () if sorted(ks) == sorted(kernels) else tuple(ks)
+        by.setdefault((sc_name, tag), []).append(topo)
+    return "; ".join(f"{sc_name} on {', '.join(topos)}" + (f" ({', '.join(ks)})" if ks else "") for (sc_name, ks), topos in by.items())
+
+
 def summary_markdown(m: dict[str, Any], results: list[CellResult], title: str = "lab matrix") -> str:
     """The summary table as Markdown (a CI job summary), then why each cell that did not
-    pass did not."""
+    pass did not: a FAIL, ERROR or INCONCLUSIVE per cell, the SKIPs once per cause with the
+    cells each covers."""
     lines = [
         f"### {title}", "",
         counts_line(results), "",
@@ -438,11 +489,17 @@ def summary_markdown(m: dict[str, Any], results: list[CellResult], title: str = 
     ]  # fmt: skip
     for s, t, labels in table_rows(m, results):
         lines.append(f"| {_md(s)} | {_md(t)} | " + " | ".join(labels) + " |")
-    notes = [r for r in results if r.status != "PASS"]
+    notes = [r for r in results if r.status not in ("PASS", "SKIP")]
     if notes:
         lines += ["", "| cell | status | why |", "|---|---|---|"]
         for r in notes:
             lines.append(f"| {_md(r.cell.id)} | {r.status} | {_md(r.message)} |")
+    groups = skip_groups(results)
+    if groups:
+        lines += ["", "| SKIP cause | cells | why | which |", "|---|---|---|---|"]
+        for kind, reasons in groups:
+            for why, cells in reasons:
+                lines.append(f"| {_md(kind)} | {len(cells)} | {_md(why)} | {_md(cells_text(cells, m['kernels']))} |")
     return "\n".join(lines) + "\n"
 
 

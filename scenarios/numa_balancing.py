@@ -58,6 +58,11 @@ What differs from the seed's machine, and why (every knob written is recorded in
   ping-pongs and numa01 did not converge in 120 s (the seed's 3 GiB is 1536 huge pages).
   With 4 KiB pages a process has 4096.
 
+Where numa01 ends unconverged with NUMA balancing on, the work the emulation gave it is
+measured: hinting faults per worker thread per scan period (scan_period_max_ms).  Under one,
+NUMA balancing had nothing to place a thread by (MIN_FAULTS_PER_PERIOD): convergence is
+INCONCLUSIVE with that figure as its cause, never FAIL.  Above it the verdict is the kernel's.
+
 CONVERGED_HERE says how often numa01 converged here.  With NUMA balancing off
 (``--append numa_balancing=disable``, which the job leaves off) it must FAIL every
 claim, and does; the VM tests check both verdicts.
@@ -109,6 +114,13 @@ KNOBS = {
     # 16 MiB is 8 huge pages: too few for NUMA balancing's fault statistics (docstring).
     "/sys/kernel/mm/transparent_hugepage/enabled": "never",
 }
+# The least work per scan period NUMA balancing can place a thread from: task_numa_placement()
+# halves a task's fault statistics every scan period, so a thread taking fewer hinting faults
+# than one per period has nothing left to be placed by.  A lower bound, not what convergence
+# takes: the recorded 6.1 numa4-96-mini run converged at 31 per thread per 1000 ms period
+# (179419 faults, 32 threads, 180 s); the 25 s THP run, 8 huge pages per process, had 0.31.
+MIN_FAULTS_PER_PERIOD = 1.0
+SCAN_PERIOD_MAX = "/sys/kernel/debug/sched/numa_balancing/scan_period_max_ms"
 THREAD = re.compile(r"thread (\d+)/(\d+)$")
 VMSTAT = (
     "numa_pte_updates",
@@ -357,6 +369,36 @@ def why_not_converged(run_s, counts, vmf, tpp, off: bool = False) -> str:
     )
 
 
+def scan_period_ms(knobs_text: str) -> int:
+    """The scan period the scanner backs off to, as the guest wrote it (else the knob lab
+    writes): the longest, so the fewest periods in a run and the most work per period."""
+    for line in knobs_text.splitlines():
+        key, _, value = line.partition("=")
+        if key.strip() == SCAN_PERIOD_MAX and value.strip().isdigit():
+            return int(value.strip())
+    return int(KNOBS[SCAN_PERIOD_MAX])
+
+
+def work_per_scan_period(faults: int, threads: int, run_s: float, period_ms: int) -> float | None:
+    """Hinting faults per worker thread per scan period over the run (None: nothing to say)."""
+    if not (faults and threads and run_s and period_ms):
+        return None
+    return faults / threads / (run_s * 1000 / period_ms)
+
+
+def too_little_work(per: float | None, faults: int, threads: int, run_s: float, period_ms: int) -> str:
+    """Why the emulation, not the kernel, left numa01 unconverged: too little work per scan
+    period for NUMA balancing to place a thread at all ('' when there was enough)."""
+    if per is None or per >= MIN_FAULTS_PER_PERIOD:
+        return ""
+    return (
+        f"too little work per scan period under emulation: {per:.2f} hinting faults per thread per "
+        f"{period_ms} ms scan period ({faults} faults, {threads} threads, {run_s:.0f} s), under the "
+        f"{MIN_FAULTS_PER_PERIOD:g} NUMA balancing needs to place a thread at all (its fault statistics "
+        "halve every period)"
+    )
+
+
 def convergence(threads, window, tpp, topo, perf_out, why_not) -> Expectation:
     """Each process's threads on the nodes it needs and on none of the other's."""
     node_cpus = min(len(topo.node_cpus(n)) for n in topo.node_ids)
@@ -538,6 +580,14 @@ lab_trace_off {PHASE2}
             else None
         )
         conv.figures["converged_after_s"] = since
+        # Work per scan period: where the emulation gave NUMA balancing too little to place a
+        # thread at all, an unconverged end is the emulation's, not the kernel's.
+        period = scan_period_ms(r.text("knobs"))
+        run = run_s or phase_s or 0.0
+        per = work_per_scan_period(vmf["numa_hint_faults"], 2 * tpp, run, period)
+        conv.figures["hint_faults_per_thread_per_scan_period"] = None if per is None else round(per, 2)
+        if not conv.ok and not balancing_off(r):
+            conv.inconclusive = too_little_work(per, vmf["numa_hint_faults"], 2 * tpp, run, period)
         if since is not None:
             conv.evidence.insert(
                 0, f"converged {since} s into the {run_s or phase_s or 0:.0f} s run and stayed so"

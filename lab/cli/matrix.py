@@ -156,8 +156,16 @@ def _show(ident, results, out: Path, doc) -> None:
         t.add_row(escape(s), escape(tp), *(f"[{colour.get(x.split()[0], 'white')}]{escape(x)}[/]" for x in labels))
     c.print(t)
     for r in results:
-        if r.status != "PASS":
+        if r.status not in ("PASS", "SKIP"):
             c.print(f"[{colour.get(r.status, 'red')}]{r.status}[/] {escape(r.cell.id)}: {escape(r.message)}", soft_wrap=True)
+    # SKIPs once per cause, with the cells each covers (junit.xml keeps one case per cell)
+    for kind, reasons in mx.skip_groups(results):
+        for why, cells in reasons:
+            n = f"{len(cells)} cell{'s' if len(cells) != 1 else ''}"
+            c.print(
+                f"[yellow]SKIP[/] {escape(kind)} ({n}): {escape(why)}: {escape(mx.cells_text(cells, ident['kernels']))}",
+                soft_wrap=True,
+            )
     reused = sum(r.reused for r in results)
     host = doc.get("host") or {}
     jobs = f", up to {host['jobs']} at once on {host['cpus']} cores" if host else ""

@@ -10,12 +10,13 @@ directories), by reading the ELF files here rather than running ``ldd``: that
 works on files of another architecture too, and runs no foreign code.  The unit
 tests check the result against ``ldd``.
 
-Only the host's own architecture is supported: a guest of another architecture
-gets no host tools (``stage_tools`` returns ``[]`` and logs why).  Staging arm64
-tools would mean fetching Debian's arm64 packages (``apt-get download
-linux-perf:arm64`` after ``dpkg --add-architecture arm64``), extracting them and
-resolving libraries inside that tree; the resolver below takes a sysroot for
-that reason, but nothing fetches the packages yet.
+For the host's own architecture the tools are the host's.  A guest of another
+architecture gets Debian's packages of its architecture (``debian_pkgs``: a private
+apt fetches them with their library closure and unpacks them into a sysroot), and
+the same resolver stages them from that sysroot, with that architecture's loader
+(``Arch.loader``) and libraries.  ``LAB_GUEST_TOOLS=debian`` takes Debian's
+packages for the host's architecture too (an x86 guest as an arm64 host would
+stage it).
 """
 
 from __future__ import annotations
@@ -203,10 +204,18 @@ class _Resolver:
         return None
 
     def host(self, guest: str) -> Path:
-        return self.sysroot / guest.lstrip("/")
+        """The file at guest path *guest*, its symlinks followed inside the sysroot (an
+        absolute link in an unpacked package names the guest's root, not the host's)."""
+        return self.sysroot / self.real(guest).lstrip("/")
+
+    def real(self, guest: str) -> str:
+        """*guest* with every symlink resolved, as a guest path."""
+        if self.sysroot == Path("/"):
+            return os.path.realpath(guest)
+        return _realpath_in(self.sysroot, guest)
 
     def _expand(self, dirs: tuple[str, ...], obj: Elf) -> list[str]:
-        origin = "/" + str(obj.path.parent.relative_to(self.sysroot)).lstrip(".")
+        origin = "/" + str(obj.path.parent.relative_to(self.sysroot)).lstrip(".").lstrip("/")
         return [
             d.replace("$ORIGIN", origin)
             .replace("${ORIGIN}", origin)
@@ -224,6 +233,27 @@ class _Resolver:
         except (NotElf, struct.error, OSError):
             return False
         return e.elfclass == needer.elfclass and e.machine == needer.machine
+
+
+def _realpath_in(sysroot: Path, guest: str, depth: int = 0) -> str:
+    """realpath of guest path *guest* inside *sysroot* (absolute links are the sysroot's)."""
+    if depth > 40:
+        raise UserError(f"{sysroot}: too many levels of symbolic links at {guest}")
+    parts = [x for x in guest.split("/") if x and x != "."]
+    done = "/"
+    for i, part in enumerate(parts):
+        if part == "..":
+            done = os.path.dirname(done.rstrip("/")) or "/"
+            continue
+        cand = os.path.join(done, part)
+        host = sysroot / cand.lstrip("/")
+        if host.is_symlink():
+            target = os.readlink(host)
+            target = target if target.startswith("/") else os.path.join(done, target)
+            rest = "/".join(parts[i + 1 :])
+            return _realpath_in(sysroot, os.path.join(target, rest) if rest else target, depth + 1)
+        done = cand
+    return os.path.normpath(done)
 
 
 # --- the staging plan ----------------------------------------------------------
@@ -252,25 +282,42 @@ def _which(tool: str) -> Path:
     return Path(os.path.abspath(found))
 
 
+_SYSROOT_BIN = ("/usr/bin", "/usr/sbin", "/bin", "/sbin")
+
+
+def _which_in(resolver: _Resolver, tool: str) -> Path:
+    """Guest path of *tool* in a sysroot of unpacked packages."""
+    for d in _SYSROOT_BIN:
+        guest = f"{d}/{tool}"
+        if resolver.host(guest).is_file():
+            return Path(guest)
+    raise UserError(
+        f"tool '{tool}': Debian's {resolver.arch} package {PACKAGES.get(tool, tool)} has no "
+        f"{' or '.join(d + '/' + tool for d in _SYSROOT_BIN)}"
+    )
+
+
 def _version_key(path: Path) -> tuple:
     return tuple(int(n) for n in re.findall(r"\d+", path.name.split("_", 1)[-1]))
 
 
-def _real_binary(tool: str, path: Path) -> tuple[Path, list[Entry]]:
-    """The ELF file behind *path*, and the symlinks that make *path* reach it.
+def _real_binary(tool: str, path: Path, resolver: _Resolver | None = None) -> tuple[Path, list[Entry]]:
+    """The ELF file behind guest path *path*, and the symlinks that make *path* reach it.
 
     Debian's linux-perf has shipped /usr/bin/perf as a shell wrapper that execs
     /usr/bin/perf_<major.minor> for the running kernel; a busybox guest would run
     the wrapper with the wrong uname.  Stage the newest perf_* and point perf at it.
     """
-    head = path.read_bytes()[:4]
+    resolver = resolver or _Resolver(host_arch(), Path("/"))
+    head = resolver.host(str(path)).read_bytes()[:4]
     if head == b"\x7fELF":
         return path, []
     if head[:2] == b"#!":
+        host_dir = resolver.host(str(path.parent))
         candidates = [
-            Path(p)
-            for p in glob.glob(str(path.parent / f"{tool}_*"))
-            if Path(p).read_bytes()[:4] == b"\x7fELF"
+            path.parent / Path(p).name
+            for p in glob.glob(str(host_dir / f"{tool}_*"))
+            if resolver.host(str(path.parent / Path(p).name)).read_bytes()[:4] == b"\x7fELF"
         ]
         if candidates:
             real = max(candidates, key=_version_key)
@@ -282,20 +329,36 @@ def _real_binary(tool: str, path: Path) -> tuple[Path, list[Entry]]:
     raise UserError(f"{path} is not an ELF executable; lab can only stage ELF tools")
 
 
-def plan(arch: str, tools: list[str] | tuple[str, ...]) -> list[Entry]:
-    """Everything ``stage_tools`` would put in the root, sorted by guest path."""
+def from_debian(arch: str) -> bool:
+    """Whether *arch*'s tools are Debian's packages of that arch (another arch than the
+    host's, or LAB_GUEST_TOOLS=debian) rather than the host's own binaries."""
+    return arch != host_arch() or os.environ.get("LAB_GUEST_TOOLS") == "debian"
+
+
+def _check_arch(arch: str) -> None:
     if arch not in archs.NAMES:
         raise UserError(f"unknown arch '{arch}' (known: {', '.join(archs.NAMES)})")
-    if arch != host_arch():
-        return []
-    resolver = _Resolver(arch, Path("/"))
-    entries: dict[str, Entry] = {}
-    by_real: dict[str, str] = {}  # host realpath -> guest path holding its content
 
-    def add_file(guest: str, source: Path) -> None:
+
+def plan(arch: str, tools: list[str] | tuple[str, ...], sysroot: Path | None = None) -> list[Entry]:
+    """Everything ``stage_tools`` would put in the root, sorted by guest path.
+
+    The tools come from *sysroot* when given, else from Debian's *arch* packages when
+    ``from_debian(arch)``, else from the host.  An Entry's source is a host path."""
+    _check_arch(arch)
+    if sysroot is None and from_debian(arch):
+        from . import debian_pkgs
+
+        sysroot = debian_pkgs.sysroot(arch, tuple(tools))
+    resolver = _Resolver(arch, Path(sysroot) if sysroot is not None else Path("/"))
+    in_sysroot = resolver.sysroot != Path("/")
+    entries: dict[str, Entry] = {}
+    by_real: dict[str, str] = {}  # realpath -> guest path holding its content
+
+    def add_file(guest: str, source_guest: str) -> None:
         if guest in entries:
             return
-        real = os.path.realpath(source)
+        real = resolver.real(source_guest)
         if real in by_real and by_real[real] != guest:
             # Same file under a second name (ld.so as PT_INTERP and as libc's
             # DT_NEEDED): one copy, and a relative symlink for the other name.
@@ -303,21 +366,25 @@ def plan(arch: str, tools: list[str] | tuple[str, ...]) -> list[Entry]:
             entries[guest] = Entry(guest, link=rel)
             return
         by_real[real] = guest
-        entries[guest] = Entry(guest, source=Path(real))
+        entries[guest] = Entry(guest, source=resolver.sysroot / real.lstrip("/"))
 
+    loader = archs.get(arch).loader
     for tool in tools:
-        path = _which(tool)
-        real, links = _real_binary(tool, path)
-        exe = read_elf(real)
+        path = _which_in(resolver, tool) if in_sysroot else _which(tool)
+        real, links = _real_binary(tool, path, resolver)
+        exe = read_elf(resolver.host(str(real)))
         if exe.machine != archs.get(arch).elf_machine:
             raise UserError(f"{real} is not an {arch} binary (ELF machine {exe.machine})")
-        add_file(str(real), real)
+        add_file(str(real), str(real))
         for link in links:
             entries.setdefault(link.guest, link)
         if exe.interp:
-            if not os.path.exists(exe.interp):
-                raise UserError(f"{real} needs the ELF interpreter {exe.interp}, which is missing")
-            add_file(exe.interp, Path(exe.interp))
+            if in_sysroot and exe.interp != loader:
+                raise UserError(f"{real} names the loader {exe.interp}; an {arch} glibc binary names {loader}")
+            if not resolver.host(exe.interp).is_file():
+                where = f" in Debian's {arch} packages ({resolver.sysroot})" if in_sysroot else ""
+                raise UserError(f"{real} needs the ELF interpreter {exe.interp}, which is missing{where}")
+            add_file(exe.interp, exe.interp)
 
         queue, done = [exe], set()
         while queue:
@@ -328,6 +395,11 @@ def plan(arch: str, tools: list[str] | tuple[str, ...]) -> list[Entry]:
             for soname in names:
                 found = resolver.find(soname, obj, exe)
                 if found is None:
+                    if in_sysroot:
+                        raise UserError(
+                            f"{real} needs {soname} (via {obj.path.name}), which no {arch} package of "
+                            f"{PACKAGES.get(tool, tool)}'s library closure ships ({resolver.sysroot})"
+                        )
                     raise UserError(
                         f"{real} needs {soname} (via {obj.path}), which is not installed; "
                         f"reinstall the Debian package {PACKAGES.get(tool, tool)}"
@@ -336,22 +408,25 @@ def plan(arch: str, tools: list[str] | tuple[str, ...]) -> list[Entry]:
                 if guest in done:
                     continue
                 done.add(guest)
-                add_file(guest, resolver.host(host))
+                add_file(guest, host)
                 queue.append(read_elf(resolver.host(host)))
     return sorted(entries.values(), key=lambda e: e.guest)
 
 
 def unpackable(arch: str, tools: list[str] | tuple[str, ...]) -> str | None:
     """Why *tools* cannot be staged for an *arch* guest, or None when they can: known
-    before anything boots (a scenario's requirements, ``lab boot --tools``)."""
+    before anything boots (a scenario's requirements, ``lab boot --tools``).  For
+    Debian's packages that is whether Debian has a package of the arch for each tool
+    (lab's private package lists, fetched the first time); nothing is downloaded."""
     if not tools:
         return None
-    if arch != host_arch():
-        return (
-            f"{', '.join(tools)} cannot be packed for {arch} guests: lab stages host tools only "
-            f"for the host's own arch ({host_arch()})"
-        )
+    _check_arch(arch)
     try:
+        if from_debian(arch):
+            from . import debian_pkgs
+
+            _, missing = debian_pkgs.resolve(arch, tuple(tools))
+            return debian_pkgs.no_package(arch, missing) if missing else None
         plan(arch, tools)
     except UserError as e:
         return str(e)
@@ -364,13 +439,6 @@ def stage_tools(root: Path, arch: str, tools: list[str] | tuple[str, ...]) -> li
     Parent directories that already exist in *root* are used as they are (a
     ``lib -> usr/lib`` symlink made by the image builder is followed).
     """
-    if arch != host_arch():
-        log.warning(
-            "no host tools for an %s guest on this %s host: lab stages tools only for the "
-            "host's own architecture",
-            arch,
-            host_arch(),
-        )
     root = Path(root)
     staged = []
     for e in plan(arch, tools):
@@ -389,8 +457,19 @@ def stage_tools(root: Path, arch: str, tools: list[str] | tuple[str, ...]) -> li
 
 
 def tools_hash(arch: str, tools: list[str] | tuple[str, ...]) -> str:
-    """sha256 over the guest path and content of everything ``stage_tools`` would stage."""
+    """The tools layer's cache key.  Host tools: sha256 over the guest path and content of
+    everything ``stage_tools`` would stage.  Debian's packages: over the packages of the
+    closure and their versions (what the layer is made from), without downloading them."""
+    _check_arch(arch)
     h = hashlib.sha256(f"arch={arch}\ntools={','.join(tools)}\n".encode())
+    if from_debian(arch) and tools:
+        from . import debian_pkgs
+
+        pkgs, missing = debian_pkgs.resolve(arch, tuple(tools))
+        if missing:
+            raise UserError(debian_pkgs.no_package(arch, missing))
+        h.update(f"debian {debian_pkgs.key(pkgs)}\n".encode())
+        return h.hexdigest()
     for e in plan(arch, tools):
         h.update(f"\n--- {e.guest}\n".encode())
         if e.link is not None:

@@ -95,7 +95,7 @@ CASES: dict[str, dict[str, list[list[str]]]] = {
         "cmd": [["boot", "xeon-2s22c-mini", "--kernel", "nope", "--", "true"]],
         "runs": [["boot", "xeon-2s22c-mini", "--runs", r, "--", "true"] for r in RUNS_DIRS] + [[*DRY, "--runs"]],
         "tool_list": [[*DRY, "--tools", t] for t in ("../numactl", "a b", "nope-not-a-tool")] + [[*DRY, "--tools"]]
-        + [["boot", "kunpeng920-2s-mini", "--dry-run", "--tools", "numactl"]],
+        + [["boot", "kunpeng920-2s-mini", "--dry-run", "--tools", "nope-not-a-tool"]],
     },
     "verify": {
         "topology": [["verify", t] for t in TOPOLOGIES] + [["verify"]],

@@ -489,3 +489,78 @@ def test_each_cell_records_the_libvirt_uri_it_ran_on(tmp_path, fake):
     assert sorted(r.connect for r in res) == sorted(uris)
     doc = json.loads((tmp_path / "out" / "matrix.json").read_text())
     assert sorted(c["connect"] for c in doc["cells"]) == sorted(uris)
+
+
+# ---- SKIPs grouped by cause (issue 39 item 4) -------------------------------------------------
+
+PACK = "no Debian arm64 package for perf (linux-perf) in bookworm: cannot be packed for arm64 guests"
+
+
+def _skips() -> list[mx.CellResult]:
+    C = mx.Cell
+    return [
+        mx.CellResult(C("numa-balancing", "kunpeng920-2s-mini", "debian"), "SKIP", PACK),
+        mx.CellResult(C("numa-balancing", "kunpeng920-2s-mini", "lab-6.1-arm64"), "SKIP", PACK),
+        mx.CellResult(C("preferred-node-migrations", "kunpeng920-2s-mini", "debian"), "SKIP", PACK),
+        mx.CellResult(C("llc-spread-pinned", "xeon-2s22c-mini", "debian"), "SKIP", "xeon-2s22c-mini lacks at least 2 LLCs per socket"),
+        mx.CellResult(C("llc-spread-pinned", "xeon-2s22c-mini", "lab-6.1-arm64"), "SKIP", "kernel lab-6.1-arm64 is arm64, xeon-2s22c-mini is x86_64"),
+        mx.CellResult(C("llc-spread-pinned", "icelake-2s-mini", "debian"), "PASS"),
+        mx.CellResult(C("llc-spread-pinned", "zen3-2s-mini", "debian"), "SKIP", "zen3-2s-mini lacks at least 2 LLCs per socket"),
+        mx.CellResult(C("soft-affinity", "zen3-2s-mini", "lab-6.1-arm64"), "SKIP", "kernel lab-6.1-arm64 is arm64, zen3-2s-mini is x86_64"),
+        mx.CellResult(C("soft-affinity", "zen3-2s-mini", "debian"), "FAIL", "no cross-node"),
+        mx.CellResult(C("soft-affinity", "kunpeng920-2s-mini", "debian"), "SKIP", "the topology lacks at least 2 NUMA nodes; " + PACK),
+    ]
+
+
+def test_skips_are_grouped_by_cause_once_each():
+    groups = mx.skip_groups(_skips())
+    C = mx.Cell
+    assert groups == [
+        ("tool packing", [
+            (PACK, [C("numa-balancing", "kunpeng920-2s-mini", "debian"), C("numa-balancing", "kunpeng920-2s-mini", "lab-6.1-arm64"),
+                    C("preferred-node-migrations", "kunpeng920-2s-mini", "debian")]),
+            ("the topology lacks at least 2 NUMA nodes; " + PACK, [C("soft-affinity", "kunpeng920-2s-mini", "debian")]),
+        ]),
+        ("topology", [
+            ("the topology lacks at least 2 LLCs per socket", [C("llc-spread-pinned", "xeon-2s22c-mini", "debian"),
+                                                              C("llc-spread-pinned", "zen3-2s-mini", "debian")]),
+        ]),
+        ("kernel arch", [
+            ("kernel lab-6.1-arm64 is arm64, the topology is x86_64", [C("llc-spread-pinned", "xeon-2s22c-mini", "lab-6.1-arm64"),
+                                                                      C("soft-affinity", "zen3-2s-mini", "lab-6.1-arm64")]),
+        ]),
+    ]  # fmt: skip
+
+
+def test_summary_tells_each_skip_cause_once_and_junit_keeps_every_cell():
+    m = {"kernels": ["debian", "lab-6.1-arm64"]}
+    res = _skips()
+    md = mx.summary_markdown(m, res)
+    tail = md[md.index("| SKIP cause |") :].splitlines()
+    assert tail == [
+        "| SKIP cause | cells | why | which |",
+        "|---|---|---|---|",
+        f"| tool packing | 3 | {PACK} | numa-balancing on kunpeng920-2s-mini; preferred-node-migrations on kunpeng920-2s-mini (debian) |",
+        f"| tool packing | 1 | the topology lacks at least 2 NUMA nodes; {PACK} | soft-affinity on kunpeng920-2s-mini (debian) |",
+        "| topology | 2 | the topology lacks at least 2 LLCs per socket | llc-spread-pinned on xeon-2s22c-mini, zen3-2s-mini (debian) |",
+        "| kernel arch | 2 | kernel lab-6.1-arm64 is arm64, the topology is x86_64 | llc-spread-pinned on xeon-2s22c-mini (lab-6.1-arm64); soft-affinity on zen3-2s-mini (lab-6.1-arm64) |",
+    ]
+    assert PACK not in md[: md.index("| SKIP cause |")]  # not once per cell above
+    assert "| soft-affinity@zen3-2s-mini@debian | FAIL | no cross-node |" in md
+    import junitparser
+
+    xml = junitparser.JUnitXml.fromstring(mx.junit_report(m, res))
+    skipped = [c for s in xml for c in s if c.result and isinstance(c.result[0], junitparser.Skipped)]
+    assert len(skipped) == 8  # one testcase per SKIP cell
+
+
+def test_the_cli_summary_tells_each_skip_cause_once(tmp_path, capsys):
+    from lab.cli import matrix as cli_matrix
+
+    cli_matrix._show({"kernels": ["debian", "lab-6.1-arm64"]}, _skips(), tmp_path, {"wall_s": 12})
+    out = capsys.readouterr().out
+    assert out.count(PACK) == 2  # two reasons carry it: each said once, not once per cell
+    assert f"SKIP tool packing (3 cells): {PACK}: numa-balancing on kunpeng920-2s-mini; preferred-node-migrations on kunpeng920-2s-mini (debian)" in out
+    assert "SKIP topology (2 cells): the topology lacks at least 2 LLCs per socket: llc-spread-pinned on xeon-2s22c-mini, zen3-2s-mini (debian)" in out
+    assert "FAIL soft-affinity@zen3-2s-mini@debian: no cross-node" in out
+    assert "SKIP numa-balancing@" not in out

@@ -100,7 +100,7 @@ def test_run_directory_says_which_files_are_in_which_numbering(tmp_path):
     assert "out/" in rec["guest"] and "results.json" in rec["spec"]
 
 
-def test_boot_stages_the_commands_own_tool():
+def test_boot_stages_the_commands_own_tool(monkeypatch):
     host = tools_mod.host_arch()
     have = [t for t in tools_mod.DEFAULT_TOOLS if tools_mod.unpackable(host, [t]) is None]
     if not have:
@@ -110,14 +110,30 @@ def test_boot_stages_the_commands_own_tool():
     assert boot_tools(host, (t,), (f"/usr/bin/{t}",)) == (t,)  # not twice
     assert boot_tools(host, (), ("cat", "/proc/cpuinfo")) == ()
     other = "arm64" if host == "x86_64" else "x86_64"
-    assert boot_tools(other, (), (t,)) == ()  # not packable there: the guest says not found
+    from lab.image import debian_pkgs
+
+    pkg = debian_pkgs.Package(debian_pkgs.package_of(t), "1.0-1", "admin", ())
+    monkeypatch.setattr(debian_pkgs, "ensure_lists", lambda arch, refresh=False: None)
+    monkeypatch.setattr(debian_pkgs, "apt_show", lambda arch: lambda names: {pkg.name: pkg})
+    debian_pkgs.resolve.cache_clear()
+    assert boot_tools(other, (), (t,)) == (t,)  # Debian's package of that arch
+    monkeypatch.setattr(debian_pkgs, "apt_show", lambda arch: lambda names: {})
+    debian_pkgs.resolve.cache_clear()
+    assert boot_tools(other, (), (t,)) == ()  # no package there: the guest says not found
+    debian_pkgs.resolve.cache_clear()
 
 
-def test_boot_tools_for_another_arch_is_refused_before_anything(monkeypatch):
+def test_boot_tools_with_no_package_of_the_arch_is_refused_before_anything(monkeypatch):
+    from lab.image import debian_pkgs
+
     monkeypatch.setattr(session, "prepare", lambda *a, **k: pytest.fail("prepared a VM for tools it cannot pack"))
+    monkeypatch.setattr(debian_pkgs, "ensure_lists", lambda arch, refresh=False: None)
+    monkeypatch.setattr(debian_pkgs, "apt_show", lambda arch: lambda names: {})
+    debian_pkgs.resolve.cache_clear()
     r = CliRunner().invoke(main, ["boot", "kunpeng920-2s-mini", "--tools", "numactl", "--", "true"])
+    debian_pkgs.resolve.cache_clear()
     assert r.exit_code == 2, r.output
-    assert r.output.startswith("lab: error: --tools: numactl cannot be packed for arm64 guests") and r.output.count("\n") == 1
+    assert r.output == f"lab: error: --tools: no Debian arm64 package for numactl (numactl) in {debian_pkgs.suite()}: cannot be packed for arm64 guests\n"
 
 
 @pytest.mark.parametrize("bad", ["../numactl", "numactl,/bin/sh", "a b"])

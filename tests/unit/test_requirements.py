@@ -34,13 +34,19 @@ def no_boot(monkeypatch):
     monkeypatch.setattr(backend, "boot", lambda *a, **k: pytest.fail("booted a scenario that cannot run"))
 
 
-def test_a_tool_that_cannot_be_packed_for_the_arch_skips_before_anything(no_boot, tmp_path):
-    # hackbench is staged from the host (x86_64 here): an arm64 guest cannot get it.
+def test_a_tool_that_cannot_be_packed_for_the_arch_skips_before_anything(no_boot, tmp_path, monkeypatch):
+    # An arm64 guest gets Debian's arm64 packages: here lab's apt knows no rt-tests for it.
+    from lab.image import debian_pkgs
+
+    monkeypatch.setattr(debian_pkgs, "ensure_lists", lambda arch, refresh=False: None)
+    monkeypatch.setattr(debian_pkgs, "apt_show", lambda arch: lambda names: {})
+    debian_pkgs.resolve.cache_clear()
     r = CliRunner().invoke(main, ["run", "soft-affinity", "--topology", "kunpeng920-2s-mini"])
+    debian_pkgs.resolve.cache_clear()
     assert r.exit_code == 0, r.output
     assert r.output == (
-        "SKIP soft-affinity on kunpeng920-2s-mini: hackbench cannot be packed for arm64 guests: "
-        "lab stages host tools only for the host's own arch (x86_64)\n"
+        f"SKIP soft-affinity on kunpeng920-2s-mini: no Debian arm64 package for hackbench (rt-tests) "
+        f"in {debian_pkgs.suite()}: cannot be packed for arm64 guests\n"
     )
     assert not (tmp_path / "runs").exists()  # no run directory: nothing ran
     r = CliRunner().invoke(main, ["run", "soft-affinity", "--topology", "kunpeng920-2s-mini", "--json"])

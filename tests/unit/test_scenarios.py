@@ -173,6 +173,7 @@ def test_numa_balancing_recorded_run_converges_with_the_seeds_figures():
     assert act.figures["numa_hint_faults"] > 100_000 and act.figures["sched_swap_numa"] > 50
     conv = e["each process's threads end on their own node(s) (convergence)"]
     assert {conv.figures["proc0_nodes"], conv.figures["proc1_nodes"]} == {"0:8+1:8", "2:8+3:8"}
+    assert conv.figures["hint_faults_per_thread_per_scan_period"] == 31.05 and conv.inconclusive == ""
     assert conv.figures["proc0_distance"] == conv.figures["proc1_distance"] == 20
     assert conv.figures["converged_after_s"] == 77.6
     mem = e["numa02: each thread's memory is local to it (>= 60% of hinting faults local)"]
@@ -194,6 +195,10 @@ def test_numa_balancing_recorded_short_thp_run_is_not_converged():
     conv = e["each process's threads end on their own node(s) (convergence)"]
     assert not conv.ok and "not converged" in conv.note and "swaps" in conv.note
     assert conv.figures["threads_seen"] == 32 and conv.figures["converged_after_s"] is None
+    # 258 hinting faults for 32 threads in 26.3 s of 1000 ms periods: the emulation's (and
+    # 8 huge pages') too little work, not the kernel's failure to converge
+    assert conv.figures["hint_faults_per_thread_per_scan_period"] == 0.31
+    assert conv.status == "INCONCLUSIVE" and conv.inconclusive.startswith("too little work per scan period under emulation: 0.31 ")
     assert any(ln.startswith("process 0: threads on nodes") for ln in conv.evidence)
     assert e[
         "numa02: each thread's memory is local to it (>= 60% of hinting faults local)"
@@ -317,6 +322,42 @@ def test_numa_balancing_shared_node_fails_with_evidence(tmp_path):
     conv = o.by["each process's threads end on their own node(s) (convergence)"]
     assert not conv.ok and "not converged" in conv.note
     assert "nodes holding threads of both processes: [1]" in conv.evidence
+
+
+def test_numa_balancing_with_too_little_work_per_scan_period_is_inconclusive(tmp_path):
+    """Unconverged (node 1 holds threads of both processes) on a run where the emulation gave
+    NUMA balancing 10 hinting faults for 4 threads in 10 s of 1000 ms scan periods: 0.25 per
+    thread per period, under the one it needs to place a thread at all.  The emulation's
+    outcome, not the kernel's: INCONCLUSIVE with the measured cause, never FAIL."""
+    trace = _numa_trace({"thread 0/0": 0, "thread 0/1": 8, "thread 1/0": 9, "thread 1/1": 17})
+    files = {
+        **NB_COMMON,
+        "knobs": "/proc/sys/kernel/numa_balancing=1\n/sys/kernel/debug/sched/numa_balancing/scan_period_max_ms=1000\n",
+        "vmstat.numa01.after": "numa_hint_faults 20\nnuma_pages_migrated 0\n",
+        "trace.numa01.txt": trace,
+    }
+    o = fake_run(tmp_path, "numa-balancing", "numa4-96-mini", files)
+    conv = o.by["each process's threads end on their own node(s) (convergence)"]
+    assert not conv.ok and conv.status == "INCONCLUSIVE"
+    assert conv.figures["hint_faults_per_thread_per_scan_period"] == 0.25
+    cause = (
+        "too little work per scan period under emulation: 0.25 hinting faults per thread per 1000 ms "
+        "scan period (10 faults, 4 threads, 10 s), under the 1 NUMA balancing needs to place a thread "
+        "at all (its fault statistics halve every period)"
+    )
+    assert conv.inconclusive == cause
+    assert sc.verdict_of(o.exps) == ("INCONCLUSIVE", cause)
+
+
+def test_numa_balancing_with_enough_work_per_scan_period_still_fails(tmp_path):
+    """The same unconverged end with 100 faults in those 10 s (2.5 per thread per period): the
+    kernel had the work to place its threads, and the verdict is the kernel's FAIL."""
+    trace = _numa_trace({"thread 0/0": 0, "thread 0/1": 8, "thread 1/0": 9, "thread 1/1": 17})
+    o = fake_run(tmp_path, "numa-balancing", "numa4-96-mini", {**NB_COMMON, "trace.numa01.txt": trace})
+    conv = o.by["each process's threads end on their own node(s) (convergence)"]
+    assert conv.status == "FAIL" and conv.inconclusive == ""
+    assert conv.figures["hint_faults_per_thread_per_scan_period"] == 2.5
+    assert sc.verdict_of(o.exps)[0] == "FAIL"
 
 
 def _moved_at_4s(placement: dict[str, int], src: int, dst: int) -> str:
