@@ -153,7 +153,7 @@ def _plan(b: Bundle) -> dict[str, Any]:
     return d if isinstance(d, dict) else {}
 
 
-def scenario_of(b: Bundle, trust: bool = False) -> tuple[Any, str]:
+def scenario_of(b: Bundle, trust: bool = False, say=None) -> tuple[Any, str]:
     """The scenario to replay *b* with, and a note saying which it is.  A bundle's scenario
     is Python: it runs on this host only with *trust* (the user read it and said so).
     Without it lab replays its own scenario of the same name (saying whether its source is
@@ -169,7 +169,10 @@ def scenario_of(b: Bundle, trust: bool = False) -> tuple[Any, str]:
     if trust:
         if scen_file is None:
             raise UserError(f"{b.root}: the bundle carries no scenario source to trust")
-        return sc.load_file(scen_file), f"the bundle's own scenario {scen_file.relative_to(b.root)} (sha256 {digest}), run with --trust"
+        which = f"the bundle's own scenario {scen_file.relative_to(b.root)} (sha256 {digest}), run with --trust"
+        if say is not None:  # what will run, said before it is imported
+            say(f"replay: {which}")
+        return sc.load_file(scen_file), which
     if not isinstance(name, str) or name not in sc.names():
         what = f"scenario/{scen_file.name} (sha256 {digest})" if scen_file is not None else "no scenario source"
         raise UserError(
@@ -200,12 +203,12 @@ def replay(b: Bundle, kernel: str | None = None, progress=None, trust: bool = Fa
     plan = _plan(b)
     if plan.get("topology") != topo.name:
         raise UserError(f"{b.root}: the bundle's topology spec is {topo.name}, but its run was on {str(plan.get('topology'))[:60]!r}")
-    s, which = scenario_of(b, trust)
+    s, which = scenario_of(b, trust, say=progress.note if progress is not None else None)
     opts = VmOptions.from_dict(plan.get("options") or {})
     spec, notes = kernel_spec(b, kernel, progress=progress)
     opts = dataclasses.replace(opts, kernel=spec)
     notes += qemu_notes_before(plan, topo.arch, progress=progress)
-    if progress is not None:  # once the input is known good: bad input is one line alone
+    if progress is not None and not trust:  # once the input is known good: bad input is one line alone
         progress.note(f"replay: {which}")
     sess = session.prepare(topo, opts, progress=progress)
     notes += qemu_notes_after(plan, sess.plan)
