@@ -189,7 +189,7 @@ def list_cmd(as_json: bool) -> None:
 
     items = store.entries()
     for kid, why in store.damaged():  # named, not listed: lab never boots one
-        click.echo(f"lab: damaged store entry {kid}: {why} (lab kernel rm {kid})", err=True)
+        click.echo(f"lab: damaged store entry {kid}: {why} (lab kernel rm {kid}, or fetch/build it again: the good entry replaces it)", err=True)
     if as_json:
         import json
 

@@ -78,7 +78,7 @@ def get(id_or_prefix: str, arch: str | None = None) -> KernelArtifact | None:
             if arch is None or a.arch == arch:
                 return a
         except ValueError as e:  # damaged: named, never booted
-            raise UserError(f"kernel store entry {d} is damaged ({e}): remove it with `lab kernel rm {d.name}`, then fetch or build it again") from None
+            raise UserError(f"kernel store entry {d} is damaged ({e}): fetch or build it again (the good entry replaces it), or remove it with `lab kernel rm {d.name}`") from None
         except (KeyError, OSError):
             pass  # removed meanwhile, or not an entry: look the way entries() does
     found = matches(id_or_prefix, arch)
@@ -174,7 +174,7 @@ def staging(entry_id: str, *, replace: bool = False) -> Iterator[Path]:
         except OSError as e:
             if e.errno not in (errno.ENOTEMPTY, errno.EEXIST):
                 raise
-            if replace:
+            if replace or _damaged(final):  # a damaged entry is replaced by the good one made now
                 swap_dirs(tmp, final)
             # Either way what is at tmp now is the entry nobody will see again.
             shutil.rmtree(tmp, ignore_errors=True)
@@ -184,6 +184,16 @@ def staging(entry_id: str, *, replace: bool = False) -> Iterator[Path]:
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+
+
+def _damaged(entry: Path) -> bool:
+    try:
+        KernelArtifact.from_entry(entry)
+    except ValueError:
+        return True
+    except (KeyError, OSError):
+        return False
+    return False
 
 
 _RENAME_EXCHANGE = 2

@@ -530,3 +530,18 @@ def test_the_issue_s_case_all_traces_gone(run_copy):
         p.unlink()
     r = CliRunner().invoke(main, ["recheck", str(run_copy)])
     assert r.exit_code == 3 and "out/trace.main.txt" in r.output, r.output  # was FAIL ("0 sched_wakeup_new for 4 threads")
+
+
+def test_a_damaged_entry_is_replaced_when_the_kernel_is_made_again(tmp_path, monkeypatch):
+    """Fetching or building the same kernel again puts a good entry in the damaged one's
+    place (the id is the content's: it is the same kernel)."""
+    from lab.kernel import store
+
+    monkeypatch.setenv("LAB_CACHE", str(tmp_path))
+    d = _entry(tmp_path)
+    (d / "vmlinuz").write_bytes(b"MZ")  # damaged: 2 bytes, metadata says 102
+    with store.staging("ab" * 12) as tmp:
+        (tmp / "vmlinuz").write_bytes(b"MZ" + b"x" * 100)
+        meta = json.loads((d / "metadata.json").read_text())
+        (tmp / "metadata.json").write_text(json.dumps(meta))
+    assert store.get("ab" * 12).image.stat().st_size == 102
