@@ -151,13 +151,7 @@ def _raw(p: Path) -> dict[str, Any]:
 
 
 def _plan_names(run_dir: Path) -> dict[str, Any]:
-    import json
-
-    try:
-        plan = json.loads((run_dir / "plan.json").read_text())
-    except (OSError, ValueError):
-        return {}
-    topo = plan.get("topology") if isinstance(plan, dict) else None
+    topo = _raw(run_dir / "plan.json").get("topology")
     return {"topology": topo.get("name") if isinstance(topo, dict) else None}
 
 

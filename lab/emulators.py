@@ -46,6 +46,7 @@ from pathlib import Path
 from . import arch as arch_mod
 from . import lock, paths, proc
 from .errors import InfraError, UserError
+from .limits import sha256_file
 from .progress import Progress, of
 
 SUITE = "trixie"  # the Debian release whose qemu source package lab builds
@@ -493,7 +494,7 @@ def fetch(*, progress: Progress | None = None, mirror: str = MIRROR) -> tuple[li
             debs = {}
             for n in FETCH_PACKAGES:
                 found = list(dl.glob(f"{n}_*.deb"))
-                if len(found) != 1 or _sha256(found[0]) != pkgs[n].sha256:
+                if len(found) != 1 or sha256_file(found[0]) != pkgs[n].sha256:
                     raise InfraError(f"apt-get download gave no {n} {pkgs[n].version} with the archive's SHA256 in {dl}")
                 debs[n] = found[0]
             with p.step("qemu fetch", f"dpkg -x into {stage.name}"):
@@ -529,14 +530,6 @@ def fetch(*, progress: Progress | None = None, mirror: str = MIRROR) -> tuple[li
             shutil.rmtree(dl, ignore_errors=True)
             shutil.rmtree(stage, ignore_errors=True)
     return [e for e in built() if e.entry == entry], True
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 # --- choosing -------------------------------------------------------------------------

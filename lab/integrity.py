@@ -41,7 +41,7 @@ from typing import Any
 
 from . import proc
 from .errors import UserError
-from .limits import read_head
+from .limits import MAX_FIGURE_DIGITS, read_head
 from .paths import pid_alive
 from .render.qemu import BootFiles
 from .trace import parse_file
@@ -415,7 +415,7 @@ def _finite(v: Any) -> bool:
     if isinstance(v, bool) or v is None or isinstance(v, str):
         return True
     if isinstance(v, int):
-        return abs(v) < 10**30
+        return abs(v) < 10**MAX_FIGURE_DIGITS
     if isinstance(v, float):
         return math.isfinite(v)
     if isinstance(v, dict):

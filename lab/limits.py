@@ -196,3 +196,19 @@ def show(value: object, n: int = 60) -> str:
     """repr() of a value for a one-line message, cut to about *n* characters."""
     r = repr(value)
     return r if len(r) <= n else r[: n - 3] + "..."
+
+
+# A figure's integer longer than this many digits is kept as a string: JSON holds it, but
+# arithmetic on it (means, t-tests) would not end well (scenario.normalise, integrity).
+MAX_FIGURE_DIGITS = 30
+
+
+def sha256_file(p: Path) -> str:
+    """The sha256 of file *p*, read 1 MiB at a time (a kernel image, a package)."""
+    import hashlib
+
+    h = hashlib.sha256()
+    with open(p, "rb") as f:
+        while chunk := f.read(1 << 20):
+            h.update(chunk)
+    return h.hexdigest()

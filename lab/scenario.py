@@ -66,7 +66,7 @@ from typing import Any, ClassVar
 
 from . import analysis, cpulist, integrity, paths
 from .errors import UserError, unknown
-from .limits import MAX_RESULT_BYTES, read_file
+from .limits import MAX_FIGURE_DIGITS, MAX_RESULT_BYTES, read_file
 from .topology import Topology
 from .trace import parse_file
 
@@ -657,9 +657,6 @@ def call_check(s: Scenario, r: Result) -> list[Expectation]:
         x.figures = normalise(x.figures, x.name)
         x.evidence = [v if isinstance(v, str) else str(normalise(v, x.name)) for v in x.evidence]
     return out
-
-
-MAX_FIGURE_DIGITS = 30  # an int longer than this is kept as a string
 
 
 def normalise(v: Any, where: str = "") -> Any:

@@ -97,15 +97,6 @@ PAYLOADS = (
 PVH_MAX_VCPUS = 64
 
 
-def _sha256(p: Path) -> str:
-    import hashlib
-
-    h = hashlib.sha256()
-    with open(p, "rb") as f:
-        while chunk := f.read(1 << 20):
-            h.update(chunk)
-    return h.hexdigest()
-
 
 def boot_image(kernel: KernelArtifact, vcpus: int = 1) -> Path:
     """What QEMU's -kernel gets.
@@ -128,11 +119,12 @@ def boot_image(kernel: KernelArtifact, vcpus: int = 1) -> Path:
     if kernel.config_value("PVH") != "y":
         return image
     from .. import atomic, paths
+    from ..limits import sha256_file
     from ..lock import cache_lock
 
     # By the image's content, not the kernel's id alone: an image changed in place (a
     # damaged or replaced file) never boots a stale extracted vmlinux.
-    out = paths.cache_dir() / "vmlinux" / f"{kernel.id}-{_sha256(image)[:16]}.elf"
+    out = paths.cache_dir() / "vmlinux" / f"{kernel.id}-{sha256_file(image)[:16]}.elf"
     if out.exists():
         return out
     # Two boots of a new kernel at once: one extracts, the other waits and reuses it.

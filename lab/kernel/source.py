@@ -32,6 +32,7 @@ from pathlib import Path
 
 from .. import paths, proc
 from ..errors import InfraError, UserError
+from ..limits import sha256_file
 from .recipe import Patch
 
 DEBIAN_TARBALLS = {
@@ -100,7 +101,7 @@ def _debian(spec: str) -> Source:
         if len(inner) != 1:
             raise InfraError(f"{tarball}: expected one top directory, found {len(inner)}")
         inner[0].rename(tmp / "tree")
-        sha = _sha256_file(tarball)
+        sha = sha256_file(tarball)
         info = {
             "identity": f"debian:linux-source-{ver}={pkgver} sha256:{sha}",
             "timestamp": _stamp((tmp / "tree" / "Makefile").stat().st_mtime),
@@ -150,14 +151,6 @@ def _dpkg_version(pkg: str) -> str:
         return "unknown"
     out = cp.stdout.decode().strip()
     return out if cp.returncode == 0 and out else "unknown"
-
-
-def _sha256_file(p: Path) -> str:
-    h = hashlib.sha256()
-    with open(p, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def git_dirty(tree: Path) -> tuple[str | None, int]:
