@@ -297,7 +297,7 @@ def _result(s: sc.Scenario, plan: VmPlan, out_dir: Path, guest_dir: Path) -> sc.
         from .expect import translate
 
         view = translate(sysfs.read_snapshot(guest_dir), plan)
-    return sc.Result(s, plan.topo, plan, plan.kernel, out_dir, view)
+    return sc.Result(s, plan.topo, plan, plan.kernel, out_dir, view, snapshot="" if view is not None else "guest/ (the topology snapshot)")
 
 
 def write_results(out: RunOutcome, run_dir: Path, *, final: bool = True) -> None:

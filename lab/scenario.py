@@ -239,13 +239,16 @@ class Step:
 class Result:
     """What check() gets: the run's files, parsed on demand, CPUs in the spec's numbering."""
 
-    def __init__(self, scenario: Scenario, topo: Topology, plan, kernel, out_dir: Path, guest_view=None):
+    def __init__(
+        self, scenario: Scenario, topo: Topology, plan, kernel, out_dir: Path, guest_view=None, snapshot: str = ""
+    ):
         self.scenario = scenario
         self.topo = topo
         self.plan = plan
         self.kernel = kernel
         self.out = out_dir
-        self.guest_view = guest_view  # sysfs.MachineView in the spec's numbering, or None
+        self._guest_view = guest_view  # sysfs.MachineView in the spec's numbering, or None
+        self._snapshot = snapshot  # where the run's snapshot should be, when it had to have one
         self._g2s = plan.guest_to_spec
         # Files check() asked for that the run does not have (or, for a trace, has empty):
         # a verdict on missing data is no verdict, so the run is then an ERROR naming them.
@@ -254,6 +257,14 @@ class Result:
     def _missing(self, name: str) -> None:
         if name not in self.missing:
             self.missing.append(name)
+
+    @property
+    def guest_view(self):
+        """The guest's topology snapshot (sysfs.MachineView, spec numbering).  A check that
+        asks for it on a run that lost it is judging without it: the run is an ERROR."""
+        if self._guest_view is None and self._snapshot:
+            self._missing(self._snapshot)
+        return self._guest_view
 
     # numbering
     def cpu(self, guest_cpu: int) -> int:

@@ -545,3 +545,14 @@ def test_a_damaged_entry_is_replaced_when_the_kernel_is_made_again(tmp_path, mon
         meta = json.loads((d / "metadata.json").read_text())
         (tmp / "metadata.json").write_text(json.dumps(meta))
     assert store.get("ab" * 12).image.stat().st_size == 102
+
+
+def test_a_check_that_needs_the_lost_snapshot_is_an_error(tmp_path):
+    """llc-spread-pinned's INCONCLUSIVE gate reads the guest's snapshot: without it the gate
+    cannot be proven and the recorded Debian run would turn FAIL.  It is an ERROR instead."""
+    d = tmp_path / "run"
+    shutil.copytree(ROOT / "tests" / "fixtures" / "runs" / "llc-spread-pinned-zen3-2s-mini-debian", d)
+    assert runner.recheck(d).status == "INCONCLUSIVE"
+    shutil.rmtree(d / "guest")
+    o = runner.recheck(d)
+    assert o.status == "ERROR" and "guest/ (the topology snapshot)" in o.message, o.message
