@@ -148,3 +148,70 @@ def test_the_agents_log_is_read_whole_across_a_rollover(tmp_path):
     assert said.ready_s == 0.2
     said.read(0.3)  # nothing new: nothing repeated
     assert len(said.events) == 6
+
+
+def _lost_then(tmp_path, monkeypatch, second_says: list[str]):
+    """_boot() with a fake QEMU: the first boot is lost (console and registers written,
+    the agent silent), the second says *second_says* and ends."""
+    from lab.errors import LostGuest
+    from lab.render import qemu as render_q
+
+    p = qemu.plan(topology.load("zen3-2s-mini"), HOST, VmOptions(kernel="fake"), kernel_features=frozenset())
+    files = render_q.boot_files(p, Path("/nonexistent/vmlinux"))
+    notes: list[str] = []
+    said = backend.AgentLog(tmp_path / files.agent_log, p, tmp_path / files.console)
+    said.on_note = notes.append
+    calls = []
+
+    def run_qemu(argv, run_dir, said, lost, mon, *, ready_within, finish_within):
+        calls.append(len(calls) + 1)
+        (run_dir / files.console).write_text(f"console of boot {len(calls)}\n")
+        if len(calls) == 1:
+            (run_dir / "lost.registers").write_text("CPU#0 RIP=ffffffff81108630\n")
+            raise LostGuest("guest never reported ready within 126s; the agent said nothing", "tail")
+        (run_dir / files.agent_log).write_text("".join(f"{x}\n" for x in second_says))
+        said.read(1.0)
+        if not said.events:
+            raise LostGuest("guest never reported ready within 126s; the agent said nothing", "tail")
+        return 0
+
+    monkeypatch.setattr(backend, "_run_qemu", run_qemu)
+    monkeypatch.setattr(backend, "collect", lambda *a, **k: k.get("lost_boots"))
+    return lambda: backend._boot(p, _kernel(), tmp_path, files, ["qemu"], tmp_path / files.console, said, 60), calls, notes
+
+
+def test_a_tcg_boot_lost_before_the_agent_spoke_is_booted_once_more_and_kept(tmp_path, monkeypatch):
+    boot, calls, notes = _lost_then(tmp_path, monkeypatch, ["lab: ready uptime=3.1", "lab: done rc=0 uptime=4"])
+    lost = boot()
+    assert calls == [1, 2]
+    assert lost == ["guest never reported ready within 126s; the agent said nothing"]
+    assert (tmp_path / "console.log.boot1").read_text() == "console of boot 1\n"
+    assert (tmp_path / "lost.registers.boot1").read_text().startswith("CPU#0")
+    assert not (tmp_path / "lost.registers").exists()
+    assert (tmp_path / "lost.boot1").read_text().startswith("guest never reported ready")
+    assert notes == ["lost before /init (guest never reported ready within 126s; the agent said nothing); booting again"]
+
+
+def test_a_boot_lost_twice_is_an_error_after_two_boots(tmp_path, monkeypatch):
+    from lab.errors import LostGuest
+
+    boot, calls, _ = _lost_then(tmp_path, monkeypatch, [])
+    with pytest.raises(LostGuest, match="never reported ready"):
+        boot()
+    assert calls == [1, 2] and (tmp_path / "console.log.boot1").exists()
+
+
+def test_a_boot_lost_after_the_agent_spoke_is_not_booted_again(tmp_path, monkeypatch):
+    from lab.errors import LostGuest
+
+    boot, _, _ = _lost_then(tmp_path, monkeypatch, [])
+
+    def spoke_then_lost(argv, run_dir, said, lost, mon, **kw):
+        (run_dir / "agent.log").write_text("lab: onlining cpu=9 uptime=2.0\n")
+        said.read(1.0)
+        raise LostGuest("guest never reported ready within 126s; the agent's last word ...")
+
+    monkeypatch.setattr(backend, "_run_qemu", spoke_then_lost)
+    with pytest.raises(LostGuest):
+        boot()
+    assert not (tmp_path / "console.log.boot1").exists()
