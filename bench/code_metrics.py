@@ -53,6 +53,11 @@ def _resolve(mod: str, is_pkg: bool, node: ast.ImportFrom) -> str:
     return ".".join(base + ([node.module] if node.module else []))
 
 
+def _extension(base: str, name: str) -> bool:
+    folder = REPO.joinpath(*base.split("."))
+    return any(folder.glob(f"{name}.c")) or any(folder.glob(f"{name}.*.so"))
+
+
 def imports(mods: dict[str, Path]) -> tuple[dict[str, set[str]], int]:
     """lab module -> the lab modules it imports (anywhere in it); and how many imports
     sit inside a function."""
@@ -69,7 +74,12 @@ def imports(mods: dict[str, Path]) -> tuple[dict[str, set[str]], int]:
                 targets = [a.name for a in node.names]
             elif isinstance(node, ast.ImportFrom):
                 base = _resolve(mod, is_pkg, node)
-                targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in mods else base for a in node.names]
+                # a compiled extension (lab/trace/_scan.c built as _scan*.so) is a leaf, not its package
+                targets = [
+                    f"{base}.{a.name}" if f"{base}.{a.name}" in mods else base
+                    for a in node.names
+                    if not _extension(base, a.name)
+                ]
             else:
                 continue
             if id(node) in in_func:

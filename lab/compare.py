@@ -61,12 +61,12 @@ newer than the one it knows.
 from __future__ import annotations
 
 import math
-import statistics
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from .errors import UserError
+from .stats import summary  # re-exported: lab compare's spread is the one definition
 
 SCHEMA = "lab.compare"
 VERSION = 1
@@ -156,19 +156,6 @@ def _plan_names(run_dir: Path) -> dict[str, Any]:
 
 
 # --- statistics --------------------------------------------------------------------------
-
-
-def summary(values: Sequence[float]) -> dict[str, Any]:
-    """n, min, max, mean and the sample standard deviation (n - 1; 0 for one value)."""
-    if not values:
-        return {"n": 0, "min": None, "max": None, "mean": None, "stddev": None}
-    return {
-        "n": len(values),
-        "min": min(values),
-        "max": max(values),
-        "mean": statistics.fmean(values),
-        "stddev": statistics.stdev(values) if len(values) > 1 else 0.0,
-    }
 
 
 def change_pct(mean_a: float | None, mean_b: float | None) -> float | None:

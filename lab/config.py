@@ -23,6 +23,17 @@ from pathlib import Path
 
 from .errors import UserError, nearest
 
+
+def expand(p: str | Path, where: str) -> Path:
+    """*p* with ~ expanded; a ~user that names nobody is a one-line UserError naming
+    *where* the path came from (a setting, a variable).  Here, not in paths, which reads
+    this module's settings (the other way round was an import cycle)."""
+    try:
+        return Path(p).expanduser()
+    except RuntimeError:
+        raise UserError(f"{where}: {str(p)[:80]!r}: no such user's home directory") from None
+
+
 ACCELS = ("auto", "kvm", "tcg")
 _STR_KEYS = ("kernel", "accel", "runs")
 _LIST_KEYS = ("topologies", "scenarios")
@@ -41,8 +52,6 @@ class Config:
 def path() -> Path:
     env = os.environ.get("LAB_CONFIG")
     if env:
-        from .paths import expand
-
         return expand(env, "LAB_CONFIG")
     base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
     return Path(base) / "lab" / "config.toml"
@@ -79,8 +88,6 @@ def load() -> Config:
     if accel is not None and accel not in ACCELS:
         raise UserError(f"{f}: accel: '{accel}' is not one of {', '.join(ACCELS)}")
     runs = data.get("runs")
-    from .paths import expand
-
     return Config(
         f,
         kernel=data.get("kernel"),

@@ -535,31 +535,6 @@ def fetch(*, progress: Progress | None = None, mirror: str = MIRROR) -> tuple[li
 # --- choosing -------------------------------------------------------------------------
 
 
-def required(topo, accel: str) -> tuple[tuple[int, int, int] | None, str]:
-    """The oldest QEMU that can express *topo* under *accel*, and for what (None: any).
-    The version gates themselves live with the renderer (render.qemu.QEMU_*)."""
-    from .render import qemu as r
-
-    if topo.arch != "x86_64":
-        if topo.has_clusters:
-            return r.QEMU_ARM_CLUSTERS, f"{topo.name}: arm64 clusters need -smp clusters="
-        return None, ""
-    if topo.has_clusters:
-        return r.QEMU_X86_CLUSTERS, f"{topo.name}: x86 clusters (-smp modules= with an L2 per module through -machine smp-cache)"
-    if accel == "tcg" and topo.shape is not None:
-        if topo.n_cpus > 255:
-            return r.QEMU_TCG_X2APIC, f"{topo.name}: {topo.n_cpus} vCPUs need x2APIC, which TCG emulates from QEMU 9.0"
-        top = r.max_apic_id(topo)
-        if top > 254:
-            return r.QEMU_TCG_X2APIC, (
-                f"{topo.name}: its highest APIC ID would be {top} (QEMU packs socket/die/core/thread ids in "
-                "power-of-two fields); above 254 needs x2APIC, which TCG emulates from QEMU 9.0"
-            )
-    if topo.shape is not None and topo.shape.llcs_per_socket > 1:
-        return r.QEMU_X86_DIES, f"{topo.name}: several LLCs per socket need -smp dies="
-    return None, ""
-
-
 def choose(cands: list[Emulator], arch: str, choice: str, need: tuple[int, int, int] | None, why: str) -> Emulator:
     """The QEMU a boot uses, from the candidates *cands* the host was probed for (the
     system's first, then lab's newest first; render stays a function of the probed host).

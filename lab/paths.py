@@ -18,6 +18,9 @@ import os
 import shutil
 from pathlib import Path
 
+from . import config
+from .config import expand
+
 PACKAGE = Path(__file__).resolve().parent
 ROOT = PACKAGE.parent
 
@@ -57,17 +60,6 @@ def cache_dir() -> Path:
     return p
 
 
-def expand(p: str | Path, where: str) -> Path:
-    """*p* with ~ expanded; a ~user that names nobody is a one-line UserError naming
-    *where* the path came from (a setting, a variable)."""
-    try:
-        return Path(p).expanduser()
-    except RuntimeError:
-        from .errors import UserError
-
-        raise UserError(f"{where}: {str(p)[:80]!r}: no such user's home directory") from None
-
-
 def _user_dirs(env: str, configured: tuple[Path, ...]) -> list[Path]:
     """The user's own folders: $<env> (folders separated by ':'), else the settings file's.
     One that exists but is not a folder is refused (it would be silently ignored)."""
@@ -88,16 +80,12 @@ def _user_dirs(env: str, configured: tuple[Path, ...]) -> list[Path]:
 def topology_dirs() -> list[Path]:
     """Where topology names are looked up, in order: $LAB_TOPOLOGIES (else the settings
     file's ``topologies``), then lab's catalog."""
-    from . import config
-
     return [*_user_dirs("LAB_TOPOLOGIES", config.load().topologies), TOPOLOGIES]
 
 
 def scenario_dirs() -> list[Path]:
     """Where scenario names are looked up: $LAB_SCENARIOS (else the settings file's
     ``scenarios``), then lab's own."""
-    from . import config
-
     return [*_user_dirs("LAB_SCENARIOS", config.load().scenarios), SCENARIOS]
 
 
@@ -110,8 +98,6 @@ def runs_dir(choice: Path | None = None) -> Path:
     env = os.environ.get("LAB_RUNS")
     if env:
         return _runs_folder(expand(env, "LAB_RUNS"), "LAB_RUNS")
-    from . import config
-
     configured = config.load().runs
     if configured is not None:
         return _runs_folder(configured, "the settings file's runs")

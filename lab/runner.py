@@ -30,6 +30,7 @@ from .errors import InfraError, LostGuest, UserError
 from .image import initramfs
 from .plan import VmPlan
 from .progress import Progress
+from .stats import summary  # one definition of the spread, lab compare's (sample stddev)
 from .topology import Topology
 
 # INCONCLUSIVE: the data is complete but what decided the outcome is the emulation (exit
@@ -366,8 +367,6 @@ def aggregate(outcomes: list[RunOutcome]) -> dict[str, Any]:
             for k, v in e.figures.items():
                 if isinstance(v, (int, float)) and not isinstance(v, bool):
                     figs.setdefault(f"{e.name}: {k}", []).append(float(v))
-    from .compare import summary  # one definition of the spread, lab compare's (sample stddev)
-
     stats = {}
     for k, v in figs.items():
         s = summary(v)

@@ -281,17 +281,16 @@ def _refused(arch: str, todo: list[Package], stderr: str) -> None:
     )
 
 
-def sysroot(arch: str, tools: tuple[str, ...]) -> Path:
+def sysroot(arch: str, tools: tuple[str, ...], defaults: tuple[str, ...]) -> Path:
     """A directory holding *tools*' Debian packages for *arch* unpacked, with their library
     closure: made once per set of package versions.  It holds every tool lab stages by
-    default too (those Debian has for *arch*), so one sysroot serves each subset of them
-    (each tool set its own would unpack libc and friends again: 370 MB for five sets)."""
-    from .tools import DEFAULT_TOOLS
-
+    default too (*defaults*: those Debian has for *arch*), so one sysroot serves each
+    subset of them (each tool set its own would unpack libc and friends again: 370 MB for
+    five sets)."""
     _, missing = resolve(arch, tools)
     if missing:
         raise UserError(no_package(arch, missing))
-    everything = tuple(sorted({*tools, *DEFAULT_TOOLS}))
+    everything = tuple(sorted({*tools, *defaults}))
     pkgs, _ = resolve(arch, everything)
     root = base(arch) / "roots" / key(pkgs)[:16]
     if (root / ".lab-packages.json").is_file():

@@ -349,7 +349,7 @@ def plan(arch: str, tools: list[str] | tuple[str, ...], sysroot: Path | None = N
     if sysroot is None and from_debian(arch):
         from . import debian_pkgs
 
-        sysroot = debian_pkgs.sysroot(arch, tuple(tools))
+        sysroot = debian_pkgs.sysroot(arch, tuple(tools), DEFAULT_TOOLS)
     resolver = _Resolver(arch, Path(sysroot) if sysroot is not None else Path("/"))
     in_sysroot = resolver.sysroot != Path("/")
     entries: dict[str, Entry] = {}

@@ -80,7 +80,7 @@ def plan(
     options = options or VmOptions()
     arch = topo.arch
     acc, why = host.accel(options.accel, arch)
-    need, need_why = emulators.required(topo, acc)
+    need, need_why = required_qemu(topo, acc)
     emu = emulators.choose(host.emulators(arch), arch, options.qemu, need, need_why)
     version = emu.version
     if topo.shape is None:
@@ -616,3 +616,27 @@ def argv(p: VmPlan, files: BootFiles) -> list[str]:
     if files.monitor is not None:
         a += ["-qmp", f"unix:{files.monitor},server=on,wait=off"]
     return a
+
+
+def required_qemu(topo, accel: str) -> tuple[tuple[int, int, int] | None, str]:
+    """The oldest QEMU that can express *topo* under *accel*, and for what (None: any):
+    the renderer's own version gates (QEMU_*), here beside them (emulators.choose() takes
+    the answer; emulators importing the renderer made an import cycle)."""
+    if topo.arch != "x86_64":
+        if topo.has_clusters:
+            return QEMU_ARM_CLUSTERS, f"{topo.name}: arm64 clusters need -smp clusters="
+        return None, ""
+    if topo.has_clusters:
+        return QEMU_X86_CLUSTERS, f"{topo.name}: x86 clusters (-smp modules= with an L2 per module through -machine smp-cache)"
+    if accel == "tcg" and topo.shape is not None:
+        if topo.n_cpus > 255:
+            return QEMU_TCG_X2APIC, f"{topo.name}: {topo.n_cpus} vCPUs need x2APIC, which TCG emulates from QEMU 9.0"
+        top = max_apic_id(topo)
+        if top > 254:
+            return QEMU_TCG_X2APIC, (
+                f"{topo.name}: its highest APIC ID would be {top} (QEMU packs socket/die/core/thread ids in "
+                "power-of-two fields); above 254 needs x2APIC, which TCG emulates from QEMU 9.0"
+            )
+    if topo.shape is not None and topo.shape.llcs_per_socket > 1:
+        return QEMU_X86_DIES, f"{topo.name}: several LLCs per socket need -smp dies="
+    return None, ""

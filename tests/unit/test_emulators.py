@@ -15,6 +15,7 @@ from lab import host as host_mod
 from lab.emulators import Emulator
 from lab.errors import UserError
 from lab.plan import VmOptions
+from lab.render import qemu as render_qemu
 from lab.render.qemu import plan
 
 LAB10 = Emulator("x86_64", "/cache/qemu/store/10.0.13-abc/bin/qemu-system-x86_64", (10, 0, 13), "lab", "10.0.13-abc")
@@ -54,7 +55,7 @@ def test_x86_clusters_take_the_built_qemu_and_7_2_alone_refuses_naming_the_comma
     t = topology.loads(CLUSTERS)
     with pytest.raises(UserError, match=r"x86 clusters \(-smp modules= with an L2 per module through -machine smp-cache\): needs QEMU 9\.2\.0 or newer \(here: 7\.2\.0 \(system\)\); `lab qemu fetch` gets Debian's QEMU 10 from bookworm-backports \(or `lab qemu build` builds it\)"):
         plan(t, BARE)
-    e = emulators.choose(BUILT.emulators("x86_64"), "x86_64", "auto", *emulators.required(t, "tcg"))
+    e = emulators.choose(BUILT.emulators("x86_64"), "x86_64", "auto", *render_qemu.required_qemu(t, "tcg"))
     assert e == LAB10
 
 

@@ -14,6 +14,7 @@ import pytest
 from lab import arch as archs
 from lab.errors import UserError
 from lab.image import debian_pkgs, tools
+from lab.image.tools import DEFAULT_TOOLS
 
 # --- a minimal ELF writer: enough for read_elf (PT_LOAD, PT_INTERP, PT_DYNAMIC) ------------
 
@@ -311,7 +312,7 @@ def test_debian_numactl_for_the_other_arch_is_staged(tmp_path):
     assert tools.read_elf(tmp_path / "usr/bin/numactl").interp == a.loader
     assert any(p.endswith("/libnuma.so.1") for p in staged)
     assert any(p.endswith("/libc.so.6") for p in staged)
-    root = debian_pkgs.sysroot(other, ("numactl",))
+    root = debian_pkgs.sysroot(other, ("numactl",), DEFAULT_TOOLS)
     meta = (root / ".lab-packages.json").read_text()
     assert '"numactl"' in meta and '"libc6"' in meta
 
@@ -326,8 +327,8 @@ def test_one_sysroot_serves_every_subset_of_the_default_tools(fake_apt, monkeypa
         return []
 
     monkeypatch.setattr(debian_pkgs, "download", download)
-    a = debian_pkgs.sysroot("arm64", ("numactl",))
-    b = debian_pkgs.sysroot("arm64", ("stress-ng",))
+    a = debian_pkgs.sysroot("arm64", ("numactl",), DEFAULT_TOOLS)
+    b = debian_pkgs.sysroot("arm64", ("stress-ng",), DEFAULT_TOOLS)
     assert a == b and len(unpacked) == 1  # made once
     # SHOW has numactl and stress-ng (no linux-perf, no rt-tests): both closures, once
     assert unpacked[0] == sorted(
@@ -335,4 +336,4 @@ def test_one_sysroot_serves_every_subset_of_the_default_tools(fake_apt, monkeypa
          "libglvnd0", "libjpeg62-turbo", "zlib1g"]
     )  # fmt: skip
     with pytest.raises(UserError, match=r"^no Debian arm64 package for perf \(linux-perf\)"):
-        debian_pkgs.sysroot("arm64", ("perf",))
+        debian_pkgs.sysroot("arm64", ("perf",), DEFAULT_TOOLS)
