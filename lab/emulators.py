@@ -532,6 +532,71 @@ def fetch(*, progress: Progress | None = None, mirror: str = MIRROR) -> tuple[li
     return [e for e in built() if e.entry == entry], True
 
 
+# --- libvirt's domain schemas from the same archive ------------------------------------
+
+LIBVIRT_SCHEMA_PACKAGE = "libvirt-common"  # /usr/share/libvirt/schemas/*.rng
+
+
+def libvirt_schemas() -> tuple[str, Path] | None:
+    """The newest fetched libvirt's domain schemas: (its Debian version, the folder holding
+    domain.rng), or None."""
+    base = root() / "libvirt-schemas"
+    found = sorted((d for d in base.glob("*") if (d / "domain.rng").is_file() and (d / "version").is_file()), reverse=True)
+    return (found[0].joinpath("version").read_text().strip(), found[0]) if found else None
+
+
+def fetch_libvirt_schemas(*, progress: Progress | None = None, mirror: str = MIRROR) -> tuple[str, Path]:
+    """bookworm-backports' libvirt domain schemas (RELAX NG, from libvirt-common) into lab's
+    cache, so lab's domain XML is checked against the libvirt that has <topology
+    clusters=...> (11.3) without installing it: the system's libvirt stays.  Whole or not
+    at all, through the same private apt lists as fetch()."""
+    p = of(progress)
+    mirror = mirror.rstrip("/")
+    base = root() / "apt-backports"
+    with lock.cache_lock("qemu-fetch", f"fetching libvirt's schemas from Debian {BACKPORTS}", timeout=FETCH_TIMEOUT):
+        with p.step("libvirt schemas", f"apt-get update ({BACKPORTS} at {mirror}, private lists)"):
+            fetch_index(base, mirror)
+        opts = _apt_options(base, private_status=True)
+        cp = proc.run(["apt-cache", *opts, "show", LIBVIRT_SCHEMA_PACKAGE], check=False, timeout=120)
+        pkg = parse_packages(cp.stdout.decode(errors="replace")).get(LIBVIRT_SCHEMA_PACKAGE)
+        if pkg is None:
+            raise _unreachable(mirror, f"it lists no {LIBVIRT_SCHEMA_PACKAGE}")
+        dest = root() / "libvirt-schemas" / pkg.version.replace("~", "_").replace(":", "_")
+        if (dest / "domain.rng").is_file():
+            return pkg.version, dest
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        paths.clean_stale(dest.parent)
+        dl = Path(tempfile.mkdtemp(prefix=paths.tmp_prefix("libvirt-debs"), dir=root()))
+        stage = Path(tempfile.mkdtemp(prefix=paths.tmp_prefix(dest.name), dir=dest.parent))
+        try:
+            with p.step("libvirt schemas", f"apt-get download {LIBVIRT_SCHEMA_PACKAGE}={pkg.version}"):
+                cp = proc.run(["apt-get", "-q", *opts, "download", f"{LIBVIRT_SCHEMA_PACKAGE}={pkg.version}"], cwd=dl,
+                              check=False, timeout=FETCH_TIMEOUT)  # fmt: skip
+                if cp.returncode != 0:
+                    raise _unreachable(mirror, proc.tail(cp.stderr or cp.stdout, 1) or f"apt-get download exit {cp.returncode}")
+            found = list(dl.glob(f"{LIBVIRT_SCHEMA_PACKAGE}_*.deb"))
+            if len(found) != 1 or sha256_file(found[0]) != pkg.sha256:
+                raise InfraError(f"apt-get download gave no {LIBVIRT_SCHEMA_PACKAGE} {pkg.version} with the archive's SHA256 in {dl}")
+            unpacked = dl / "x"
+            proc.run(["dpkg", "-x", str(found[0]), str(unpacked)], timeout=600)
+            rng = unpacked / "usr" / "share" / "libvirt" / "schemas"
+            if not (rng / "domain.rng").is_file():
+                raise InfraError(f"{found[0].name} has no usr/share/libvirt/schemas/domain.rng")
+            for f in rng.glob("*.rng"):
+                shutil.copy2(f, stage / f.name)
+            (stage / "version").write_text(pkg.version + "\n")
+            os.chmod(stage, 0o755)
+            try:
+                os.rename(stage, dest)
+            except OSError:
+                if not (dest / "domain.rng").is_file():
+                    raise
+        finally:
+            shutil.rmtree(dl, ignore_errors=True)
+            shutil.rmtree(stage, ignore_errors=True)
+        return pkg.version, dest
+
+
 # --- choosing -------------------------------------------------------------------------
 
 

@@ -58,6 +58,8 @@ missing=""
 # (tests/vm/test_remote_libvirt_vm.py).  Debian's openssh-server package also enables the
 # system's own sshd (port 22) where systemd runs, so it is named below before it goes in.
 [ "$ACTION" != "--test" ] || PKGS="$PKGS openssh-server openssh-client"
+# xmllint: the tests check lab's libvirt domain XML against libvirt 11.3's schemas
+[ "$ACTION" != "--test" ] || PKGS="$PKGS libxml2-utils"
 
 for p in $PKGS; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing="$missing $p"
@@ -118,7 +120,9 @@ fi
 # The test set needs it (else the jacobsville and QEMU-10 VM tests skip): there a failure
 # stops setup; otherwise lab still works on 7.2, so a failure is a note.
 if [ "$ACTION" = "--test" ]; then
-    .venv/bin/lab qemu fetch >/dev/null
+    # and the same archive's libvirt 11.3 domain schemas (not libvirt itself: the system's
+    # stays), which the libvirt rendering tests check lab's domain XML against
+    .venv/bin/lab qemu fetch --libvirt-schemas >/dev/null
 else
     .venv/bin/lab qemu fetch >/dev/null || echo "setup: no QEMU 10 (above); lab boots on the system's QEMU 7.2, and \`lab qemu build\` builds 10" >&2
 fi

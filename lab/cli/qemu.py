@@ -19,7 +19,9 @@ def qemu() -> None:
 
 @qemu.command("fetch")
 @click.option("--mirror", default=None, metavar="URL", help="The Debian mirror to fetch from (default: http://deb.debian.org/debian).")
-def fetch_cmd(mirror: str | None) -> None:
+@click.option("--libvirt-schemas", is_flag=True,
+              help="Also fetch the same archive's libvirt domain schemas (libvirt-common 11.3), to check lab's domain XML against the libvirt that has clusters.")
+def fetch_cmd(mirror: str | None, libvirt_schemas: bool) -> None:
     """Fetch Debian 12's QEMU 10 (bookworm-backports: qemu-system-x86, qemu-system-arm and
     their firmware) into lab's cache.
 
@@ -42,6 +44,9 @@ def fetch_cmd(mirror: str | None) -> None:
         c.print(f"{e.arch}: QEMU {e.version_str} ({e.debian_version}, {e.origin}) {e.path} ({took})", markup=False, highlight=False)
     for e in ems:
         click.echo(e.path)
+    if libvirt_schemas:
+        version, where = emulators.fetch_libvirt_schemas(progress=progress.for_cli(), mirror=mirror or emulators.MIRROR)
+        c.print(f"libvirt {version} domain schemas: {where}", markup=False, highlight=False)
 
 
 @qemu.command("build")

@@ -423,6 +423,19 @@ def test_fetch_for_real_from_debian(tmp_path, monkeypatch):
     print(f"fetched QEMU {ems[0].version_str} in {took:.1f}s")
 
 
+@pytest.mark.network
+def test_fetch_libvirt_schemas_for_real_into_their_own_folder(tmp_path, monkeypatch):
+    """libvirt-common from bookworm-backports: its RELAX NG schemas land in lab's cache
+    (domain.rng and what it includes), with the Debian version; a second fetch reuses them."""
+    monkeypatch.setenv("LAB_CACHE", str(tmp_path))
+    assert emulators.libvirt_schemas() is None
+    version, folder = emulators.fetch_libvirt_schemas()
+    assert version.startswith("11.") and (folder / "domain.rng").is_file() and (folder / "domaincommon.rng").is_file()
+    assert emulators.libvirt_schemas() == (version, folder)
+    assert emulators.fetch_libvirt_schemas() == (version, folder)
+    assert not [d for d in folder.parent.iterdir() if d != folder]  # nothing half-written left beside it
+
+
 def test_a_refused_connection_fails_the_fetch_for_real_in_one_line(tmp_path, monkeypatch):
     """apt-get itself, against a port nothing listens on: `apt-get update` alone exits 0
     there (lab passes --error-on=any); lab says so in one line, exit 2, nothing stored."""

@@ -325,3 +325,66 @@ def test_x86_clusters_libvirt_refuses_and_vng_runs_lab_s_qemu_with_the_smp_cache
     p72 = vng.adapt(qemu.plan(topology.load("xeon-2s22c-mini"), HOST_72, VmOptions(backend="vng")))
     a = vng.argv(p72, qemu.boot_files(p72, Path("/KERNEL")), run_dir="/RUN")
     assert "--qemu" not in a and "-machine" not in next(x for x in a if x.startswith("--qemu-opts="))
+
+
+def _schemas_or_skip():
+    """libvirt 11.3's domain schemas (`lab qemu fetch --libvirt-schemas`; setup.sh --test
+    fetches them, so in CI this never skips) and xmllint (libxml2-utils)."""
+    import shutil
+
+    from lab import emulators
+
+    got = emulators.libvirt_schemas()
+    why = None
+    if shutil.which("xmllint") is None:
+        why = "xmllint missing: apt-get install libxml2-utils (scripts/setup.sh does)"
+    elif got is None:
+        why = "libvirt 11.3's schemas not fetched: lab qemu fetch --libvirt-schemas (scripts/setup.sh --test does)"
+    if why:
+        if os.environ.get("CI") == "true":
+            pytest.fail(why)
+        pytest.skip(why)
+    return got
+
+
+def _validates(rng: Path, doc: str, tmp_path: Path) -> tuple[bool, str]:
+    import subprocess
+
+    f = tmp_path / "domain.xml"
+    f.write_text(doc)
+    cp = subprocess.run(["xmllint", "--noout", "--relaxng", str(rng), str(f)], capture_output=True, text=True, timeout=120)
+    return cp.returncode == 0, (cp.stderr or cp.stdout).strip().splitlines()[0] if (cp.stderr or cp.stdout).strip() else ""
+
+
+LIBVIRT_113 = (11, 3, 0)
+
+
+@pytest.mark.parametrize("name", topology.catalog_names())
+def test_domain_xml_is_valid_for_libvirt_11_3(name, tmp_path):
+    """Issue 32 item 5: Debian's bookworm-backports libvirt 11.3 (what lets --backend libvirt
+    boot arm64 clusters) accepts every domain lab writes for it, the clusters ones too:
+    checked against that libvirt's own RELAX NG schemas, without installing it."""
+    version, folder = _schemas_or_skip()
+    assert version.startswith("11.3"), version
+    host10 = host_mod.Host(arch="x86_64", cpus=2, qemu={"x86_64": (10, 0, 2), "arm64": (10, 0, 2)}, kvm=False, kvm_reason="test host")
+    try:
+        p = plan(name, host=host10, version=LIBVIRT_113)
+    except UserError as e:  # x86 clusters: QEMU's modules, which no libvirt version has
+        assert "domain XML cannot express" in str(e) and topology.load(name).has_clusters, e
+        return
+    ok, why = _validates(folder / "domain.rng", xml(p), tmp_path)
+    assert ok, f"{name}: libvirt 11.3's schema refuses lab's domain: {why}"
+
+
+def test_libvirt_9_0s_schema_refuses_the_clusters_domain_11_3_takes(tmp_path):
+    """Both sides: the system's libvirt 9.0 schema refuses <topology clusters=...> (why
+    lab refuses arm64 clusters on 9.0), 11.3's accepts the same document."""
+    _, folder = _schemas_or_skip()
+    system = Path("/usr/share/libvirt/schemas/domain.rng")
+    if not system.is_file():
+        pytest.skip("the system's libvirt schemas are missing (libvirt0)")
+    doc = xml(plan("kunpeng920-2s-mini", version=LIBVIRT_113))
+    assert 'clusters="4"' in doc
+    assert _validates(folder / "domain.rng", doc, tmp_path)[0]
+    ok, why = _validates(system, doc, tmp_path)
+    assert not ok and why, "libvirt 9.0's schema took a clusters topology"
