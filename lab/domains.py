@@ -7,7 +7,9 @@ domain's name and flags (debugfs ``sched/domains/cpuN/domainM/{name,flags}``) an
 span (/proc/schedstat's ``domainM`` cpumask), plus any other per-domain parameter file of
 that directory it holds (``imbalance_pct``, ``busy_factor``, ``cache_nice_tries``,
 ``min_interval``, ``max_interval``: printed when present).  CPU ids are translated to
-the topology's numbering when the run's plan.json says how (as every CPU id lab prints).
+the topology's numbering when the run's plan.json says how (as every CPU id lab prints);
+names and flags are the guest kernel's own words (6.9 renamed SD_SHARE_PKG_RESOURCES to
+SD_SHARE_LLC, 6.7 the DIE level to PKG: a diff across them shows it).
 
 A tree is printed level by level: at each level the CPUs that have the same name, flags
 and parameters form one group, shown with its distinct spans.  A diff compares two trees
@@ -50,6 +52,10 @@ class Tree:
     cpus: dict[int, list[Dom]] = field(default_factory=dict)  # CPU -> its domains, level 0 up
 
     @property
+    def has_params(self) -> bool:
+        return any(d.params for doms in self.cpus.values() for d in doms)
+
+    @property
     def depth(self) -> int:
         return max((len(d) for d in self.cpus.values()), default=0)
 
@@ -74,28 +80,30 @@ def read(run_dir: Path) -> Tree:
     view = sysfs.read_snapshot(snap)
     params = _params(snap)
     label, numbering = "", "CPU ids as the guest numbered them (no plan.json)"
+    g2s: tuple[int, ...] = ()
     if (run_dir / "plan.json").exists():
-        from .expect import translate
         from .plan import VmPlan
 
         plan = VmPlan.read(run_dir)
         g2s = plan.guest_to_spec
-        params = {(g2s[c] if c < len(g2s) else c, lvl): v for (c, lvl), v in params.items()}
-        view = translate(view, plan)
         kernel = plan.kernel.name if plan.kernel else "?"
         label = f"{plan.topo.name}, kernel {kernel}"
         numbering = f"CPU ids as {plan.topo.name} numbers them"
     if view.release:
         label = f"{label} ({view.release})" if label else f"kernel {view.release}"
+    def cpu(g: int) -> int:  # guest id -> the topology's (expect.translate's map; the flags stay the kernel's words)
+        return g2s[g] if g < len(g2s) else g
+
     tree = Tree(str(run_dir), label or "?", numbering)
-    for c, cv in sorted(view.cpus.items()):
+    for g, cv in view.cpus.items():
         doms = sorted(cv.domains, key=lambda d: d.level)
-        if not doms:
-            continue
-        tree.cpus[c] = [
-            Dom(d.name, tuple(sorted(d.span)), frozenset(d.flags), tuple(sorted(params.get((c, d.level), {}).items())))
-            for d in doms
-        ]
+        if doms:
+            tree.cpus[cpu(g)] = [
+                Dom(d.name, tuple(sorted(cpu(x) for x in d.span)), frozenset(d.flags),
+                    tuple(sorted(params.get((g, d.level), {}).items())))  # fmt: skip
+                for d in doms
+            ]
+    tree.cpus = dict(sorted(tree.cpus.items()))
     if not tree.cpus:
         raise UserError(f"{snap}: the snapshot has no sched domains (debugfs was not readable in the guest)")
     return tree
@@ -180,6 +188,10 @@ def diff(a: Tree, b: Tree) -> tuple[str, int]:
     out += _wrap(f"B: {b.source}", "", "   ") + _wrap(f"   {b.label}; {b.numbering}", "", "     ")
     if a.numbering != b.numbering:
         out += _wrap("note: the two trees number CPUs differently; CPU ids are compared as they are")
+    pa, pb = a.has_params, b.has_params
+    if pa != pb:
+        out += _wrap(f"note: {'B' if pa else 'A'}'s snapshot holds no per-domain parameters (taken before lab "
+                     "recorded them): parameters not compared")  # fmt: skip
     count = 0
     for lvl in range(max(a.depth, b.depth)):
         la, lb = _level(a, lvl), _level(b, lvl)
@@ -188,6 +200,8 @@ def diff(a: Tree, b: Tree) -> tuple[str, int]:
         for what, val in (("name", lambda d: d.name if d else "(none)"),
                           ("flags", None),
                           ("params", lambda d: "  ".join(f"{k}={v}" for k, v in d.params) or "(none)" if d else "(none)")):  # fmt: skip
+            if what == "params" and not (pa and pb):
+                continue
             by: dict[tuple[str, str], list[int]] = {}
             for c in sorted(set(la) | set(lb)):
                 da, db = la.get(c), lb.get(c)
