@@ -306,3 +306,26 @@ def test_the_sequential_report_states_the_answer_s_confidence(history):
 def test_the_fixed_majority_s_records_are_unchanged():
     st = bisect.Step("a" * 40, "s", "PASS", passed=2, of=3, runs=[{}, {}])
     assert "seq" not in st.to_dict() and st.describe() == "PASS in 2 of 2 run(s)"
+
+
+def test_the_step_under_git_bisect_run_answers_by_the_sprt(history, monkeypatch, tmp_path):
+    """lab bisect-step with a sequential state: git's 1 for a decided bad commit, 125 for
+    one the SPRT cannot decide in max_runs runs, each recorded with its SPRT figures."""
+    import json
+
+    tree, shas = history
+    clone = bisect.workspace(tree)
+    _fake_runs(monkeypatch, {shas[2]: ["FAIL"] * 3, shas[1]: ["PASS", "FAIL"] * 3})
+    steps = tmp_path / "steps.jsonl"
+    steps.write_text("{}\n{}\n".replace("{}", json.dumps({"sha": shas[0], "subject": "s", "status": "PASS"})))
+    state = tmp_path / "bisect.json"
+    state.write_text(json.dumps({"scenario": "llc-spread-pinned", "topology": "zen3-2s-mini", "runs": 3, "recipe": "fake",
+                                 "clone": str(clone), "steps": str(steps), "vm": {"accel": "tcg"},
+                                 "sequential": {"p_good": 0.8, "p_bad": 0.2, "confidence": 0.95, "max_runs": 6}}))  # fmt: skip
+    for sha, code, status in ((shas[2], 1, "FAIL"), (shas[1], 125, "UNDECIDED")):
+        bisect.checkout(clone, sha)
+        r = CliRunner().invoke(main, ["bisect-step", str(state)])
+        assert r.exit_code == code, r.output
+        st = bisect.read_steps(steps)[-1]
+        assert st.sha == sha and st.status == status and st.seq["method"] == "sprt"
+    assert st.reason == "undecided after 6 runs (3/6 passed (50%); the good end passes 80%, the bad end 20%)"
