@@ -59,13 +59,19 @@ class Step:
     wall_s: float = 0.0
     role: str = ""  # "good end", "bad end", or "" for a bisection step
     parent: str = ""  # the first parent's sha
+    # lab bisect --confidence: the SPRT's record (bisect_seq.Sprt.to_dict(), or the ends'
+    # rates for an end); None for the fixed majority, whose steps.jsonl lines stay as they were.
+    seq: dict[str, Any] | None = None
 
     @property
     def exit_code(self) -> int:
         return exit_code(self.status)
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        d = dataclasses.asdict(self)
+        if d["seq"] is None:
+            del d["seq"]
+        return d
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Step:
@@ -74,7 +80,11 @@ class Step:
 
     def describe(self) -> str:
         if self.status in ("PASS", "FAIL"):
-            return f"{self.status} in {self.passed if self.status == 'PASS' else self.failed} of {len(self.runs)} run(s)"
+            text = f"{self.status} in {self.passed if self.status == 'PASS' else self.failed} of {len(self.runs)} run(s)"
+            conf = (self.seq or {}).get("confidence")
+            if (self.seq or {}).get("method") == "sprt" and isinstance(conf, (int, float)):
+                text += f", confidence {conf:.3f}"
+            return text
         return f"{self.status}: {self.reason}"
 
 
@@ -178,35 +188,19 @@ def judge(s, topo, vm, clone: Path, sha: str, runs: int, recipe: str | None, pro
     Never raises for what the commit does (a failed build, an ERROR): the Step says it."""
     import time
 
-    from . import iterate, runner, session
     from . import progress as progress_mod
+    from . import runner, session
 
     p = progress_mod.of(progress)
     t0 = time.monotonic()
-    checkout(clone, sha)
-    step = Step(sha, subject(clone, sha), "ERROR", of=runs, role=role, parent=_git(clone, "rev-parse", "--verify", "--quiet", f"{sha}^", check=False))
-    try:
-        with p.step("build", f"{sha[:12]} {step.subject}"):
-            art = iterate.tree_kernel(clone, topo.arch, recipe, progress=p.callback())
-    except BuildError as e:
-        step.status, step.reason = "BUILD", " ".join(str(e).split())
-        step.wall_s = round(time.monotonic() - t0, 1)
+    step, art = _build(clone, sha, topo, recipe, p, role, runs, t0)
+    if art is None:
         return step
-    except UserError as e:  # a recipe patch that does not apply to this commit
-        step.status, step.reason = "BUILD", " ".join(str(e).split())
-        step.wall_s = round(time.monotonic() - t0, 1)
-        return step
-    step.kernel_id, step.build_s = art.id, round(time.monotonic() - t0, 1)
     sess = session.prepare(topo, dataclasses.replace(vm, kernel=art.id))
     outcomes: list = []
-    info = {"git_describe": sha, "tree": str(clone)}
     while not outcomes or not runner.majority(outcomes, runs).decided:
         n = len(outcomes) + 1
-        argv = session.run_argv(s.name, topo, dataclasses.replace(vm, kernel=art.id))
-        with p.step(f"run {n}/{runs}" if runs > 1 else "run", f"{s.name} on {topo.name}"), session.command(argv):
-            o = runner.run_once(s, sess, kernel_info=info, on_event=lambda t, line: p.update(f"{line.removeprefix('lab: ')} (+{t:.1f}s)"))
-        outcomes.append(o)
-        p.note(f"  {sha[:12]} run {n}: {o.status}" + (f" ({o.message})" if o.message else "") + f"; {o.run_dir}")
+        outcomes.append(_run(s, topo, vm, sess, art, clone, sha, p, f"run {n}/{runs}" if runs > 1 else "run", n))
     v = runner.majority(outcomes, runs)
     step.status, step.passed, step.failed = v.status, v.passed, v.failed
     step.runs = [o.to_dict() for o in outcomes]
@@ -215,6 +209,142 @@ def judge(s, topo, vm, clone: Path, sha: str, runs: int, recipe: str | None, pro
         step.reason = err.message if err else "no majority"
     step.wall_s = round(time.monotonic() - t0, 1)
     return step
+
+
+def _build(clone: Path, sha: str, topo, recipe: str | None, p, role: str, runs: int, t0: float):
+    """*clone* checked out at *sha* and built: (the Step so far, the kernel), or (the
+    Step saying why it did not build, None)."""
+    import time
+
+    from . import iterate
+
+    checkout(clone, sha)
+    step = Step(sha, subject(clone, sha), "ERROR", of=runs, role=role, parent=_git(clone, "rev-parse", "--verify", "--quiet", f"{sha}^", check=False))
+    try:
+        with p.step("build", f"{sha[:12]} {step.subject}"):
+            art = iterate.tree_kernel(clone, topo.arch, recipe, progress=p.callback())
+    except BuildError as e:
+        step.status, step.reason = "BUILD", " ".join(str(e).split())
+        step.wall_s = round(time.monotonic() - t0, 1)
+        return step, None
+    except UserError as e:  # a recipe patch that does not apply to this commit
+        step.status, step.reason = "BUILD", " ".join(str(e).split())
+        step.wall_s = round(time.monotonic() - t0, 1)
+        return step, None
+    step.kernel_id, step.build_s = art.id, round(time.monotonic() - t0, 1)
+    return step, art
+
+
+def _run(s, topo, vm, sess, art, clone: Path, sha: str, p, label: str, n: int):
+    """One run of *s* on the built kernel *art*: its RunOutcome."""
+    from . import runner, session
+
+    info = {"git_describe": sha, "tree": str(clone)}
+    argv = session.run_argv(s.name, topo, dataclasses.replace(vm, kernel=art.id))
+    with p.step(label, f"{s.name} on {topo.name}"), session.command(argv):
+        o = runner.run_once(s, sess, kernel_info=info, on_event=lambda t, line: p.update(f"{line.removeprefix('lab: ')} (+{t:.1f}s)"))
+    p.note(f"  {sha[:12]} run {n}: {o.status}" + (f" ({o.message})" if o.message else "") + f"; {o.run_dir}")
+    return o
+
+
+# --- lab bisect --confidence: both ends measured, each step an SPRT (lab.bisect_seq) ---------
+
+
+def measure_ends(s, topo, vm, clone: Path, good: str, bad: str, confidence: float, max_runs: int,
+                 recipe: str | None, progress=None):  # fmt: skip
+    """Build both ends and run them interleaved until their pass rates are told apart
+    (bisect_seq.estimate_ends): (Ends, the good end's Step, the bad end's Step).  An end
+    that does not build is an Ends refused as unjudged, its Step saying why."""
+    import time
+
+    from . import bisect_seq, session
+    from . import progress as progress_mod
+
+    p = progress_mod.of(progress)
+    built: dict[str, Any] = {}
+    for role, sha in (("good end", good), ("bad end", bad)):
+        t0 = time.monotonic()
+        step, art = _build(clone, sha, topo, recipe, p, role, max_runs, t0)
+        if art is None:
+            ends = bisect_seq.Ends(confidence, max_runs, state="refused", unjudged=True,
+                                   why=f"the {role} does not build: {step.reason}")  # fmt: skip
+            return ends, step, None
+        built[role] = (step, art, session.prepare(topo, dataclasses.replace(vm, kernel=art.id)), t0, sha, [])
+
+    def runner_for(role: str):
+        step, art, sess, _t0, sha, outcomes = built[role]
+
+        def run() -> str:
+            n = len(outcomes) + 1
+            o = _run(s, topo, vm, sess, art, clone, sha, p, f"{role} run {n}", n)
+            outcomes.append(o)
+            return o.status
+
+        return run
+
+    ends = bisect_seq.estimate_ends(runner_for("good end"), runner_for("bad end"), confidence, max_runs)
+    steps = []
+    for role in ("good end", "bad end"):
+        step, _art, _sess, t0, _sha, outcomes = built[role]
+        passed, judged = ends.good_rate if role == "good end" else ends.bad_rate
+        step.passed, step.failed = passed, judged - passed
+        step.runs = [o.to_dict() for o in outcomes]
+        bad_run = next((o for o in outcomes if o.status not in bisect_seq.JUDGED), None)
+        want = "PASS" if role == "good end" else "FAIL"
+        step.status = bad_run.status if bad_run else want if ends.state == "ready" else ("PASS" if passed * 2 > judged else "FAIL")
+        step.reason = bad_run.message if bad_run else ""
+        step.seq = {"method": "ends", **ends.to_dict()}
+        step.wall_s = round(time.monotonic() - t0, 1)
+        steps.append(step)
+    return ends, steps[0], steps[1]
+
+
+def judge_seq(s, topo, vm, clone: Path, sha: str, rule: dict[str, Any], recipe: str | None, progress=None) -> Step:
+    """Build *clone* at *sha* and run *s* until the SPRT of *rule* (p_good, p_bad,
+    confidence, max_runs: lab bisect's state) decides; a step it cannot decide in
+    max_runs runs is UNDECIDED (skipped) with its rates.  Never raises for what the
+    commit does."""
+    import time
+
+    from . import bisect_seq, session
+    from . import progress as progress_mod
+
+    p = progress_mod.of(progress)
+    t0 = time.monotonic()
+    max_runs = int(rule["max_runs"])
+    step, art = _build(clone, sha, topo, recipe, p, "", max_runs, t0)
+    if art is None:
+        return step
+    sess = session.prepare(topo, dataclasses.replace(vm, kernel=art.id))
+    outcomes: list = []
+
+    def run() -> str:
+        n = len(outcomes) + 1
+        outcomes.append(_run(s, topo, vm, sess, art, clone, sha, p, f"run {n} (of up to {max_runs})", n))
+        return outcomes[-1].status
+
+    t = bisect_seq.judge_step(run, float(rule["p_good"]), float(rule["p_bad"]), float(rule["confidence"]), max_runs)
+    step.status, step.passed, step.failed = t.status, t.passed, t.failed
+    step.runs = [o.to_dict() for o in outcomes]
+    step.seq = t.to_dict()
+    if t.status == bisect_seq.UNDECIDED:
+        step.reason = t.reason()
+    elif t.status not in bisect_seq.JUDGED:
+        step.reason = outcomes[-1].message if outcomes else ""
+    step.wall_s = round(time.monotonic() - t0, 1)
+    return step
+
+
+def confidence_of(steps: list[Step]) -> tuple[float, int] | None:
+    """The first bad commit's confidence from the SPRT steps (bisect_seq.overall_confidence)
+    and how many decisions it multiplies; None when the bisection was not sequential."""
+    from .bisect_seq import overall_confidence
+
+    seq = [st for st in steps if not st.role and st.seq]
+    if not any(st.seq for st in steps):
+        return None
+    confs = [st.seq.get("confidence") if st.seq and st.exit_code != SKIP else None for st in seq]
+    return overall_confidence(confs), sum(c is not None for c in confs)
 
 
 def record(log: Path, step: Step) -> None:
@@ -297,6 +427,7 @@ def report(result: Result, *, scenario: str, topology: str, wall_s: float, run_d
         for sha in result.candidates:
             st = by_sha.get(sha)
             out += _wrap(f"{sha[:12]} {st.subject if st else ''}".rstrip(), "  ")
+    out += _seq_lines(result)
     out += _wrap(f"lab bisect {scenario} --topology {topology}: both ends and {middle} step(s) judged, "
                 f"{skipped} skipped, {wall_s:.0f}s")  # fmt: skip
     if run_dir:
@@ -315,6 +446,27 @@ def report(result: Result, *, scenario: str, topology: str, wall_s: float, run_d
         role = f" ({st.role})" if st.role else ""
         out += _wrap(f"{st.sha[:12]} {st.describe()}{role}: {st.subject}", "  ")
     return "\n".join(line.rstrip() for line in out) + "\n"
+
+
+def _seq_lines(result: Result) -> list[str]:
+    """lab bisect --confidence: the answer's confidence, the rule and both ends' rates
+    (nothing for the fixed majority)."""
+    from .bisect_seq import rate_text
+
+    conf = confidence_of(result.steps)
+    if conf is None:
+        return []
+    overall, decisions = conf
+    end = next((st.seq for st in result.steps if st.role and st.seq), None) or {}
+    out: list[str] = []
+    if result.first_bad:
+        out += _wrap(f"confidence: {overall:.3f} that this is the first bad commit (the product of {decisions} "
+                     f"step decision(s), each an SPRT at {end.get('confidence', '?')})")  # fmt: skip
+    good, bad = end.get("good") or {}, end.get("bad") or {}
+    if good and bad:
+        out += _wrap(f"ends: good {rate_text(good['passed'], good['runs'])}, bad {rate_text(bad['passed'], bad['runs'])}; "
+                     f"SPRT between pass rates {good['p']:.3f} and {bad['p']:.3f}, at most {end.get('max_runs')} runs per commit")  # fmt: skip
+    return out
 
 
 def _good_side(result: Result, bad: Step) -> Step | None:

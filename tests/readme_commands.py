@@ -119,6 +119,15 @@ CHECKS: dict[str, Check] = {
         why="bisects a history made from linux-source-6.1 whose one commit reverts seed 000's fix (marked handrun: "
         "four kernel builds)",
     ),
+    "lab bisect llc-spread-pinned --kernel-tree ~/linux --good v6.1 --bad HEAD --confidence 0.95": Check(
+        "args", why="kernel builds of a real tree; the sequential rule is tested against simulated histories in "
+        "tests/unit/test_bisect_seq.py and wired through lab's bisection with faked runs in tests/unit/test_bisect.py",
+    ),
+    "lab domains RUN_DIR": Check("run", setup="run_dir"),
+    "lab domains --topology zen3-2s-mini --kernel debian --kernel debian-6.12": Check(
+        "args", why="two boots (24 s each here for zen3-2s-mini); tests/unit/test_domains.py diffs recorded runs' "
+        "snapshots and drives this path with the boots faked",
+    ),
     "lab topo import tests/fixtures/captures/spr8480-2s-snc4.tar.gz -o snc.toml --mini": Check("run", setup="checkout"),
     "lab verify snc-mini.toml": Check(
         "covered", by="tests/vm/test_verify_vm.py::test_verify_snc_machine_from_its_capture",

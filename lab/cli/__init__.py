@@ -228,12 +228,13 @@ def main(verbose: bool) -> None:
 
 
 def _register() -> None:
-    from . import bisect, compare, kernel, matrix, qemu, report, topo, vm
+    from . import bisect, compare, domains, kernel, matrix, qemu, report, topo, vm
 
     main.add_command(topo.topo)
     main.add_command(compare.compare_cmd)
     main.add_command(bisect.bisect_cmd)
     main.add_command(bisect.bisect_step_cmd)
+    main.add_command(domains.domains_cmd)
     main.add_command(kernel.kernel)
     main.add_command(qemu.qemu)
     main.add_command(report.report)

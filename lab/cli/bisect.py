@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -39,9 +40,13 @@ def _abs(arg: str) -> str:
 @click.option("--bad", required=True, metavar="REV", help="A later commit where it fails.")
 @click.option("--repeat", type=click.IntRange(1, 99), default=None, metavar="N",
               help="Runs per commit, the verdict by majority (odd; default: the scenario's verdict_runs).")
+@click.option("--confidence", type=float, default=None, metavar="C",
+              help="Judge each commit by a sequential test (SPRT) at this confidence, e.g. 0.95, against both ends' measured pass rates, instead of a fixed majority.")
+@click.option("--max-runs", type=click.IntRange(1, 999), default=None, metavar="N",
+              help="With --confidence: runs per end and per commit before a commit is skipped as undecided (default 30).")
 @click.option("--recipe", default=None, help="Config, fragments and patches for each commit (default lab-6.1 / lab-6.1-arm64).")
 @_vm_options
-def bisect_cmd(scenario_name, topo, tree, good, bad, repeat, recipe, **vm_kw) -> None:
+def bisect_cmd(scenario_name, topo, tree, good, bad, repeat, confidence, max_runs, recipe, **vm_kw) -> None:
     """Find the first commit between --good and --bad where SCENARIO fails.
 
     git bisect run drives the search in a clone of your tree in lab's cache; each
@@ -50,16 +55,29 @@ def bisect_cmd(scenario_name, topo, tree, good, bad, repeat, recipe, **vm_kw) ->
     skipped (git's 125), with the reason.  Both ends are judged first: a good commit
     that fails (or a bad one that passes) is refused before bisecting.
 
+    With --confidence C each commit is judged by Wald's sequential test instead: both
+    ends are run first, interleaved, until their pass rates are told apart (refused with
+    both rates when the good end fails more often), then each commit runs until the test
+    decides at C, or is skipped as undecided after --max-runs runs; the first bad
+    commit comes with its confidence (lab/bisect_seq.py says how it is derived).
+
     Prints the first bad commit with both sides' evidence.  Exit 0 found, 2 bad input
     (including ends that do not bisect), 3 error (an end that cannot be judged, or
     skipped commits that hide the answer)."""
     import time
 
-    from .. import bisect, iterate, lock, progress, session, topology
+    from .. import bisect, bisect_seq, iterate, lock, progress, session, topology
     from .. import scenario as sc
     from ..errors import InfraError, UserError
 
     t0 = time.monotonic()
+    if confidence is not None:
+        bisect_seq.check_confidence(confidence)
+        if repeat is not None:
+            raise UserError("--repeat and --confidence: give one (a fixed majority of N runs, or a sequential test)")
+        max_runs = max_runs if max_runs is not None else bisect_seq.DEFAULT_MAX_RUNS
+    elif max_runs is not None:
+        raise UserError("--max-runs goes with --confidence (the fixed majority's runs are --repeat)")
     s = sc.load(scenario_name)
     topo = topo or topology.load(s.topologies[0])
     unmet = s.unmet(topo)
@@ -90,9 +108,20 @@ def bisect_cmd(scenario_name, topo, tree, good, bad, repeat, recipe, **vm_kw) ->
             "clone": str(clone), "steps": str(steps_log),
             "vm": {**vm_kw, "accel": vm.accel},  # the step runs lab again: the options as given
         }  # fmt: skip
+        if confidence is not None:
+            with p.step("ends", f"good {good_sha[:12]} and bad {bad_sha[:12]}, interleaved, until their pass rates are told apart"):
+                seq_ends, g_st, b_st = bisect.measure_ends(s, topo, vm, clone, good_sha, bad_sha, confidence, max_runs, recipe, progress=p)
+            for st in (g_st, b_st):
+                if st is not None:
+                    bisect.record(steps_log, st)
+            if seq_ends.state != "ready":
+                err = InfraError if seq_ends.unjudged else UserError
+                raise err(f"{s.name} on {topo.name}: {seq_ends.why} (steps: {steps_log})")
+            state["sequential"] = {"p_good": seq_ends.p_good, "p_bad": seq_ends.p_bad, "confidence": confidence, "max_runs": max_runs}
+            p.note(f"ends told apart ({seq_ends.rates()}); bisecting in {clone}")
         (d / bisect.STATE).write_text(json.dumps(state, indent=1))
         ends = {}
-        for role, sha in (("good end", good_sha), ("bad end", bad_sha)):
+        for role, sha in (("good end", good_sha), ("bad end", bad_sha)) if confidence is None else ():
             with p.step(role, f"{sha[:12]} {bisect.subject(tree, sha)}"):
                 st = bisect.judge(s, topo, vm, clone, sha, runs, recipe, progress=p, role=role)
             bisect.record(steps_log, st)
@@ -105,15 +134,20 @@ def bisect_cmd(scenario_name, topo, tree, good, bad, repeat, recipe, **vm_kw) ->
                                 f"({st.describe()}; run dir {run.get('run_dir')}): nothing to bisect")  # fmt: skip
             if st.status != want:
                 raise InfraError(f"{what} cannot be judged, so lab cannot bisect: {st.describe()} (steps: {steps_log})")
-        p.note(f"both ends hold (good {good_sha[:12]} PASS, bad {bad_sha[:12]} FAIL); bisecting in {clone}")
+        if confidence is None:
+            p.note(f"both ends hold (good {good_sha[:12]} PASS, bad {bad_sha[:12]} FAIL); bisecting in {clone}")
         step_argv = [sys.executable, "-m", "lab", "bisect-step", str(d / bisect.STATE)]
         result = bisect.run_bisect(clone, good_sha, bad_sha, step_argv, steps_log)
     (d / "bisect.log").write_text(result.log + "\n")
     wall = time.monotonic() - t0
     text = bisect.report(result, scenario=s.name, topology=topo.name, wall_s=wall, run_dir=str(d))
     (d / "report.txt").write_text(text)
-    (d / "result.json").write_text(json.dumps({"first_bad": result.first_bad, "candidates": result.candidates,
-                                               "wall_s": round(wall, 1)}, indent=1))  # fmt: skip
+    doc: dict[str, Any] = {"first_bad": result.first_bad, "candidates": result.candidates, "wall_s": round(wall, 1)}
+    conf = bisect.confidence_of(result.steps)
+    if conf is not None:
+        doc["confidence"] = round(conf[0], 6) if result.first_bad else None
+        doc["sequential"] = state["sequential"]
+    (d / "result.json").write_text(json.dumps(doc, indent=1))
     click.echo(text, nl=False)
     if result.first_bad is None:
         sys.exit(3)
@@ -137,7 +171,10 @@ def bisect_step_cmd(state_file: Path) -> None:
         left = bisect.steps_left(clone)
         p = progress.for_cli()
         with p.step(f"bisect step {done + 1}" + (f" (~{left} more)" if left is not None else ""), f"{sha[:12]} {bisect.subject(clone, sha)}"):
-            st = bisect.judge(s, topo, _vm(**state["vm"]), clone, sha, state["runs"], state["recipe"], progress=p)
+            if state.get("sequential"):
+                st = bisect.judge_seq(s, topo, _vm(**state["vm"]), clone, sha, state["sequential"], state["recipe"], progress=p)
+            else:
+                st = bisect.judge(s, topo, _vm(**state["vm"]), clone, sha, state["runs"], state["recipe"], progress=p)
         bisect.record(Path(state["steps"]), st)
         p.note(f"{sha[:12]}: {st.describe()} -> git bisect {({0: 'good', 1: 'bad'}).get(st.exit_code, 'skip')}")
     except KeyboardInterrupt:

@@ -136,6 +136,8 @@ snapshot() {
     if [ -e /sys/kernel/debug/sched/verbose ] && [ ! -d /sys/kernel/debug/sched/domains/cpu0 ]; then
         echo Y > /sys/kernel/debug/sched/verbose 2>/dev/null
     fi
+    # Each sched domain's name, flags and parameters (`lab domains` prints them; spans come
+    # from /proc/schedstat).
     grep -H '' /sys/devices/system/cpu/online /sys/devices/system/cpu/possible \
         /sys/devices/system/cpu/cpu[0-9]*/topology/* \
         /sys/devices/system/cpu/cpu[0-9]*/cpu_capacity \
@@ -147,6 +149,11 @@ snapshot() {
         /sys/devices/system/node/node[0-9]*/distance \
         /sys/kernel/debug/sched/domains/cpu[0-9]*/domain[0-9]*/name \
         /sys/kernel/debug/sched/domains/cpu[0-9]*/domain[0-9]*/flags \
+        /sys/kernel/debug/sched/domains/cpu[0-9]*/domain[0-9]*/imbalance_pct \
+        /sys/kernel/debug/sched/domains/cpu[0-9]*/domain[0-9]*/busy_factor \
+        /sys/kernel/debug/sched/domains/cpu[0-9]*/domain[0-9]*/cache_nice_tries \
+        /sys/kernel/debug/sched/domains/cpu[0-9]*/domain[0-9]*/min_interval \
+        /sys/kernel/debug/sched/domains/cpu[0-9]*/domain[0-9]*/max_interval \
         > "$dest/sysfs.txt" 2>/dev/null
     cp /proc/schedstat "$dest/schedstat" 2>/dev/null
     cp /proc/cpuinfo "$dest/cpuinfo" 2>/dev/null

@@ -202,3 +202,130 @@ def test_report_shows_both_sides(history, monkeypatch, tmp_path):
     assert "both ends and 2 step(s) judged, 0 skipped, 42s" in " ".join(text.split())
     for ln in lines:
         assert ln.isascii() and len(ln) <= 80
+
+
+# --- lab bisect --confidence: the SPRT in lab's bisection (lab.bisect_seq) ----------------
+
+
+class _Outcome:
+    def __init__(self, status: str, n: int):
+        self.status, self.message, self.run_dir = status, "", f"/runs/{n}"
+
+    def to_dict(self):
+        return {"status": self.status, "run_dir": self.run_dir, "expectations": []}
+
+
+def _fake_runs(monkeypatch, statuses: dict[str, list[str]]):
+    """bisect._build and bisect._run as if each commit had built and its runs gave
+    *statuses*[sha] in turn (no kernel, no VM)."""
+    from lab import session
+
+    def build(clone, sha, topo, recipe, p, role, runs, t0):
+        return bisect.Step(sha, bisect.subject(clone, sha), "ERROR", of=runs, role=role), type("Art", (), {"id": f"k-{sha[:7]}"})()
+
+    def run(s, topo, vm, sess, art, clone, sha, p, label, n):
+        return _Outcome(statuses[sha][n - 1], n)
+
+    monkeypatch.setattr(bisect, "_build", build)
+    monkeypatch.setattr(bisect, "_run", run)
+    monkeypatch.setattr(session, "prepare", lambda topo, vm: None)
+
+
+def test_sequential_options_are_checked(history):
+    tree, shas = history
+    base = ["bisect", "llc-spread-pinned", "--kernel-tree", str(tree), "--good", shas[0], "--bad", shas[4], "--recipe", "fake"]
+    for extra, msg in ((["--confidence", "1.5"], "lab: error: --confidence 1.5: give a probability above 0.5 and below 1 (e.g. 0.95)"),
+                       (["--max-runs", "9"], "lab: error: --max-runs goes with --confidence (the fixed majority's runs are --repeat)"),
+                       (["--confidence", "0.95", "--repeat", "3"], "lab: error: --repeat and --confidence: give one (a fixed majority of N runs, or a sequential test)")):  # fmt: skip
+        r = CliRunner().invoke(main, base + extra)
+        assert r.exit_code == 2 and r.stderr.strip().splitlines() == [msg], r.output
+
+
+def test_a_good_end_that_fails_more_often_is_refused_with_both_rates(history, monkeypatch):
+    tree, shas = history
+    _fake_runs(monkeypatch, {shas[0]: ["FAIL", "PASS"] + ["FAIL"] * 4, shas[4]: ["PASS"] * 6})
+    monkeypatch.setattr(bisect, "run_bisect", lambda *a, **k: pytest.fail("bisected although the good end fails"))
+    r = CliRunner().invoke(main, ["bisect", "llc-spread-pinned", "--kernel-tree", str(tree), "--good", shas[0], "--bad", shas[4],
+                                  "--recipe", "fake", "--confidence", "0.95"])  # fmt: skip
+    assert r.exit_code == 2, r.output
+    lines = r.stderr.strip().splitlines()
+    assert lines[-1].startswith("lab: error: llc-spread-pinned on zen3-2s-mini: the good end fails more often than the bad end "
+                                "(good end 1/6 passed (17%), bad end 6/6 passed (100%)): nothing to bisect (steps: ")
+    assert len(lines) == 3  # two progress lines, then the one-line error  # fmt: skip
+
+
+def test_measure_ends_and_a_step_judged_by_sprt(history, monkeypatch):
+    tree, shas = history
+    from lab import bisect_seq
+    from lab.plan import VmOptions
+
+    vm = VmOptions()
+    clone = bisect.workspace(tree)
+    _fake_runs(monkeypatch, {shas[0]: ["PASS"] * 4, shas[4]: ["FAIL"] * 4, shas[2]: ["FAIL"] * 3,
+                             shas[1]: ["PASS", "FAIL"] * 5})  # fmt: skip
+    ends, g, b = bisect.measure_ends(None, None, vm, clone, shas[0], shas[4], 0.95, 10, "fake")
+    assert ends.state == "ready" and (g.status, g.passed, len(g.runs)) == ("PASS", 4, 4) and (b.status, b.failed) == ("FAIL", 4)
+    assert g.seq["method"] == "ends" and g.seq["good"] == {"passed": 4, "runs": 4, "p": round(ends.p_good, 4)}
+    rule = {"p_good": ends.p_good, "p_bad": ends.p_bad, "confidence": 0.95, "max_runs": 10}
+    st = bisect.judge_seq(None, None, vm, clone, shas[2], rule, "fake")
+    assert st.status == "FAIL" and st.exit_code == 1 and len(st.runs) == 3
+    assert st.describe() == f"FAIL in 3 of 3 run(s), confidence {st.seq['confidence']:.3f}" and st.seq["confidence"] >= 0.95
+    st = bisect.judge_seq(None, None, vm, clone, shas[1], rule, "fake")
+    assert st.status == bisect_seq.UNDECIDED and st.exit_code == 125 and len(st.runs) == 10
+    assert st.describe() == "UNDECIDED: undecided after 10 runs (5/10 passed (50%); the good end passes 80%, the bad end 20%)"
+
+
+def test_the_sequential_report_states_the_answer_s_confidence(history):
+    tree, shas = history
+    clone = bisect.workspace(tree)
+    ends = {"method": "ends", "good": {"passed": 4, "runs": 4, "p": 0.8}, "bad": {"passed": 0, "runs": 4, "p": 0.2},
+            "confidence": 0.95, "max_runs": 30, "state": "ready"}  # fmt: skip
+
+    def st(sha, status, role="", conf=None):
+        return bisect.Step(sha, bisect.subject(clone, sha), status, passed=3 * (status == "PASS"), failed=3 * (status == "FAIL"),
+                           runs=[{"status": status, "run_dir": "/r"}] * 3, role=role,
+                           seq=ends if role else {"method": "sprt", "confidence": conf})  # fmt: skip
+
+    steps = [st(shas[0], "PASS", "good end"), st(shas[4], "FAIL", "bad end"), st(shas[2], "FAIL", conf=0.985),
+             st(shas[1], "PASS", conf=0.985)]  # fmt: skip
+    text = bisect.report(bisect.Result(shas[2], [shas[2]], steps, ""), scenario="llc-spread-pinned", topology="zen3-2s-mini", wall_s=42)
+    lines = text.splitlines()
+    assert lines[:4] == [
+        f"first bad commit: {shas[2][:12]} c2: BAD",
+        "confidence: 0.970 that this is the first bad commit (the product of 2 step",
+        "  decision(s), each an SPRT at 0.95)",
+        "ends: good 4/4 passed (100%), bad 0/4 passed (0%); SPRT between pass rates 0.800",
+    ]
+    assert f"  {shas[2][:12]} FAIL in 3 of 3 run(s), confidence 0.985: c2: BAD" in lines
+    assert bisect.confidence_of(steps) == (pytest.approx(0.985**2), 2)
+    assert bisect.confidence_of([st(shas[0], "PASS", "good end")][:0]) is None
+    for ln in lines:
+        assert ln.isascii() and len(ln) <= 80
+
+
+def test_the_fixed_majority_s_records_are_unchanged():
+    st = bisect.Step("a" * 40, "s", "PASS", passed=2, of=3, runs=[{}, {}])
+    assert "seq" not in st.to_dict() and st.describe() == "PASS in 2 of 2 run(s)"
+
+
+def test_the_step_under_git_bisect_run_answers_by_the_sprt(history, monkeypatch, tmp_path):
+    """lab bisect-step with a sequential state: git's 1 for a decided bad commit, 125 for
+    one the SPRT cannot decide in max_runs runs, each recorded with its SPRT figures."""
+    import json
+
+    tree, shas = history
+    clone = bisect.workspace(tree)
+    _fake_runs(monkeypatch, {shas[2]: ["FAIL"] * 3, shas[1]: ["PASS", "FAIL"] * 3})
+    steps = tmp_path / "steps.jsonl"
+    steps.write_text("{}\n{}\n".replace("{}", json.dumps({"sha": shas[0], "subject": "s", "status": "PASS"})))
+    state = tmp_path / "bisect.json"
+    state.write_text(json.dumps({"scenario": "llc-spread-pinned", "topology": "zen3-2s-mini", "runs": 3, "recipe": "fake",
+                                 "clone": str(clone), "steps": str(steps), "vm": {"accel": "tcg"},
+                                 "sequential": {"p_good": 0.8, "p_bad": 0.2, "confidence": 0.95, "max_runs": 6}}))  # fmt: skip
+    for sha, code, status in ((shas[2], 1, "FAIL"), (shas[1], 125, "UNDECIDED")):
+        bisect.checkout(clone, sha)
+        r = CliRunner().invoke(main, ["bisect-step", str(state)])
+        assert r.exit_code == code, r.output
+        st = bisect.read_steps(steps)[-1]
+        assert st.sha == sha and st.status == status and st.seq["method"] == "sprt"
+    assert st.reason == "undecided after 6 runs (3/6 passed (50%); the good end passes 80%, the bad end 20%)"

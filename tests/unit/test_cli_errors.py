@@ -155,6 +155,22 @@ CASES: dict[str, dict[str, list[list[str]]]] = {
         "repeat": [["bisect", "llc-spread-pinned", *BISECT, "--repeat", n] for n in ("2", "0", "100", "x", "")],
         "recipe": [["bisect", "llc-spread-pinned", *BISECT, "--recipe", r] for r in ("nope", "lab-6.1-arm64", "{missing}.toml")],
         **{k: [[*c[:2], *BISECT, *c[2:]] for c in v] for k, v in _vm("bisect", "llc-spread-pinned").items() if k != "kernel_spec"},
+        "confidence": [["bisect", "llc-spread-pinned", *BISECT, "--confidence", c] for c in ("0.5", "1", "1.5", "nan", "x", "")]
+        + [["bisect", "llc-spread-pinned", *BISECT, "--confidence", "0.95", "--repeat", "3"]],
+        "max_runs": [["bisect", "llc-spread-pinned", *BISECT, "--confidence", "0.95", "--max-runs", n] for n in ("0", "1000", "x", "")]
+        + [["bisect", "llc-spread-pinned", *BISECT, "--max-runs", "9"]],  # without --confidence
+    },
+    "domains": {
+        "": [["domains"]],
+        "run_dirs": [["domains", r] for r in ("{missing}", "{dir}", "{garbage}", "{run_cluster}", "")]
+        + [["domains", "{run}", r] for r in ("{missing}", "{dir}")] + [["domains", "{run}", "{run}", "{run}"]],
+        "topos": [["domains", "--topology", t] for t in TOPOLOGIES] + [["domains", "{run}", "--topology", "xeon-2s22c-mini"]],
+        "kernels": [["domains", "--topology", "xeon-2s22c-mini", "--kernel", k] for k in KERNELS]
+        + [["domains", "--topology", "xeon-2s22c-mini", "--kernel"], ["domains", "{run}", "--kernel", "debian"],
+           ["domains", "-t", "xeon-2s22c-mini", "-t", "zen3-2s-mini", "--kernel", "debian", "--kernel", "debian-6.12"]],
+        "timeout": [["domains", "--topology", "xeon-2s22c-mini", "--timeout", t] for t in SECONDS],
+        "runs": [["domains", "--topology", "xeon-2s22c-mini", "--runs", r] for r in RUNS_DIRS],
+        **{k: v for k, v in _vm("domains", "--topology", "xeon-2s22c-mini").items() if k != "kernel_spec"},
     },
     "bisect-step": {"state_file": [["bisect-step", f] for f in ("{missing}", "{dir}")] + [["bisect-step"]]},
     "scenarios": {"": [["scenarios", "extra"]], "table_format": [["scenarios", "--format", "html"]]},
