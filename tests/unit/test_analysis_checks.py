@@ -1,0 +1,218 @@
+"""The checks every run gets (lab.analysis.checks) on tiny traces with hand-computed answers."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from lab.analysis.checks import ChecksAccumulator, Traced, checks, percentile
+from lab.topology import loads
+from lab.trace import parse
+
+# 2 sockets x 1 node x 2 LLCs x 2 cores x 2 threads, linear numbering:
+#   node 0: LLC {0-3} (cores {0,1} {2,3}), LLC {4-7}; node 1: LLC {8-11}, LLC {12-15}
+SMALL = loads(
+    """
+name = "small"
+arch = "x86_64"
+[cpu]
+vendor = "amd"
+family = 25
+[topology]
+sockets = 2
+nodes_per_socket = 1
+llcs_per_node = 2
+cores_per_cluster = 2
+threads_per_core = 2
+numbering = "linear"
+[numa]
+distances = [[10, 32], [32, 10]]
+"""
+)
+
+ALL = ["sched:sched_switch", "sched:sched_wakeup", "sched:sched_wakeup_new", "sched:sched_waking", "sched:sched_migrate_task"]
+
+
+def line(cpu: int, ts: float, name: str, body: str, comm: str = "w", pid: int = 10) -> str:
+    return f"{comm:>16}-{pid:<7} [{cpu:03d}] d..2. {ts:12.6f}: {name}: {body}\n"
+
+
+def switch(cpu, ts, prev, ppid, nxt, npid, state="S"):
+    return line(cpu, ts, "sched_switch",
+                f"prev_comm={prev} prev_pid={ppid} prev_prio=120 prev_state={state} ==> "
+                f"next_comm={nxt} next_pid={npid} next_prio=120", prev, ppid)  # fmt: skip
+
+
+def wake(cpu, ts, kind, comm, pid, target, by="w", by_pid=10):
+    return line(cpu, ts, kind, f"comm={comm} pid={pid} prio=120 target_cpu={target:03d}", by, by_pid)
+
+
+def migrate(cpu, ts, comm, pid, src, dst):
+    return line(cpu, ts, "sched_migrate_task", f"comm={comm} pid={pid} prio=120 orig_cpu={src} dest_cpu={dst}", "w", 10)
+
+
+# Three tasks named 'w' (pids 10, 12, 13) on CPUs 0 and 1 (one core, one LLC, node 0):
+#   1.0  CPU0 idle -> 10 runs; CPU1 x(99) sleeps -> idle
+#   1.1  waking 12 (latency starts);  1.2 wakeup 12 on CPU0: waits while CPU1 idles
+#   1.5  CPU0: 10 preempted (R+) -> 12 runs (waited 0.3, latency 0.4); 10 waits on CPU0
+#   1.6  10 pulled to CPU1 (idle: the only queue is the idle CPU's own, no waste after)
+#   1.7  CPU1: idle -> 10 (waited 0.2)
+#   2.0  CPU0: 12 sleeps -> idle
+#   2.2  wakeup_new 13 on CPU1, while CPU0 idles (waste again)
+#   2.5  CPU1: 10 preempted (R) -> 13 (waited 0.3, latency 0.3); 10 waits on CPU1
+#   2.9  10 moved to CPU0 (idle: no waste after);  3.0 CPU0: idle -> 10 (waited 0.5)
+TRACE = [
+    switch(0, 1.0, "swapper/0", 0, "w", 10, "R"),
+    switch(1, 1.0, "x", 99, "swapper/1", 0),
+    wake(0, 1.1, "sched_waking", "w", 12, 0),
+    wake(0, 1.2, "sched_wakeup", "w", 12, 0),
+    switch(0, 1.5, "w", 10, "w", 12, "R+"),
+    migrate(1, 1.6, "w", 10, 0, 1),
+    switch(1, 1.7, "swapper/1", 0, "w", 10, "R"),
+    switch(0, 2.0, "w", 12, "swapper/0", 0),
+    wake(1, 2.2, "sched_wakeup_new", "w", 13, 1),
+    switch(1, 2.5, "w", 10, "w", 13, "R"),
+    migrate(0, 2.9, "w", 10, 1, 0),
+    switch(0, 3.0, "swapper/0", 0, "w", 10, "R"),
+]
+
+
+def run(trace=TRACE, events=ALL, filters=None, allowed=None):
+    reader = parse(trace)
+    return checks(reader, SMALL, traced=Traced.of(events, filters), allowed=allowed, allowed_source="test")
+
+
+def test_starvation_is_the_longest_runnable_wait_with_its_task():
+    s = run()["starvation"]
+    assert s == {"longest_s": 0.5, "pid": 10, "comm": "w", "cpu": 0, "since": 2.5, "from": "preempted", "open": False}
+
+
+def test_a_task_still_waiting_at_the_end_counts_to_the_trace_end():
+    s = run(TRACE[:-1] + [line(1, 4.0, "sched_switch", "prev_comm=w prev_pid=13 prev_prio=120 prev_state=R ==> next_comm=w next_pid=13 next_prio=120", "w", 13)])["starvation"]
+    # 10 waits from 2.5 (queued on CPU0 since 2.9) to the last event, 4.0
+    assert s["longest_s"] == 1.5 and s["pid"] == 10 and s["open"] is True and s["cpu"] == 0
+
+
+def test_wakeup_latency_starts_at_waking_and_uses_nearest_rank_percentiles():
+    w = run()["wakeup_latency"]
+    assert w == {"count": 2, "p50_s": 0.3, "p90_s": 0.4, "p99_s": 0.4, "max_s": 0.4, "max_pid": 12, "max_comm": "w", "from": "sched_waking"}
+    no_waking = run([x for x in TRACE if "sched_waking" not in x], events=[e for e in ALL if "waking" not in e])
+    assert no_waking["wakeup_latency"]["p90_s"] == 0.3 and no_waking["wakeup_latency"]["from"] == "sched_wakeup"
+
+
+def test_percentile_nearest_rank():
+    xs = [float(i) for i in range(1, 101)]
+    assert [percentile(xs, p) for p in (50, 90, 99, 100)] == [50.0, 90.0, 99.0, 100.0]
+    assert percentile([7.0], 50) == 7.0
+
+
+def test_work_conservation_counts_idle_cpu_time_while_a_task_waits_elsewhere_in_the_group():
+    wc = run()["work_conservation"]
+    # 1.2-1.6 (CPU1 idle, 12 then 10 waiting on CPU0) and 2.2-2.9 (CPU0 idle, 13 then 10 on CPU1)
+    assert wc["llc"] == {"idle_while_waiting_s": 1.1, "share": 0.275}  # of 2 CPUs x 2.0 s
+    assert wc["node"] == wc["llc"]
+    assert wc["observed_cpu_s"] == 4.0 and wc["masks"].startswith("assumed: every CPU allowed")
+
+
+def test_work_conservation_honours_recorded_masks():
+    # Every 'w' allowed on both CPUs: the same answer through the masks' path.
+    assert run(allowed={"w": [0, 1]})["work_conservation"]["llc"]["idle_while_waiting_s"] == 1.1
+    # Allowed on CPU0 only: CPU1's idling is no waste, CPU0's (2.2-2.9) is.
+    wc = run(allowed={"w*": [0]})["work_conservation"]
+    assert wc["llc"]["idle_while_waiting_s"] == 0.7 and wc["masks"].startswith("allowed CPUs from test")
+
+
+def test_waiting_in_another_llc_is_not_llc_waste_but_is_node_waste():
+    trace = [
+        switch(0, 1.0, "swapper/0", 0, "w", 10, "R"),
+        switch(4, 1.0, "x", 99, "swapper/4", 0),  # CPU4: the other LLC of node 0
+        switch(8, 1.0, "x", 98, "swapper/8", 0),  # CPU8: node 1
+        wake(0, 1.0, "sched_wakeup", "w", 12, 0),
+        switch(0, 2.0, "w", 10, "w", 12),
+    ]
+    wc = run(trace)["work_conservation"]
+    assert wc["llc"]["idle_while_waiting_s"] == 0.0
+    assert wc["node"]["idle_while_waiting_s"] == 1.0  # CPU4 only: CPU8 is the other node
+    assert wc["observed_cpu_s"] == 3.0
+
+
+def test_fairness_spread_of_cpu_time_among_tasks_of_one_comm():
+    f = run()["fairness"]
+    # 10: 1.0-1.5 + 1.7-2.5 = 1.3 s; 12: 1.5-2.0 = 0.5 s; 13: 2.5-3.0 (running at the end) = 0.5 s
+    mean = (1.3 + 0.5 + 0.5) / 3
+    cv = math.sqrt(((1.3 - mean) ** 2 + 2 * (0.5 - mean) ** 2) / 3) / mean
+    assert f["groups"] == 1 and f["worst"] == "w"
+    assert f["by_comm"]["w"] == {"tasks": 3, "min_s": 0.5, "max_s": 1.3, "max_over_min": 2.6, "cv": round(cv, 6)}
+    assert round(cv, 6) == 0.4919
+
+
+def test_migrations_per_second_by_level():
+    m = run()["migrations"]
+    assert m["total"] == 2 and m["span_s"] == 2.0
+    assert m["by_level"]["core"] == 2 and m["per_s"]["core"] == 1.0 and m["per_s"]["node"] == 0.0
+
+
+def test_affinity_violations_against_the_recorded_masks():
+    assert run()["affinity"] == {"not_measured": "the run records no task's allowed CPUs"}
+    ok = run(allowed={"w": [0, 1]})["affinity"]
+    assert ok["violations"] == 0 and ok["tasks"] == [] and ok["allowed_from"] == "test"
+    bad = run(allowed={"w": [0]})["affinity"]
+    # 10 pulled to CPU1 (1.6) and run there (1.7); 13 placed on CPU1 (2.2) and run there (2.5)
+    assert bad["violations"] == 4 and bad["tasks"] == [10, 13]
+    assert bad["evidence"][0] == "1.600000: sched_migrate_task w-10 to CPU 1 (allowed 0)"
+    assert bad["judged_on"] == ["sched_switch", "sched_wakeup", "sched_wakeup_new", "sched_migrate_task"]
+
+
+def test_missing_or_filtered_events_are_not_measured_never_a_number():
+    no_new = run(events=[e for e in ALL if not e.endswith("wakeup_new")])
+    assert no_new["starvation"] == {"not_measured": "not measured: event sched_wakeup_new not traced"}
+    assert no_new["work_conservation"] == {"not_measured": "not measured: event sched_wakeup_new not traced"}
+    assert "p50_s" in no_new["wakeup_latency"] and "cv" in no_new["fairness"]["by_comm"]["w"]
+    filtered = run(filters={"sched_switch": 'prev_comm == "w" || next_comm == "w"'})
+    assert filtered["fairness"]["not_measured"].startswith("not measured: event sched_switch traced with a filter (prev_comm")
+    assert run(events=["sched:sched_migrate_task"])["wakeup_latency"] == {"not_measured": "not measured: event sched_switch not traced"}
+    off = run([x for x in TRACE if "sched_switch" not in x])
+    assert off["fairness"]["not_measured"].startswith("not measured: no sched_switch event in the trace")
+    mf = run(filters={"sched_migrate_task": 'comm == "w"'})["migrations"]
+    assert mf["filtered"] == 'comm == "w"' and mf["total"] == 2
+
+
+def test_unknown_events_list_takes_the_events_the_trace_holds():
+    out = checks(parse(TRACE), SMALL)
+    assert out["starvation"]["longest_s"] == 0.5
+    none = checks(parse([]), SMALL)
+    assert none["fairness"] == {"not_measured": "not measured: event sched_switch not traced"}
+
+
+def test_guest_numbering_is_translated_before_groups_are_looked_up():
+    # Guest CPUs 0 and 1 are spec CPUs 4 and 8 (different nodes): no LLC or node waste.
+    trace = [
+        switch(0, 1.0, "swapper/0", 0, "w", 10, "R"),
+        switch(1, 1.0, "x", 99, "swapper/1", 0),
+        wake(0, 1.0, "sched_wakeup", "w", 12, 0),
+        switch(0, 2.0, "w", 10, "w", 12),
+    ]
+    acc = ChecksAccumulator(SMALL, cpu_map={0: 4, 1: 8}.__getitem__, traced=Traced.of(ALL))
+    for ev in parse(trace):
+        acc.feed(ev)
+    wc = acc.result()["work_conservation"]
+    assert wc["node"]["idle_while_waiting_s"] == 0.0
+    same = checks(parse(trace), SMALL, traced=Traced.of(ALL))["work_conservation"]
+    assert same["llc"]["idle_while_waiting_s"] == 1.0
+
+
+@pytest.mark.parametrize("events", [None, ALL])
+def test_a_cpu_outside_the_topology_is_ignored_not_a_crash(events):
+    trace = [
+        switch(40, 1.0, "swapper/40", 0, "w", 10, "R"),
+        wake(40, 1.5, "sched_wakeup", "w", 12, 40),
+        migrate(40, 1.6, "w", 12, 40, 41),
+        switch(41, 2.0, "w", 10, "w", 12, "R"),
+    ]
+    out = checks(parse(trace), SMALL, traced=Traced.of(events) if events else None)
+    if events:
+        assert out["work_conservation"]["observed_cpu_s"] == 0.0 and out["starvation"]["longest_s"] == 0.5
+        assert out["migrations"]["total"] == 0
+    else:
+        assert out["starvation"] == {"not_measured": "not measured: event sched_wakeup_new not traced"}
