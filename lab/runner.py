@@ -60,6 +60,9 @@ class RunOutcome:
     kernel_info: dict[str, Any] = field(default_factory=dict)  # e.g. the tree's git describe
     scenario_version: int | None = None  # the scenario's design version the run was judged by
     integrity: dict[str, Any] = field(default_factory=dict)  # lab.integrity's figures; how far the run got
+    # lab.analysis.checks' figures per phase (starvation, work conservation, ...): figures on
+    # every run whose data is complete, never part of the verdict.
+    checks: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -75,6 +78,7 @@ class RunOutcome:
             "kernel_info": self.kernel_info,
             "integrity": self.integrity,
             **({"scenario_version": self.scenario_version} if self.scenario_version is not None else {}),
+            **({"checks": self.checks} if self.checks else {}),
         }
 
 
@@ -223,6 +227,7 @@ def judge(
     if not v.ok:
         _error(out, v.message)
         return
+    out.checks = run_checks(s, plan, run_dir)
     r = _result(s, plan, run_dir / "out", run_dir / "guest")
     try:
         out.expectations = sc.call_check(s, r)
@@ -238,6 +243,33 @@ def judge(
     out.status, why = sc.verdict_of(out.expectations)
     if why:
         out.message = why
+
+
+def run_checks(s: sc.Scenario, plan: VmPlan, run_dir: Path) -> dict[str, Any]:
+    """The checks every run gets (lab.analysis.checks), per phase's trace: figures only.
+    Nothing here can change the verdict: what cannot be measured (an event the scenario
+    did not trace, a trace lab cannot read, the checks' own failure) says so as the
+    phase's or the figure's ``not_measured``.  Allowed CPUs come from the scenario's
+    ``allowed_cpus(r, phase)`` when it records them; a file that hook reads and the run
+    lacks leaves them unrecorded (a Result of its own: the verdict's is not touched)."""
+    from .analysis import checks as ck
+
+    traced = ck.Traced.of(s.events, s.filters)
+    r = sc.Result(s, plan.topo, plan, plan.kernel, run_dir / "out")
+    out: dict[str, Any] = {}
+    for phase in r.phases:
+        try:
+            allowed = s.allowed_cpus(r, phase)
+            source = f"{s.name}'s allowed_cpus()" if allowed is not None else ""
+            if r.missing:
+                allowed, source = None, ""
+            figs: dict[str, Any] = ck.trace_checks(r.trace_path(phase), plan.topo, r.cpu_map, traced, allowed, source)
+        except UserError as e:  # a trace file lab will not read (a link, a FIFO)
+            figs = {"not_measured": f"not measured: {e}"}
+        except Exception as e:  # noqa: BLE001 - a figure, never the verdict: say what failed
+            figs = {"not_measured": f"not measured: lab's checks failed: {type(e).__name__}: {e}"}
+        out[phase] = sc.normalise(figs)
+    return out
 
 
 def _trace_dat(out: RunOutcome, run_dir: Path) -> None:

@@ -27,6 +27,7 @@ not in any sched event, so they come from the run (``allowed``, comm or glob -> 
 from __future__ import annotations
 
 import math
+import re
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -94,14 +95,16 @@ class Traced:
     def why_not(self, needs: Iterable[str], stats: TraceStats, filtered_ok: bool = False) -> str:
         """'' when every event of *needs* was traced (unfiltered, unless *filtered_ok*: a
         figure that is then of the tasks the filter keeps), else why it is not measured."""
+        needs = tuple(needs)
         for ev in needs:
             if (ev not in self.events) if self.events is not None else not stats.events.get(ev):
                 return f"not measured: event {ev} not traced"
-            if ev in self.filters and not filtered_ok:
-                return f"not measured: event {ev} traced with a filter ({self.filters[ev]}): only some tasks' events"
         if "sched_switch" in needs and not stats.events.get("sched_switch"):
             # Any busy CPU switches; none at all means it was off during this phase.
             return "not measured: no sched_switch event in the trace (traced, but none recorded: disabled during this phase?)"
+        for ev in needs:
+            if ev in self.filters and not filtered_ok:
+                return f"not measured: event {ev} traced with a filter ({self.filters[ev]}): only some tasks' events"
         return ""
 
 
@@ -339,13 +342,16 @@ class ChecksAccumulator:
         begin = st.first_ts if st.first_ts is not None else self.first
         out: dict[str, Any] = {}
         for name in CHECKS:
-            why = self.traced.why_not(NEEDS[name], st, filtered_ok=name == "migrations")
+            comm = switch_comm(self.traced.filters.get("sched_switch", "")) if name == "fairness" else None
+            why = self.traced.why_not(NEEDS[name], st, filtered_ok=name == "migrations" or comm is not None)
             if name == "affinity":
                 out[name] = self.affinity(st)
             elif why:
                 out[name] = {"not_measured": why}
             elif end is None or begin is None:
-                out[name] = {"not_measured": "no events in the trace"}
+                out[name] = {"not_measured": "not measured: no events in the trace"}
+            elif name == "fairness":
+                out[name] = self.fairness(begin, end, only=comm)
             else:
                 out[name] = getattr(self, name)(begin, end)
         return out
@@ -409,10 +415,10 @@ class ChecksAccumulator:
         the run records no allowed CPUs, or traced none of those events.
         """
         if self.masks is None:
-            return {"not_measured": "the run records no task's allowed CPUs"}
+            return {"not_measured": "not measured: the run records no task's allowed CPUs"}
         on = [e for e in PLACEMENT_EVENTS if (e in self.traced.events if self.traced.events is not None else stats.events.get(e))]
         if not on:
-            return {"not_measured": f"none of {', '.join(PLACEMENT_EVENTS)} traced"}
+            return {"not_measured": f"not measured: none of {', '.join(PLACEMENT_EVENTS)} traced"}
         d: dict[str, Any] = {
             "violations": self.violations,
             "tasks": sorted(self.violators),
@@ -425,7 +431,7 @@ class ChecksAccumulator:
             d["filtered"] = scoped
         return d
 
-    def fairness(self, begin: float, end: float) -> dict[str, Any]:
+    def fairness(self, begin: float, end: float, only: str | None = None) -> dict[str, Any]:
         """Spread of CPU time among the tasks of one comm (tasks of one group, which a
         workload gives one name and one weight).
 
@@ -437,7 +443,9 @@ class ChecksAccumulator:
         (population standard deviation over the mean).  CPU time is over the trace, not
         over each task's lifetime: a task that started late or exited early has less.
         Shows the FAIRNESS_GROUPS_SHOWN comms of highest cv; ``worst`` names the highest.
-        Needs sched_switch.
+        Needs sched_switch, unfiltered, or filtered to one comm's switches
+        (``prev_comm == "X" || next_comm == "X"``, which keeps every interval of X's
+        tasks): then of comm X only (*only*; ``scope`` says so).
         """
         times = dict(self.cpu_time)
         for pid, since in self.running.values():
@@ -445,7 +453,9 @@ class ChecksAccumulator:
                 times[pid] = times.get(pid, 0.0) + (end - since)
         by_comm: dict[str, list[float]] = {}
         for pid, tm in times.items():
-            by_comm.setdefault(self.comm_of.get(pid, "?"), []).append(_s(tm))
+            comm = self.comm_of.get(pid, "?")
+            if only is None or comm == only:
+                by_comm.setdefault(comm, []).append(_s(tm))
         groups: dict[str, dict[str, Any]] = {}
         cvs: dict[str, float] = {}
         for comm, ts in by_comm.items():
@@ -463,11 +473,14 @@ class ChecksAccumulator:
             }
             cvs[comm] = groups[comm]["cv"]
         ranked = sorted(groups, key=lambda c: (-cvs[c], c))
-        return {
+        d: dict[str, Any] = {
             "groups": len(groups),
             "worst": ranked[0] if ranked else None,
             "by_comm": {c: groups[c] for c in ranked[:FAIRNESS_GROUPS_SHOWN]},
         }
+        if only is not None:
+            d["scope"] = f"comm {only} only (sched_switch traced with a filter keeping its switches)"
+        return d
 
     def wakeup_latency(self, begin: float, end: float) -> dict[str, Any]:
         """Wakeup latency: from a task's waking to its running, p50 / p90 / p99 / max.
@@ -516,6 +529,18 @@ class ChecksAccumulator:
         if "sched_migrate_task" in self.traced.filters:
             d["filtered"] = self.traced.filters["sched_migrate_task"]
         return d
+
+
+_COMM_FILTER = re.compile(r'\s*\(?\s*(prev|next)_comm\s*==\s*"([^"*?\[]+)"\s*\|\|\s*(prev|next)_comm\s*==\s*"([^"]+)"\s*\)?\s*')
+
+
+def switch_comm(flt: str) -> str | None:
+    """The comm X of a sched_switch filter that keeps exactly X's switches in and out
+    (``prev_comm == "X" || next_comm == "X"``, either order), else None."""
+    m = _COMM_FILTER.fullmatch(flt)
+    if m is None or {m.group(1), m.group(3)} != {"prev", "next"} or m.group(2) != m.group(4):
+        return None
+    return m.group(2)
 
 
 def _cpus(cpus: Iterable[int]) -> str:

@@ -2,11 +2,24 @@
 
 from __future__ import annotations
 
+import json
 import math
+from pathlib import Path
 
 import pytest
 
-from lab.analysis.checks import ChecksAccumulator, Traced, checks, percentile
+from lab import runner
+from lab import scenario as sc
+from lab.analysis.checks import (
+    ChecksAccumulator,
+    Traced,
+    checks,
+    percentile,
+    switch_comm,
+    trace_checks,
+)
+from lab.plan import VmPlan
+from lab.scenario import Scenario
 from lab.topology import loads
 from lab.trace import parse
 
@@ -154,7 +167,7 @@ def test_migrations_per_second_by_level():
 
 
 def test_affinity_violations_against_the_recorded_masks():
-    assert run()["affinity"] == {"not_measured": "the run records no task's allowed CPUs"}
+    assert run()["affinity"] == {"not_measured": "not measured: the run records no task's allowed CPUs"}
     ok = run(allowed={"w": [0, 1]})["affinity"]
     assert ok["violations"] == 0 and ok["tasks"] == [] and ok["allowed_from"] == "test"
     bad = run(allowed={"w": [0]})["affinity"]
@@ -169,8 +182,9 @@ def test_missing_or_filtered_events_are_not_measured_never_a_number():
     assert no_new["starvation"] == {"not_measured": "not measured: event sched_wakeup_new not traced"}
     assert no_new["work_conservation"] == {"not_measured": "not measured: event sched_wakeup_new not traced"}
     assert "p50_s" in no_new["wakeup_latency"] and "cv" in no_new["fairness"]["by_comm"]["w"]
-    filtered = run(filters={"sched_switch": 'prev_comm == "w" || next_comm == "w"'})
+    filtered = run(filters={"sched_switch": 'prev_comm == "x" || next_comm == "x" || next_comm == "w"'})
     assert filtered["fairness"]["not_measured"].startswith("not measured: event sched_switch traced with a filter (prev_comm")
+    assert filtered["starvation"]["not_measured"] == filtered["fairness"]["not_measured"]
     assert run(events=["sched:sched_migrate_task"])["wakeup_latency"] == {"not_measured": "not measured: event sched_switch not traced"}
     off = run([x for x in TRACE if "sched_switch" not in x])
     assert off["fairness"]["not_measured"].startswith("not measured: no sched_switch event in the trace")
@@ -216,3 +230,79 @@ def test_a_cpu_outside_the_topology_is_ignored_not_a_crash(events):
         assert out["migrations"]["total"] == 0
     else:
         assert out["starvation"] == {"not_measured": "not measured: event sched_wakeup_new not traced"}
+
+
+def test_fairness_under_a_filter_keeping_one_comms_switches_is_of_that_comm():
+    f = run(filters={"sched_switch": 'next_comm == "w" || prev_comm == "w"'})["fairness"]
+    assert f["by_comm"]["w"]["tasks"] == 3 and f["scope"].startswith("comm w only")
+    assert switch_comm('prev_comm == "hackbench" || next_comm == "hackbench"') == "hackbench"
+    for other in ('prev_comm == "a" || next_comm == "b"', 'prev_comm == "a*" || next_comm == "a*"', 'prev_comm == "a"', "prev_pid == 3"):
+        assert switch_comm(other) is None
+
+
+# ---- recorded runs ----------------------------------------------------------------------------
+
+RUNS = Path(__file__).resolve().parent.parent / "fixtures" / "runs"
+NO_SWITCH = {"not_measured": "not measured: event sched_switch not traced"}
+
+
+def recorded(name: str) -> tuple[Path, VmPlan, Scenario]:
+    d = RUNS / name
+    return d, VmPlan.read(d), sc.load(json.loads((d / "results.json").read_text())["scenario"])
+
+
+def test_recorded_llc_spread_pinned_migration_rates_and_affinity():
+    d, plan, s = recorded("llc-spread-pinned-zen3-2s-mini-lab-6.1")
+    c = runner.run_checks(s, plan, d)
+    assert list(c) == ["main"]
+    main = c["main"]
+    for name in ("starvation", "work_conservation", "fairness", "wakeup_latency"):
+        assert main[name] == NO_SWITCH  # the scenario traces fork placement only
+    m = main["migrations"]
+    assert m["total"] == 4 and m["by_level"] == {"core": 0, "llc": 1, "node": 2, "socket": 0, "machine": 1}
+    assert m["span_s"] == 2.530973 and m["per_s"]["node"] == round(2 / 2.530973, 6)
+    # The same migrations as the analysis the scenarios use, over every task.
+    r = sc.Result(s, plan.topo, plan, plan.kernel, d / "out")
+    assert dict(r.migrations().by_level) == {k: v for k, v in m["by_level"].items() if v}
+    a = main["affinity"]  # stream's threads, from the CPUs the job wrote
+    assert a == {"violations": 0, "tasks": [], "evidence": [], "judged_on": ["sched_wakeup_new", "sched_migrate_task"],
+                 "allowed_from": "llc-spread-pinned's allowed_cpus()"}
+
+
+def test_recorded_run_against_a_narrower_mask_shows_the_violations():
+    d, plan, s = recorded("llc-spread-pinned-zen3-2s-mini-lab-6.1")
+    r = sc.Result(s, plan.topo, plan, plan.kernel, d / "out")
+    allowed = r.allowed("allowed")
+    keep = allowed[:1]
+    a = trace_checks(r.trace_path("main"), plan.topo, r.cpu_map, Traced.of(s.events), {"stream": keep}, "test")["affinity"]
+    # every stream placement (fork target, migration destination) off the first allowed CPU
+    events = list(r.events("main", only=["sched_wakeup_new", "sched_migrate_task"]))
+    off = [e for e in events if e.task_comm == "stream" and r.cpu(e.target_cpu if e.name == "sched_wakeup_new" else e.dest_cpu) not in keep]
+    assert off and a["violations"] == len(off)
+    assert a["tasks"] == sorted({e.task_pid for e in off}) and len(a["evidence"]) == min(5, len(off))
+
+
+def test_recorded_soft_affinity_fairness_is_the_residency_of_hackbench():
+    d, plan, s = recorded("soft-affinity-xeon-2s22c-mini-lab-6.1-soft-affinity")
+    c = runner.run_checks(s, plan, d)
+    assert sorted(c) == ["hard", "none", "soft", "soft1"]
+    # The job turns sched_switch off for the hard phase: said, not a figure of nothing.
+    assert c["hard"]["fairness"]["not_measured"].startswith("not measured: no sched_switch event in the trace")
+    assert c["hard"]["starvation"] == {"not_measured": "not measured: event sched_wakeup not traced"}
+    f = c["soft1"]["fairness"]
+    assert f["scope"] == "comm hackbench only (sched_switch traced with a filter keeping its switches)"
+    assert f["by_comm"]["hackbench"] == {"tasks": 41, "min_s": 0.057946, "max_s": 0.420452, "max_over_min": 7.255928, "cv": 0.558279}
+    r = sc.Result(s, plan.topo, plan, plan.kernel, d / "out")
+    res = r.residency("soft1", comms="hackbench", keep_intervals=False)
+    totals = [round(t.total, 6) for t in res.tasks.values()]
+    assert len(totals) == 41 and min(totals) == 0.057946 and max(totals) == 0.420452
+    assert c["soft1"]["migrations"]["total"] == 471 and c["soft1"]["migrations"]["filtered"] == 'comm == "hackbench"'
+    assert c["soft1"]["wakeup_latency"] == {"not_measured": "not measured: event sched_wakeup not traced"}
+
+
+def test_recorded_cluster_wakeup_traces_no_switch_and_no_migration():
+    d, plan, s = recorded("cluster-wakeup-kunpeng920-2s-mini-debian")
+    main = runner.run_checks(s, plan, d)["main"]
+    assert main["starvation"] == NO_SWITCH and main["fairness"] == NO_SWITCH
+    assert main["migrations"] == {"not_measured": "not measured: event sched_migrate_task not traced"}
+    assert main["affinity"] == {"not_measured": "not measured: the run records no task's allowed CPUs"}
