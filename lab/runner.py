@@ -258,12 +258,18 @@ def run_checks(s: sc.Scenario, plan: VmPlan, run_dir: Path) -> dict[str, Any]:
     r = sc.Result(s, plan.topo, plan, plan.kernel, run_dir / "out")
     out: dict[str, Any] = {}
     for phase in r.phases:
+        hook = ""
         try:
             allowed = s.allowed_cpus(r, phase)
             source = f"{s.name}'s allowed_cpus()" if allowed is not None else ""
-            if r.missing:
-                allowed, source = None, ""
+        except Exception as e:  # noqa: BLE001 - the scenario's bug costs the affinity figure, nothing else
+            allowed, source, hook = None, "", f"not measured: {s.name}'s allowed_cpus() raised {type(e).__name__}: {e}"
+        if r.missing:
+            allowed, source = None, ""
+        try:
             figs: dict[str, Any] = ck.trace_checks(r.trace_path(phase), plan.topo, r.cpu_map, traced, allowed, source)
+            if hook:
+                figs["affinity"] = {"not_measured": hook}
         except UserError as e:  # a trace file lab will not read (a link, a FIFO)
             figs = {"not_measured": f"not measured: {e}"}
         except Exception as e:  # noqa: BLE001 - a figure, never the verdict: say what failed

@@ -578,3 +578,67 @@ def trace_checks(
     """checks() over a run's trace file (a regular file: see parse_file's follow_symlinks)."""
     reader = parse_file(path, only=EVENTS, follow_symlinks=False)
     return checks(reader, topo, cpu_map, traced, allowed, allowed_source, stats=None)
+
+
+def _dur(s: float | None) -> str:
+    if s is None:
+        return "-"
+    if s >= 1:
+        return f"{s:.3g} s"
+    if s >= 1e-3:
+        return f"{s * 1e3:.3g} ms"
+    return f"{s * 1e6:.3g} us"
+
+
+def _rate(r: float) -> str:
+    return f"{r:.0f}" if r >= 100 else f"{r:.3g}"
+
+
+def _line(key: str, f: Any) -> str:
+    name = key.replace("_", " ")
+    if not isinstance(f, dict):
+        return f"{name}: {f}"
+    if "not_measured" in f:
+        return f"{name}: {f['not_measured']}"
+    if key == "starvation":
+        if f.get("pid") is None:
+            return f"{name}: no task waited"
+        return (f"{name}: {_dur(f['longest_s'])} ({f['comm']}-{f['pid']}, {f['from']}"
+                f"{', still waiting at the end' if f.get('open') else ''})")  # fmt: skip
+    if key == "work_conservation":
+        parts = [
+            f"{lv} {f[lv]['share'] * 100:.2g}% ({_dur(f[lv]['idle_while_waiting_s'])})" for lv in WC_LEVELS if isinstance(f.get(lv), dict)
+        ]
+        assumed = "; masks assumed" if str(f.get("masks", "")).startswith("assumed") else ""
+        return f"{name} (idle while others wait): {', '.join(parts)} of {_dur(f.get('observed_cpu_s'))}{assumed}"
+    if key == "affinity":
+        return f"{name}: {f['violations']} violation(s) of {f.get('allowed_from')}"
+    if key == "fairness":
+        if not f.get("worst"):
+            return f"{name}: no comm with two tasks or more"
+        w = f["by_comm"][f["worst"]]
+        mm = f"{w['max_over_min']:.3g}" if w["max_over_min"] is not None else "inf"
+        return f"{name}: worst {f['worst']}: {w['tasks']} tasks, max/min {mm}, cv {w['cv']:.2g} ({f['groups']} comm(s))"
+    if key == "wakeup_latency":
+        if not f.get("count"):
+            return f"{name}: no wakeup ran"
+        return (f"{name}: p50 {_dur(f['p50_s'])}, p90 {_dur(f['p90_s'])}, p99 {_dur(f['p99_s'])}, "
+                f"max {_dur(f['max_s'])} ({f['count']} wakeups)")  # fmt: skip
+    if key == "migrations":
+        rates = ", ".join(f"{lv} {_rate(r)}" for lv, r in f.get("per_s", {}).items() if r)
+        return f"migrations/s: {rates or 'none'} ({f['total']} in {_dur(f['span_s'])}{', filtered' if f.get('filtered') else ''})"
+    return f"{name}: {f}"
+
+
+def format_checks(per_phase: Mapping[str, Any]) -> list[str]:
+    """results.json's ``checks`` as short lines for a terminal or a mail, phase by phase."""
+    out: list[str] = []
+    for phase, figs in per_phase.items():
+        out.append(f"checks ({phase}), figures, not judged:")
+        if not isinstance(figs, dict):
+            continue
+        if "not_measured" in figs:
+            out.append(f"  {figs['not_measured']}")
+            continue
+        out.extend(f"  {_line(name, figs[name])}" for name in CHECKS if name in figs)
+    return out

@@ -286,6 +286,11 @@ def _show(o) -> None:
                 c.print(f"  {line}", markup=False, highlight=False)
             if len(e.evidence) > 12:
                 c.print(f"  ... {len(e.evidence) - 12} more in results.json")
+    if o.checks:
+        from ..analysis.checks import format_checks
+
+        for line in format_checks(o.checks):
+            c.print(line, markup=False, highlight=False)
     tm = o.timing
     if o.status == "INCONCLUSIVE":
         c.print(f"{_mark(o.status)}: the emulation, not the scheduler, decided this outcome: {escape(o.message)}")

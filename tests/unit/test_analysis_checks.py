@@ -14,6 +14,7 @@ from lab.analysis.checks import (
     ChecksAccumulator,
     Traced,
     checks,
+    format_checks,
     percentile,
     switch_comm,
     trace_checks,
@@ -306,3 +307,68 @@ def test_recorded_cluster_wakeup_traces_no_switch_and_no_migration():
     assert main["starvation"] == NO_SWITCH and main["fairness"] == NO_SWITCH
     assert main["migrations"] == {"not_measured": "not measured: event sched_migrate_task not traced"}
     assert main["affinity"] == {"not_measured": "not measured: the run records no task's allowed CPUs"}
+
+
+def test_format_checks_one_line_per_check():
+    lines = format_checks({"main": run(allowed={"w": [0]})})
+    assert lines == [
+        "checks (main), figures, not judged:",
+        "  starvation: 500 ms (w-10, preempted)",
+        "  work conservation (idle while others wait): llc 18% (700 ms), node 18% (700 ms) of 4 s",
+        "  affinity: 4 violation(s) of test",
+        "  fairness: worst w: 3 tasks, max/min 2.6, cv 0.49 (1 comm(s))",
+        "  wakeup latency: p50 300 ms, p90 400 ms, p99 400 ms, max 400 ms (2 wakeups)",
+        "  migrations/s: core 1 (2 in 2 s)",
+    ]
+    assert format_checks({"x": {"not_measured": "not measured: why"}}) == ["checks (x), figures, not judged:", "  not measured: why"]
+
+
+def copy_run(tmp_path: Path, name: str) -> Path:
+    import shutil
+
+    d = tmp_path / name
+    shutil.copytree(RUNS / name, d)
+    return d
+
+
+@pytest.mark.parametrize("name", ["llc-spread-pinned-zen3-2s-mini-lab-6.1", "llc-spread-pinned-zen3-2s-mini-lab-6.1-no-affinity-imbalance"])
+def test_recheck_reports_the_checks_and_the_rest_is_as_without_them(tmp_path, monkeypatch, name):
+    d = copy_run(tmp_path, name)
+    doc = runner.recheck(d).to_dict()
+    assert doc["checks"]["main"]["affinity"]["violations"] == 0
+    monkeypatch.setattr(runner, "run_checks", lambda *a: {})
+    without = runner.recheck(d).to_dict()
+    assert "checks" not in without
+    assert {k: v for k, v in doc.items() if k != "checks"} == without  # the verdict and every other figure
+    assert "checks" not in runner.RunOutcome("s", "t", "k", "SKIP", None).to_dict()  # nothing judged, no section
+
+
+def test_a_scenario_hook_that_raises_costs_only_the_affinity_figure(tmp_path, monkeypatch):
+    d, plan, s = recorded("llc-spread-pinned-zen3-2s-mini-lab-6.1")
+
+    def boom(r, phase):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(s, "allowed_cpus", boom)
+    main = runner.run_checks(s, plan, d)["main"]
+    assert main["affinity"] == {"not_measured": "not measured: llc-spread-pinned's allowed_cpus() raised RuntimeError: boom"}
+    assert main["migrations"]["total"] == 4
+
+
+def test_a_hook_reading_a_file_the_run_lacks_leaves_masks_unrecorded(tmp_path):
+    d = copy_run(tmp_path, "llc-spread-pinned-zen3-2s-mini-lab-6.1")
+    (d / "out" / "allowed").unlink()
+    _, plan, s = recorded("llc-spread-pinned-zen3-2s-mini-lab-6.1")
+    main = runner.run_checks(s, plan, d)["main"]
+    assert main["affinity"] == {"not_measured": "not measured: the run records no task's allowed CPUs"}
+
+
+def test_a_trace_lab_will_not_read_is_one_line_not_measured(tmp_path):
+    d = copy_run(tmp_path, "llc-spread-pinned-zen3-2s-mini-lab-6.1")
+    t = d / "out" / "trace.main.txt"
+    t.unlink()
+    t.symlink_to("/etc/hostname")
+    _, plan, s = recorded("llc-spread-pinned-zen3-2s-mini-lab-6.1")
+    main = runner.run_checks(s, plan, d)["main"]
+    assert list(main) == ["not_measured"] and main["not_measured"].startswith("not measured: ")
+    assert "\n" not in main["not_measured"]
