@@ -63,6 +63,7 @@ class RunOutcome:
     # lab.analysis.checks' figures per phase (starvation, work conservation, ...): figures on
     # every run whose data is complete, never part of the verdict.
     checks: dict[str, Any] = field(default_factory=dict)
+    check_expressions: list[str] = field(default_factory=list)  # `lab run --check`: judged as expectations
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -79,6 +80,7 @@ class RunOutcome:
             "integrity": self.integrity,
             **({"scenario_version": self.scenario_version} if self.scenario_version is not None else {}),
             **({"checks": self.checks} if self.checks else {}),
+            **({"check_expressions": self.check_expressions} if self.check_expressions else {}),
         }
 
 
@@ -235,6 +237,9 @@ def judge(
         out.expectations = []
         _error(out, str(e))
         return
+    exprs = user_checks(s)
+    out.check_expressions = [e.text for e in exprs]
+    out.expectations += [check_expectation(e, out.checks) for e in exprs]
     if r.missing:  # judged on data the run does not have: no verdict
         out.integrity["missing_read"] = list(r.missing)
         shown = ", ".join(r.missing[:5]) + (f" and {len(r.missing) - 5} more" if len(r.missing) > 5 else "")
@@ -276,6 +281,50 @@ def run_checks(s: sc.Scenario, plan: VmPlan, run_dir: Path) -> dict[str, Any]:
             figs = {"not_measured": f"not measured: lab's checks failed: {type(e).__name__}: {e}"}
         out[phase] = sc.normalise(figs)
     return out
+
+
+def user_checks(s: sc.Scenario) -> list[Any]:
+    """The --check expressions (lab.analysis.checks.CheckExpr) the user gave for *s*'s runs."""
+    return list(getattr(s, "_user_checks", ()))
+
+
+def set_user_checks(s: sc.Scenario, texts: list[str] | tuple[str, ...], where: str = "") -> None:
+    """Parse --check expressions onto *s* (a bad one: a one-line UserError, exit 2), and
+    refuse, before booting, one whose events the scenario does not trace as it needs."""
+    from .analysis import checks as ck
+
+    exprs = []
+    for t in texts:
+        try:
+            e = ck.parse_check(t)
+        except ck.CheckSyntaxError as err:
+            raise UserError(f"{where}{err}") from None
+        why = ck.untraced(e, ck.Traced.of(s.events, s.filters))
+        if why and not where:
+            raise UserError(f"--check {t!r} {why}; scenario {s.name} traces {', '.join(s.events) or 'nothing'}")
+        exprs.append(e)
+    s._user_checks = exprs  # type: ignore[attr-defined]
+
+
+def check_expectation(e: Any, checks: dict[str, Any]) -> sc.Expectation:
+    """A --check expression judged on every phase whose figure was measured: PASS when it
+    holds in each; INCONCLUSIVE when no phase measured it (missing data is no verdict)."""
+    vals: dict[str, float] = {}
+    why: list[str] = []
+    for phase, figs in checks.items():
+        v, reason = e.figure(figs)
+        if v is None:
+            why.append(f"{phase}: {reason}")
+        else:
+            vals[phase] = v
+    name = f"--check {e.text}"
+    if not vals:
+        return sc.Expectation(name, False, evidence=why, inconclusive=f"--check {e.text!r}: {'; '.join(why) or 'no trace to measure'}")
+    failed = [p for p, v in vals.items() if not e.holds(v)]
+    return sc.Expectation(
+        name, not failed, figures={f"{e.name} {e.stat} ({p})": v for p, v in vals.items()},
+        evidence=[f"{p}: {e.name} {e.stat} = {vals[p]:.6g}, not {e.op} {e.value:g}" for p in failed] + why,
+    )  # fmt: skip
 
 
 def _trace_dat(out: RunOutcome, run_dir: Path) -> None:
@@ -456,6 +505,10 @@ def recheck(run_dir: Path, scenario_file: str | None = None, topo: Topology | No
     # A scenario file the user gives is code they chose to run; the one results.json
     # names is data: a name in lab's catalog, never a path to import.
     s = sc.load(scenario_file) if scenario_file else sc.load_recorded(name, f"{run_dir / 'results.json'}: scenario")
+    exprs = record.get("check_expressions") or []
+    if not isinstance(exprs, list) or not all(isinstance(x, str) for x in exprs):
+        raise UserError(f"{run_dir / 'results.json'}: check_expressions must be a list of strings")
+    set_user_checks(s, exprs, where=f"{run_dir / 'results.json'}: ")
     o.scenario = s.name
     o.scenario_version = s.version
     was = record.get("scenario_version")

@@ -642,3 +642,161 @@ def format_checks(per_phase: Mapping[str, Any]) -> list[str]:
             continue
         out.extend(f"  {_line(name, figs[name])}" for name in CHECKS if name in figs)
     return out
+
+
+# ---- --check expressions: a figure turned into an expectation ---------------------------------
+
+# name -> (check, {stat: how to read it}, the default stat, the kind of value)
+_COLUMNS: dict[str, tuple[str, tuple[str, ...], str, str]] = {
+    "starvation": ("starvation", ("longest",), "longest", "duration"),
+    "work-conservation": ("work_conservation", WC_LEVELS, "llc", "share"),
+    "wakeup-latency": ("wakeup_latency", ("p50", "p90", "p99", "max"), "p99", "duration"),
+    "affinity": ("affinity", ("violations",), "violations", "count"),
+    "fairness": ("fairness", ("cv", "max/min"), "cv", "number"),
+    "migrations": ("migrations", ("total", "core", "cluster", "llc", "node", "socket", "machine"), "total", "rate"),
+}
+_UNITS = {  # unit -> what the number is divided by (so '5us' is 5e-06 exactly, as figures are)
+    "duration": {"": 1.0, "s": 1.0, "ms": 1e3, "us": 1e6},
+    "share": {"": 1.0, "%": 100.0},
+    "count": {"": 1.0},
+    "number": {"": 1.0},
+    "rate": {"": 1.0, "/s": 1.0},
+}
+_OPS = {
+    "<": lambda a, b: a < b, "<=": lambda a, b: a <= b, ">": lambda a, b: a > b,
+    ">=": lambda a, b: a >= b, "==": lambda a, b: a == b, "!=": lambda a, b: a != b,
+}  # fmt: skip
+_TOKEN = re.compile(r"\s*(?:(?P<op><=|>=|==|!=|<|>)|(?P<num>[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)|(?P<word>[A-Za-z%/][A-Za-z0-9%/_-]*))")
+
+
+def check_names() -> str:
+    """The checks an expression may name, with their stats, for error messages and --help."""
+    return "; ".join(
+        f"{n} [{'|'.join(stats)}]" if len(stats) > 1 else n for n, (_, stats, _, _) in _COLUMNS.items()
+    )
+
+
+class CheckSyntaxError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class CheckExpr:
+    """``NAME [STAT] OP VALUE[UNIT]``, e.g. 'starvation < 100ms', 'wakeup-latency p99 < 5ms',
+    'work-conservation < 2%', 'migrations node < 10/s', 'affinity == 0', 'fairness cv < 0.3'."""
+
+    text: str
+    name: str
+    stat: str
+    op: str
+    value: float
+
+    @property
+    def check(self) -> str:
+        return _COLUMNS[self.name][0]
+
+    def needs(self) -> tuple[str, ...]:
+        return NEEDS[self.check] or PLACEMENT_EVENTS[:1]
+
+    def figure(self, figs: Mapping[str, Any]) -> tuple[float | None, str]:
+        """This expression's figure in one phase's checks, or None and why not."""
+        f = figs.get(self.check) if isinstance(figs, Mapping) else None
+        if not isinstance(f, Mapping):
+            return None, str((figs or {}).get("not_measured", "not measured")) if isinstance(figs, Mapping) else "not measured"
+        if "not_measured" in f:
+            return None, str(f["not_measured"])
+        v: Any
+        if self.check == "starvation":
+            v = f.get("longest_s")
+        elif self.check == "work_conservation":
+            v = (f.get(self.stat) or {}).get("share")
+        elif self.check == "wakeup_latency":
+            v = f.get(f"{self.stat}_s")
+            if v is None:
+                return None, "not measured: no wakeup ran"
+        elif self.check == "affinity":
+            v = f.get("violations")
+        elif self.check == "fairness":
+            worst = f.get("worst")
+            if worst is None:
+                return None, "not measured: no comm with two tasks or more"
+            v = f["by_comm"][worst]["cv" if self.stat == "cv" else "max_over_min"]
+            if v is None:
+                v = math.inf
+        else:
+            span = f.get("span_s") or 0
+            if not span:
+                return None, "not measured: the trace spans no time"
+            v = f.get("total", 0) / span if self.stat == "total" else (f.get("per_s") or {}).get(self.stat)
+            if v is None:
+                return None, f"not measured: no {self.stat} level on this machine"
+        return (float(v), "") if isinstance(v, (int, float)) else (None, "not measured")
+
+    def holds(self, v: float) -> bool:
+        return bool(_OPS[self.op](v, self.value))
+
+
+def parse_check(text: str) -> CheckExpr:
+    """One --check expression; a CheckSyntaxError names the column (1-based) and what is
+    wrong, and lists the checks that exist."""
+
+    def err(col: int, what: str) -> CheckSyntaxError:
+        shown = text if len(text) <= 80 else text[:77] + "..."
+        return CheckSyntaxError(f"--check {shown!r}: column {col}: {what}; the checks: {check_names()}")
+
+    toks: list[tuple[str, str, int]] = []
+    pos = 0
+    while pos < len(text):
+        if not text[pos:].strip():
+            break
+        m = _TOKEN.match(text, pos)
+        if m is None or m.end() == pos:
+            col = pos + len(text[pos:]) - len(text[pos:].lstrip()) + 1
+            raise err(col, f"cannot read {text[col - 1 : col + 9]!r}")
+        kind = m.lastgroup or ""
+        toks.append((kind, m.group(kind), m.start(kind) + 1))
+        pos = m.end()
+    if not toks or toks[0][0] != "word":
+        raise err(toks[0][2] if toks else 1, "expected a check's name")
+    name = toks[0][1]
+    if name not in _COLUMNS:
+        raise err(toks[0][2], f"unknown check {name!r}")
+    _, stats, default, kind = _COLUMNS[name]
+    i, stat = 1, default
+    if i < len(toks) and toks[i][0] == "word":
+        if toks[i][1] not in stats:
+            raise err(toks[i][2], f"{name} has no {toks[i][1]!r} (it has {', '.join(stats)})")
+        stat, i = toks[i][1], i + 1
+    if i >= len(toks) or toks[i][0] != "op":
+        raise err(toks[i][2] if i < len(toks) else len(text) + 1, f"expected one of {' '.join(_OPS)}")
+    op, i = toks[i][1], i + 1
+    if i >= len(toks) or toks[i][0] != "num":
+        raise err(toks[i][2] if i < len(toks) else len(text) + 1, "expected a number")
+    number, col, i = toks[i][1], toks[i][2], i + 1
+    unit = ""
+    if i < len(toks) and toks[i][0] == "word":
+        unit, ucol, i = toks[i][1], toks[i][2], i + 1
+        if unit not in _UNITS[kind]:
+            raise err(ucol, f"{name} takes {' or '.join(u for u in _UNITS[kind] if u) or 'no unit'}, not {unit!r}")
+    if i < len(toks):
+        raise err(toks[i][2], f"unexpected {toks[i][1]!r} after the value")
+    value = float(number) / _UNITS[kind][unit]
+    if not math.isfinite(value):
+        raise err(col, "the value is not a finite number")
+    return CheckExpr(text, name, stat, op, value)
+
+
+def untraced(expr: CheckExpr, traced: Traced) -> str:
+    """Why a run with *traced* cannot measure *expr* ('' when it can), said before booting."""
+    if expr.check == "affinity":
+        if traced.events is not None and not any(e in traced.events for e in PLACEMENT_EVENTS):
+            return f"needs one of {', '.join(PLACEMENT_EVENTS)} traced"
+        return ""
+    if traced.events is not None:
+        missing = [e for e in NEEDS[expr.check] if e not in traced.events]
+        if missing:
+            return f"needs {', '.join(missing)} traced"
+    filt = [e for e in NEEDS[expr.check] if e in traced.filters]
+    if filt and expr.check != "migrations" and not (expr.check == "fairness" and switch_comm(traced.filters.get("sched_switch", ""))):
+        return f"needs {', '.join(filt)} unfiltered (the scenario filters it: {traced.filters[filt[0]]})"
+    return ""

@@ -12,13 +12,17 @@ from lab import runner
 from lab import scenario as sc
 from lab.analysis.checks import (
     ChecksAccumulator,
+    CheckSyntaxError,
     Traced,
     checks,
     format_checks,
+    parse_check,
     percentile,
     switch_comm,
     trace_checks,
+    untraced,
 )
+from lab.errors import UserError
 from lab.plan import VmPlan
 from lab.scenario import Scenario
 from lab.topology import loads
@@ -372,3 +376,87 @@ def test_a_trace_lab_will_not_read_is_one_line_not_measured(tmp_path):
     main = runner.run_checks(s, plan, d)["main"]
     assert list(main) == ["not_measured"] and main["not_measured"].startswith("not measured: ")
     assert "\n" not in main["not_measured"]
+
+
+# ---- --check expressions ----------------------------------------------------------------------
+
+
+def test_check_expressions_parse_with_units_and_default_stats():
+    e = parse_check("starvation < 100ms")
+    assert (e.name, e.stat, e.op, e.value, e.check) == ("starvation", "longest", "<", 0.1, "starvation")
+    assert parse_check("wakeup-latency p99 <= 5 us").value == 5e-6
+    assert parse_check("work-conservation < 2%").value == 0.02 and parse_check("work-conservation node < 2%").stat == "node"
+    assert parse_check("migrations node < 10/s").stat == "node" and parse_check("affinity == 0").value == 0
+    assert parse_check("fairness max/min < 3").stat == "max/min"
+
+
+@pytest.mark.parametrize("text,col,what", [
+    ("starvaton < 1ms", 1, "unknown check 'starvaton'"),
+    ("starvation <", 13, "expected a number"),
+    ("starvation 100ms", 12, "expected one of < <= > >= == !="),
+    ("starvation < 1 kg", 16, "starvation takes s or ms or us, not 'kg'"),
+    ("wakeup-latency p95 < 1ms", 16, "wakeup-latency has no 'p95'"),
+    ("affinity == 0 and more", 15, "affinity takes no unit, not 'and'"),
+    ("starvation < 5 ms extra", 19, "unexpected 'extra' after the value"),
+    ("starvation ~ 3", 12, "cannot read '~ 3'"),
+    ("", 1, "expected a check's name"),
+    ("starvation < 1e999s", 14, "the value is not a finite number"),
+])  # fmt: skip
+def test_a_bad_expression_names_its_column_and_the_checks(text, col, what):
+    with pytest.raises(CheckSyntaxError) as e:
+        parse_check(text)
+    msg = str(e.value)
+    assert msg.startswith(f"--check {text!r}: column {col}: {what}") and "\n" not in msg
+    assert msg.endswith("the checks: starvation; work-conservation [llc|node]; wakeup-latency [p50|p90|p99|max]; affinity; "
+                        "fairness [cv|max/min]; migrations [total|core|cluster|llc|node|socket|machine]")
+
+
+def test_expressions_judge_the_synthetic_figures():
+    figs = run(allowed={"w": [0]})
+    assert parse_check("starvation < 600ms").figure(figs) == (0.5, "")
+    assert parse_check("wakeup-latency p50 < 1s").figure(figs) == (0.3, "")
+    assert parse_check("work-conservation < 50%").figure(figs) == (0.175, "")
+    assert parse_check("affinity == 0").figure(figs) == (4.0, "") and not parse_check("affinity == 0").holds(4.0)
+    assert parse_check("migrations core < 2/s").figure(figs) == (1.0, "")
+    assert parse_check("fairness cv < 1").figure(figs) == (0.4919, "")
+    no_new = run(events=[e for e in ALL if not e.endswith("wakeup_new")])
+    assert parse_check("starvation < 1s").figure(no_new) == (None, "not measured: event sched_wakeup_new not traced")
+
+
+def test_an_expression_the_scenarios_events_cannot_measure_is_refused_before_booting():
+    s = sc.load("cluster-wakeup")
+    with pytest.raises(UserError, match=r"^--check 'starvation < 100ms' needs sched_switch traced; scenario cluster-wakeup traces "):
+        runner.set_user_checks(s, ["starvation < 100ms"])
+    assert untraced(parse_check("starvation < 1s"), Traced.of(ALL, {"sched_switch": "prev_pid > 0"})) == (
+        "needs sched_switch unfiltered (the scenario filters it: prev_pid > 0)"
+    )
+    s = sc.load("soft-affinity")
+    runner.set_user_checks(s, ["fairness cv < 2", "migrations < 10000/s"])  # measurable as filtered
+    assert [e.text for e in runner.user_checks(s)] == ["fairness cv < 2", "migrations < 10000/s"]
+
+
+def test_recorded_expressions_are_judged_again_by_recheck(tmp_path):
+    d = copy_run(tmp_path, "llc-spread-pinned-zen3-2s-mini-lab-6.1")
+    rec = json.loads((d / "results.json").read_text())
+    base = runner.recheck(d).status
+    rec["check_expressions"] = ["affinity == 0", "migrations < 100/s"]
+    (d / "results.json").write_text(json.dumps(rec))
+    o = runner.recheck(d)
+    assert o.status == base and o.check_expressions == rec["check_expressions"]
+    added = {e.name: e for e in o.expectations if e.name.startswith("--check ")}
+    assert added["--check affinity == 0"].ok and added["--check affinity == 0"].figures == {"affinity violations (main)": 0.0}
+    assert added["--check migrations < 100/s"].figures == {"migrations total (main)": 4 / 2.530973}
+    rec["check_expressions"] = ["migrations node < 0.5/s"]
+    (d / "results.json").write_text(json.dumps(rec))
+    o = runner.recheck(d)
+    assert o.status == "FAIL"
+    e = o.expectations[-1]
+    assert not e.ok and e.evidence == ["main: migrations node = 0.79021, not < 0.5"]
+    rec["check_expressions"] = ["starvation < 1s"]  # not traced: no verdict from it
+    (d / "results.json").write_text(json.dumps(rec))
+    o = runner.recheck(d)
+    assert o.status == "INCONCLUSIVE" and o.expectations[-1].inconclusive == "--check 'starvation < 1s': main: not measured: event sched_switch not traced"
+    rec["check_expressions"] = ["starvation <"]
+    (d / "results.json").write_text(json.dumps(rec))
+    with pytest.raises(UserError, match=r"results.json: --check 'starvation <': column 13: expected a number"):
+        runner.recheck(d)
