@@ -61,6 +61,10 @@ class RunOutcome:
     kernel_info: dict[str, Any] = field(default_factory=dict)  # e.g. the tree's git describe
     scenario_version: int | None = None  # the scenario's design version the run was judged by
     integrity: dict[str, Any] = field(default_factory=dict)  # lab.integrity's figures; how far the run got
+    # lab.analysis.checks' figures per phase (starvation, work conservation, ...): figures on
+    # every run whose data is complete, never part of the verdict.
+    checks: dict[str, Any] = field(default_factory=dict)
+    check_expressions: list[str] = field(default_factory=list)  # `lab run --check`: judged as expectations
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -76,6 +80,8 @@ class RunOutcome:
             "kernel_info": self.kernel_info,
             "integrity": self.integrity,
             **({"scenario_version": self.scenario_version} if self.scenario_version is not None else {}),
+            **({"checks": self.checks} if self.checks else {}),
+            **({"check_expressions": self.check_expressions} if self.check_expressions else {}),
         }
 
 
@@ -224,6 +230,7 @@ def judge(
     if not v.ok:
         _error(out, v.message)
         return
+    out.checks = run_checks(s, plan, run_dir)
     r = _result(s, plan, run_dir / "out", run_dir / "guest")
     try:
         out.expectations = sc.call_check(s, r)
@@ -231,6 +238,9 @@ def judge(
         out.expectations = []
         _error(out, str(e))
         return
+    exprs = user_checks(s)
+    out.check_expressions = [e.text for e in exprs]
+    out.expectations += [check_expectation(e, out.checks) for e in exprs]
     if r.missing:  # judged on data the run does not have: no verdict
         out.integrity["missing_read"] = list(r.missing)
         shown = ", ".join(r.missing[:5]) + (f" and {len(r.missing) - 5} more" if len(r.missing) > 5 else "")
@@ -239,6 +249,83 @@ def judge(
     out.status, why = sc.verdict_of(out.expectations)
     if why:
         out.message = why
+
+
+def run_checks(s: sc.Scenario, plan: VmPlan, run_dir: Path) -> dict[str, Any]:
+    """The checks every run gets (lab.analysis.checks), per phase's trace: figures only.
+    Nothing here can change the verdict: what cannot be measured (an event the scenario
+    did not trace, a trace lab cannot read, the checks' own failure) says so as the
+    phase's or the figure's ``not_measured``.  Allowed CPUs come from the scenario's
+    ``allowed_cpus(r, phase)`` when it records them; a file that hook reads and the run
+    lacks leaves them unrecorded (a Result of its own: the verdict's is not touched)."""
+    from .analysis import checks as ck
+
+    traced = ck.Traced.of(s.events, s.filters)
+    r = sc.Result(s, plan.topo, plan, plan.kernel, run_dir / "out")
+    out: dict[str, Any] = {}
+    for phase in r.phases:
+        hook = ""
+        try:
+            allowed = s.allowed_cpus(r, phase)
+            source = f"{s.name}'s allowed_cpus()" if allowed is not None else ""
+        except Exception as e:  # noqa: BLE001 - the scenario's bug costs the affinity figure, nothing else
+            allowed, source, hook = None, "", f"not measured: {s.name}'s allowed_cpus() raised {type(e).__name__}: {e}"
+        if r.missing:
+            allowed, source = None, ""
+        try:
+            figs: dict[str, Any] = ck.trace_checks(r.trace_path(phase), plan.topo, r.cpu_map, traced, allowed, source)
+            if hook:
+                figs["affinity"] = {"not_measured": hook}
+        except UserError as e:  # a trace file lab will not read (a link, a FIFO)
+            figs = {"not_measured": f"not measured: {e}"}
+        except Exception as e:  # noqa: BLE001 - a figure, never the verdict: say what failed
+            figs = {"not_measured": f"not measured: lab's checks failed: {type(e).__name__}: {e}"}
+        out[phase] = sc.normalise(figs)
+    return out
+
+
+def user_checks(s: sc.Scenario) -> list[Any]:
+    """The --check expressions (lab.analysis.checks.CheckExpr) the user gave for *s*'s runs."""
+    return list(getattr(s, "_user_checks", ()))
+
+
+def set_user_checks(s: sc.Scenario, texts: list[str] | tuple[str, ...], where: str = "") -> None:
+    """Parse --check expressions onto *s* (a bad one: a one-line UserError, exit 2), and
+    refuse, before booting, one whose events the scenario does not trace as it needs."""
+    from .analysis import checks as ck
+
+    exprs = []
+    for t in texts:
+        try:
+            e = ck.parse_check(t)
+        except ck.CheckSyntaxError as err:
+            raise UserError(f"{where}{err}") from None
+        why = ck.untraced(e, ck.Traced.of(s.events, s.filters))
+        if why and not where:
+            raise UserError(f"--check {t!r} {why}; scenario {s.name} traces {', '.join(s.events) or 'nothing'}")
+        exprs.append(e)
+    s._user_checks = exprs  # type: ignore[attr-defined]
+
+
+def check_expectation(e: Any, checks: dict[str, Any]) -> sc.Expectation:
+    """A --check expression judged on every phase whose figure was measured: PASS when it
+    holds in each; INCONCLUSIVE when no phase measured it (missing data is no verdict)."""
+    vals: dict[str, float] = {}
+    why: list[str] = []
+    for phase, figs in checks.items():
+        v, reason = e.figure(figs)
+        if v is None:
+            why.append(f"{phase}: {reason}")
+        else:
+            vals[phase] = v
+    name = f"--check {e.text}"
+    if not vals:
+        return sc.Expectation(name, False, evidence=why, inconclusive=f"--check {e.text!r}: {'; '.join(why) or 'no trace to measure'}")
+    failed = [p for p, v in vals.items() if not e.holds(v)]
+    return sc.Expectation(
+        name, not failed, figures={f"{e.name} {e.stat} ({p})": v for p, v in vals.items()},
+        evidence=[f"{p}: {e.name} {e.stat} = {vals[p]:.6g}, not {e.op} {e.value:g}" for p in failed] + why,
+    )  # fmt: skip
 
 
 def _trace_dat(out: RunOutcome, run_dir: Path) -> None:
@@ -417,6 +504,10 @@ def recheck(run_dir: Path, scenario_file: str | None = None, topo: Topology | No
     # A scenario file the user gives is code they chose to run; the one results.json
     # names is data: a name in lab's catalog, never a path to import.
     s = sc.load(scenario_file) if scenario_file else sc.load_recorded(name, f"{run_dir / 'results.json'}: scenario")
+    exprs = record.get("check_expressions") or []
+    if not isinstance(exprs, list) or not all(isinstance(x, str) for x in exprs):
+        raise UserError(f"{run_dir / 'results.json'}: check_expressions must be a list of strings")
+    set_user_checks(s, exprs, where=f"{run_dir / 'results.json'}: ")
     o.scenario = s.name
     o.scenario_version = s.version
     was = record.get("scenario_version")

@@ -460,6 +460,13 @@ class Scenario:
     def check(self, r: Result) -> list[Expectation]:
         raise NotImplementedError
 
+    def allowed_cpus(self, r: Result, phase: str) -> Mapping[str, list[int]] | None:
+        """The CPUs the run allowed its tasks in *phase*, for the affinity check every run
+        gets (lab.analysis.checks): comm (or shell glob) -> CPUs in the spec's numbering
+        (``r.allowed(file)`` reads a cpulist the guest wrote).  None (the default): the run
+        records none, and the check says 'not measured'.  Never part of the verdict."""
+        return None
+
 
 # ---- loading --------------------------------------------------------------------------------
 

@@ -343,6 +343,12 @@ lab_run stream taskset -c "$CPUS" stream --main-works -t "$N" -s {secs}
 lab_trace_off
 """
 
+    def allowed_cpus(self, r, phase):
+        # `taskset -c "$CPUS" stream`: every thread named stream may run only on the CPUs
+        # the job wrote (the affinity check every run gets; not part of the verdict).
+        cpus = r.allowed("allowed")
+        return {COMM: cpus} if cpus else None
+
     def check(self, r):
         allowed = r.allowed("allowed")
         w = r.wakeups(comms=COMM, kinds=["sched_wakeup_new"])

@@ -51,10 +51,13 @@ def scenarios_cmd() -> None:
               help="Build this kernel tree (out of tree, in lab's cache) and judge it.")
 @click.option("--recipe", default=None, help="Config, fragments and patches for --kernel-tree: a recipe name or a recipe.toml path (default: the recipe of the tree's kernel line, lab-6.12 for a 6.12 tree; else lab-6.1 / lab-6.1-arm64).")
 @click.option("--watch", is_flag=True, help="With --kernel-tree: rebuild and rerun whenever the tree changes.")
+@click.option("--check", "check_exprs", multiple=True, metavar="EXPR",
+              help="Judge a check every run gets as an expectation, e.g. 'starvation < 100ms', 'wakeup-latency p99 < 5ms', "
+                   "'work-conservation < 2%', 'migrations node < 10/s', 'affinity == 0', 'fairness cv < 0.3' (repeatable).")
 @RUNS
 def run_cmd(
     scenario_name: str, topo_name: str | None, vm, repeat: int, runs_per_verdict: int | None, as_json: bool, kernel_tree,
-    recipe: str | None, watch: bool, runs,
+    recipe: str | None, watch: bool, runs, check_exprs: tuple[str, ...] = (),
 ) -> None:
     """Boot, run SCENARIO's workload with tracing on, and give a verdict with evidence.
 
@@ -69,6 +72,7 @@ def run_cmd(
     from ..errors import UserError
 
     s = sc.load(scenario_name)
+    runner.set_user_checks(s, check_exprs)  # a bad expression: one line, exit 2, before anything
     topo = topology.load(topo_name or s.topologies[0])
     why = s.skip_reason(topo)  # before a kernel is built or fetched; its own needs: runner.run_once
     if why:
@@ -286,6 +290,11 @@ def _show(o) -> None:
                 c.print(f"  {line}", markup=False, highlight=False)
             if len(e.evidence) > 12:
                 c.print(f"  ... {len(e.evidence) - 12} more in results.json")
+    if o.checks:
+        from ..analysis.checks import format_checks
+
+        for line in format_checks(o.checks):
+            c.print(line, markup=False, highlight=False)
     tm = o.timing
     if o.status == "INCONCLUSIVE":
         c.print(f"{_mark(o.status)}: the emulation, not the scheduler, decided this outcome: {escape(o.message)}")

@@ -118,6 +118,9 @@ CASES: dict[str, dict[str, list[list[str]]]] = {
         "runs": [["run", "llc-spread-pinned", "--runs", r] for r in RUNS_DIRS]
         + [["run", "llc-spread-pinned", "--kernel-tree", "{dir}", "--runs", r] for r in ("{dir}", "{dir}/runs", "{dir}/../adir/x")],
         "table_format": [["run", "llc-spread-pinned", "--format", f] for f in ("html", "")],
+        # an expression that does not parse (the column, the checks), or whose events the scenario does not trace
+        "check_exprs": [["run", "llc-spread-pinned", "--check", c] for c in ("starvaton < 1ms", "", "starvation <", "migrations < 1 kg", "x" * 5000)]
+        + [["run", "llc-spread-pinned", "--check", "starvation < 100ms"], ["run", "llc-spread-pinned", "--check"]],
     },
     "recheck": {
         # A run directory whose results.json is empty or not a record is not bad input but a
