@@ -161,7 +161,8 @@ def capture(output: Path) -> None:
 @click.option("--mini", is_flag=True, help="Also write NAME-mini.toml, shrunk to <= 32 CPUs keeping the shape.")
 def import_(capture: Path, output: Path, mini: bool) -> None:
     """Turn a capture (directory or tarball: `lab topo capture`, hwloc-gather-topology, a sysfs
-    copy) or `lstopo --of xml` output into a spec that keeps the real numbering."""
+    copy), `lstopo --of xml` output or an `lscpu -e` table into a spec that keeps the real
+    numbering."""
     from .. import host as host_mod
     from .. import importer, sysfs, topology
     from ..errors import UserError
