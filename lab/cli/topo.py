@@ -159,7 +159,11 @@ def capture(output: Path) -> None:
 @click.argument("capture", type=click.Path(path_type=Path))
 @click.option("-o", "--output", type=OUTPUT, required=True, help="NAME.toml")
 @click.option("--mini", is_flag=True, help="Also write NAME-mini.toml, shrunk to <= 32 CPUs keeping the shape.")
-def import_(capture: Path, output: Path, mini: bool) -> None:
+@click.option(
+    "--nearest", is_flag=True,
+    help="A machine QEMU cannot build (groups of different sizes): write the nearest one it can, naming what differs.",
+)  # fmt: skip
+def import_(capture: Path, output: Path, mini: bool, nearest: bool) -> None:
     """Turn a capture (directory or tarball: `lab topo capture`, hwloc-gather-topology, a sysfs
     copy), `lstopo --of xml` output or an `lscpu -e` table into a spec that keeps the real
     numbering."""
@@ -173,6 +177,19 @@ def import_(capture: Path, output: Path, mini: bool) -> None:
     name = output.stem
     text, notes = importer.view_to_spec(view, name, str(capture))
     tp = topology.loads(text, where=str(output), default_name=name)
+    if tp.shape is None:
+        # QEMU's -smp builds equal groups only: refused with the exact reason and the
+        # nearest machine it can build, which --nearest writes instead.
+        near_text, changes = importer.nearest(tp, name)
+        if not nearest:
+            near = topology.loads(near_text, default_name=name)
+            raise UserError(
+                f"{capture}: QEMU cannot build this machine: {'; '.join(topology.irregularities(tp))} (its -smp gives "
+                f"every socket, node, LLC, cluster and core the same count); the nearest machine lab can build is "
+                f"{near.summary()}: --nearest writes it, naming what differs"
+            )
+        text, notes = near_text, [*notes, *(f"nearest: {c}" for c in changes)]
+        tp = topology.loads(text, where=str(output), default_name=name)
     mini_text = importer.mini(tp, f"{name}-mini") if mini else None
     host = host_mod.probe()
     # What a boot on this host will not reproduce, or why it cannot boot at all: a
