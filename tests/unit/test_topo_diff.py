@@ -142,7 +142,8 @@ def _guest_of(topo: topology.Topology, plan, real: MachineView) -> MachineView:
         rv = real.cpus[c.id]
         core = tuple(sorted(s2g[x] for x in topo.group_of("core", c.id)))
         llc = tuple(sorted(s2g[x] for x in topo.group_of("llc", c.id)))
-        v.cpus[g] = sysfs.CpuView(g, rv.package, lists={"thread_siblings_list": core},
+        cl = tuple(sorted(s2g[x] for x in topo.group_of("cluster" if topo.has_clusters else "core", c.id)))
+        v.cpus[g] = sysfs.CpuView(g, rv.package, lists={"thread_siblings_list": core, "cluster_cpus_list": cl},
                                   caches=[sysfs.Cache(3, "Unified", llc)])  # fmt: skip
     v.online = tuple(range(topo.n_cpus))
     for i, n in enumerate(topo.node_ids):
@@ -160,3 +161,44 @@ def test_bad_capture_is_one_line(tmp_path):
     with pytest.raises(UserError) as e:
         diff_of(bad)
     assert "node1/distance" in str(e.value) and "\n" not in str(e.value)
+
+
+def _phone(tmp_path: Path, arch_vendor: str = "ARM"):
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import _synth_sysfs as ss
+
+    m = ss.build(cores_per_cluster=8)
+    m.vendor = arch_vendor
+    f = ss.files(m, "list")
+    for c in range(8):
+        f[f"sys/devices/system/cpu/cpu{c}/cpu_capacity"] = "1024\n" if c >= 6 else ("620\n" if c >= 4 else "250\n")
+    view = sysfs.read_capture(ss.write(f, tmp_path / "phone"))
+    text, _ = importer.view_to_spec(view, "phone", "cap")
+    topo = topology.loads(text)
+    plan = qemu.plan(topo, HOST)
+    return view, topo, plan
+
+
+def test_capacities_side_by_side(tmp_path):
+    """A big.LITTLE capture: the guest's cpu_capacity per CPU against the capture's."""
+    view, topo, plan = _phone(tmp_path)
+    guest = _guest_of(topo, plan, view)
+    for g, s in enumerate(plan.guest_to_spec):
+        guest.cpus[g].capacity = topo.capacities[s]
+    d = topodiff.compare(view, topo, plan, guest, cluster_level=False)
+    row = next(r for r in d.rows if r.what == "CPU capacities")
+    assert row.capture == "0-3: 250 | 4-5: 620 | 6-7: 1024" and row.status == "same", row
+    guest.cpus[5].capacity = 1024
+    row = next(r for r in topodiff.compare(view, topo, plan, guest).rows if r.what == "CPU capacities")
+    assert row.status == "differs" and row.guest == "CPU 5: 1024; 1 CPUs differ", row
+
+
+def test_x86_hybrid_capacities_are_a_known_deviation(tmp_path):
+    view, topo, plan = _phone(tmp_path, "GenuineIntel")
+    assert not topo.capacities
+    d = topodiff.compare(view, topo, plan, _guest_of(topo, plan, view))
+    row = next(r for r in d.rows if r.what == "CPU capacities")
+    assert row.status == "known" and "x86" in row.why, row
+    assert d.ok
