@@ -259,10 +259,14 @@ def render_text(d: Diff, title: str) -> list[str]:
     w0 = max(len("what"), *(len(r.what) for r in d.rows))
     w1 = min(52, max(len("capture"), *(len(r.capture) for r in d.rows)))
     lines = [title, f"{'what':<{w0}}  {'capture':<{w1}}  guest"]
+    cut = []
     for r in d.rows:
         mark = {"same": "", "differs": "  DIFFERS", "known": "  known"}[r.status]
         cap = r.capture if len(r.capture) <= w1 else r.capture[: w1 - 3] + "..."
+        if cap != r.capture:
+            cut.append(r)
         lines.append(f"{r.what:<{w0}}  {cap:<{w1}}  {r.guest}{mark}")
+    lines += [f"{r.what}, the capture in full: {r.capture}" for r in cut]
     if d.deviations:
         lines.append("known deviations (the importer names these; QEMU cannot build them):")
         lines += [f"  {n}: {w}" for n, w in d.deviations]
