@@ -341,6 +341,153 @@ def mini(topo: topology.Topology, name: str, max_cpus: int = MINI_MAX_CPUS) -> s
     return text
 
 
+def _mode(values: list[int]) -> int:
+    """The most common of *values*; a tie goes to the larger (the nearest machine keeps
+    the bigger part rather than drop CPUs the machine has)."""
+    counts: dict[int, int] = {}
+    for v in values:
+        counts[v] = counts.get(v, 0) + 1
+    return max(counts, key=lambda v: (counts[v], v))
+
+
+def _per(topo: topology.Topology, parent, child) -> list[int]:
+    m: dict[object, set] = {}
+    for c in topo.cpus:
+        m.setdefault(parent(c), set()).add(child(c))
+    return [len(v) for v in m.values()]
+
+
+def groups_text(topo: topology.Topology, name: str, header: str, clusters: bool = True, notes: str = "") -> str:
+    """*topo* written in the groups form (its own CPU and node ids), optionally without its
+    cluster level."""
+    fmt = cpulist.format
+    lines = [header, f"name = {_toml_str(name)}", f"description = {_toml_str(topo.description or topo.name)}",
+             f"arch = {_toml_str(topo.arch)}", "", "[cpu]", f"vendor = {_toml_str(topo.vendor)}",
+             f"model = {_toml_str(topo.model)}"]  # fmt: skip
+    if topo.family is not None:
+        lines.append(f"family = {topo.family:#x}")
+    if topo.dmips_mhz:
+        by: dict[int, list[int]] = {}
+        for c, v in topo.dmips_mhz:
+            by.setdefault(v, []).append(c)
+        lines.append("capacity = { " + ", ".join(f'"{fmt(cs)}" = {v}' for v, cs in sorted(by.items(), key=lambda kv: min(kv[1]))) + " }")
+    lines += ["", "[groups]", "nodes = { " + ", ".join(f'"{n}" = "{fmt(topo.node_cpus(n))}"' for n in topo.node_ids) + " }"]
+    levels = [("sockets", "socket"), ("llcs", "llc")]
+    if clusters and topo.has_clusters:
+        levels.append(("clusters", "cluster"))
+    levels.append(("cores", "core"))
+    for key, level in levels:
+        lines += [f"{key} = [", *[f'  "{fmt(g)}",' for g in topo.groups(level)], "]"]
+    lines += ["", *_caches_table(topo), "[numa]", "distances = [", *["  [" + ", ".join(map(str, r)) + "]," for r in topo.distances], "]"]
+    lines += [f"memory_mb = {min(topo.memory_mb)}", "", "[provenance]", f"machine = {_toml_str(topo.provenance.machine)}",
+              f"derived_from = {_toml_str(topo.name)}",
+              f"sources = [{', '.join(_toml_str(x) for x in topo.provenance.sources)}]"]  # fmt: skip
+    if notes:
+        lines.append(f"notes = {_toml_str(notes)}")
+    return "\n".join(lines) + "\n"
+
+
+def nearest(topo: topology.Topology, name: str) -> tuple[str, list[str]]:
+    """The nearest machine QEMU can build to the irregular *topo* (TOML text) and what it
+    changes, each named (the spec's notes carry them too).
+
+    Clusters of different sizes in LLCs of one size become one cluster per LLC, keeping
+    every CPU and its id (as the catalog's tensor-gs101 does); otherwise every level takes
+    its most common count (a tie: the larger), numbered linearly."""
+    why = topology.irregularities(topo)
+    header = f"# The nearest machine lab can build to {topo.name}, made by `lab topo import --nearest`"
+    if topo.has_clusters:
+        text = groups_text(topo, name, header, clusters=False)
+        flat = topology.loads(text, where=f"nearest of {topo.name}", default_name=name)
+        if flat.shape is not None:
+            changes = [f"{w}: the nearest has no cluster level (one cluster per LLC, every CPU and id kept)" for w in why]
+            text = groups_text(topo, name, header, clusters=False, notes=_prov_notes(topo, changes))
+            topology.loads(text, where=f"nearest of {topo.name}", default_name=name)
+            return text, changes
+    node_in_socket = all(len(topo.node_sockets[n]) == 1 for n in topo.node_ids)
+    sockets = len(topo.groups("socket"))
+    if node_in_socket:
+        nps, spn = _mode(_per(topo, lambda c: c.socket, lambda c: c.node)), 1
+        llcs = _mode(_per(topo, lambda c: (c.node, c.socket), lambda c: c.llc))
+    else:
+        nps, spn = 1, _mode(_per(topo, lambda c: c.node, lambda c: c.socket))
+        while sockets % spn:
+            spn -= 1
+        llcs = _mode(_per(topo, lambda c: c.socket, lambda c: c.llc))
+    clusters = _mode(_per(topo, lambda c: c.llc, lambda c: c.cluster)) if topo.has_clusters else 1
+    cores = _mode(_per(topo, lambda c: c.cluster, lambda c: c.core))
+    threads = _mode(_per(topo, lambda c: c.core, lambda c: c.thread))
+    shape = topology.Shape(sockets, nps, spn, llcs, clusters, cores, threads)
+    changes = [f"{w}: the nearest has {n} each" for w, n in zip(why, _counts_for(why, shape), strict=True)]
+    if shape.cpus != topo.n_cpus:
+        changes.append(f"{shape.cpus} CPUs instead of {topo.n_cpus}, numbered linearly: the capture's CPU ids are not kept")
+    else:
+        changes.append("CPU ids numbered linearly: the capture's are not kept")
+    if shape.nodes == topo.n_nodes:
+        dist = [list(r) for r in topo.distances]
+        if list(topo.node_ids) != list(range(topo.n_nodes)):
+            changes.append(f"nodes {', '.join(map(str, topo.node_ids))} are 0-{topo.n_nodes - 1} in the same order")
+    else:
+        dist = _nearest_distances(topo, shape)
+        changes.append(f"{shape.nodes} nodes instead of {topo.n_nodes}: distances {sorted({d for r in dist for d in r})} "
+                       "taken from the capture's (same socket, other socket)")  # fmt: skip
+    if topo.dmips_mhz and shape.cpus != topo.n_cpus:
+        changes.append("per-CPU capacities are not kept (the CPUs are not the capture's)")
+    lines = [header, f"name = {_toml_str(name)}",
+             f"description = {_toml_str(f'nearest buildable machine to {topo.name}: {shape.cpus} CPUs')}",
+             f"arch = {_toml_str(topo.arch)}", "", "[cpu]", f"vendor = {_toml_str(topo.vendor)}",
+             f"model = {_toml_str(topo.model)}"]  # fmt: skip
+    if topo.family is not None:
+        lines.append(f"family = {topo.family:#x}")
+    lines += ["", "[topology]", f"sockets = {sockets}", f"nodes_per_socket = {nps}", f"sockets_per_node = {spn}",
+              f"llcs_per_node = {llcs}"]  # fmt: skip
+    if topo.has_clusters:
+        lines.append(f"clusters_per_llc = {clusters}")
+    lines += [f"cores_per_cluster = {cores}", f"threads_per_core = {threads}", 'numbering = "linear"', "",
+              *_caches_table(topo), "[numa]", "distances = [", *["  [" + ", ".join(map(str, r)) + "]," for r in dist], "]",
+              f"memory_mb = {min(topo.memory_mb)}", "", "[provenance]", f"machine = {_toml_str(topo.provenance.machine)}",
+              f"derived_from = {_toml_str(topo.name)}",
+              f"sources = [{', '.join(_toml_str(x) for x in topo.provenance.sources)}]",
+              f"notes = {_toml_str(_prov_notes(topo, changes))}"]  # fmt: skip
+    text = "\n".join(lines) + "\n"
+    topology.loads(text, where=f"nearest of {topo.name}", default_name=name)
+    return text, changes
+
+
+def _counts_for(why: list[str], shape: topology.Shape) -> list[int]:
+    """The nearest's count for each irregularity (in irregularities()' words)."""
+    out = []
+    for w in why:
+        child = w.split(" per ")[0]
+        out.append({"nodes": shape.nodes_per_socket, "sockets": shape.sockets_per_node, "LLCs": shape.llcs_per_node,
+                    "clusters": shape.clusters_per_llc, "cores": shape.cores_per_cluster,
+                    "threads": shape.threads_per_core}.get(child, 0))  # fmt: skip
+    return out
+
+
+def _prov_notes(topo: topology.Topology, changes: list[str]) -> str:
+    prior = f"{topo.provenance.notes}; " if topo.provenance.notes else ""
+    return prior + "nearest buildable machine, differs from the capture: " + "; ".join(changes)
+
+
+def _nearest_distances(topo: topology.Topology, shape: topology.Shape) -> list[list[int]]:
+    """Distances for a nearest machine whose node count differs: the capture's smallest
+    distance between nodes of one socket, and its most common between sockets."""
+    same: list[int] = []
+    other: list[int] = []
+    for i, a in enumerate(topo.node_ids):
+        for j, b in enumerate(topo.node_ids):
+            if i == j:
+                continue
+            d = topo.distances[i][j]
+            (same if set(topo.node_sockets[a]) & set(topo.node_sockets[b]) else other).append(d)
+    near = min(same) if same else 11
+    far = _mode(other) if other else 20
+    n = shape.nodes
+    sock = [i // shape.nodes_per_socket if shape.sockets_per_node == 1 else i for i in range(n)]
+    return [[10 if i == j else (near if sock[i] == sock[j] else far) for j in range(n)] for i in range(n)]
+
+
 def _caches_table(topo: topology.Topology) -> list[str]:
     if not (topo.snc or topo.per_thread or topo.split_llc):
         return []

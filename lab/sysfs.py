@@ -444,8 +444,8 @@ REQUIRED = "sys/devices/system/cpu/cpuN/topology/physical_package_id and thread 
 
 
 def read_capture(path: Path) -> MachineView:
-    """A capture directory or tarball (.tar, .tar.gz, .tgz, .tar.xz), or hwloc's XML
-    (`lstopo --of xml`)."""
+    """A capture directory or tarball (.tar, .tar.gz, .tgz, .tar.xz), hwloc's XML
+    (`lstopo --of xml`) or an `lscpu -e` table (lab.lscpu)."""
     try:
         st = os.stat(path)
     except FileNotFoundError:
@@ -453,18 +453,25 @@ def read_capture(path: Path) -> MachineView:
     except OSError as e:
         raise UserError(f"{path}: cannot read: {e.strerror}") from None
     links: list[str] = []
+    notes: list[str] = []
     if stat.S_ISDIR(st.st_mode):
         files = _read_dir(path, links)
     elif stat.S_ISREG(st.st_mode):
-        from . import hwloc
+        from . import hwloc, lscpu
 
-        if hwloc.is_xml(read_head(path, 64, str(path))):
+        head = read_head(path, 4096, str(path))
+        if hwloc.is_xml(head[:64]):
             files = hwloc.xml_files(read_file(path, MAX_TABLE_BYTES, "an hwloc XML", where=str(path)), str(path))
+        elif lscpu.looks_like(head):
+            text = read_file(path, MAX_TABLE_BYTES, "an lscpu -e table", where=str(path)).decode(errors="replace")
+            files, notes = lscpu.files(text, str(path))
         else:
             files = _read_tar(path)
     else:
         raise UserError(f"{path}: {kind(st.st_mode)}, not a capture (a directory or a tarball)")
-    return capture_view(files, str(path), links)
+    view = capture_view(files, str(path), links)
+    view.notes[:0] = notes
+    return view
 
 
 def capture_view(files: dict[str, str], path: str, links: list[str] | None = None) -> MachineView:

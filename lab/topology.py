@@ -1042,6 +1042,49 @@ def _regular_shape(cpus: list[Cpu], node_in_socket: bool) -> Shape | None:
     return shape if shape.cpus == len(cpus) else None
 
 
+def irregularities(topo: Topology) -> list[str]:
+    """Why *topo* has no regular shape, level by level: each level whose groups hold
+    different numbers of the level below, with two groups that differ (empty when the
+    machine is regular).  What QEMU's -smp cannot build: it gives every socket, die,
+    cluster and core the same count."""
+    if topo.shape is not None:
+        return []
+    cpus = topo.cpus
+    inner = "cluster" if topo.has_clusters else "LLC"
+    levels: list[tuple[str, str, Any, Any]] = [
+        ("nodes", "socket", lambda c: c.socket, lambda c: c.node),
+        ("sockets", "node", lambda c: c.node, lambda c: c.socket),
+        ("LLCs", "node", lambda c: (c.node, c.socket), lambda c: c.llc),
+        ("clusters", "LLC", lambda c: c.llc, lambda c: c.cluster),
+        ("cores", inner, lambda c: c.cluster, lambda c: c.core),
+        ("threads", "core", lambda c: c.core, lambda c: c.thread),
+    ]
+    if not topo.has_clusters:
+        del levels[3]
+    out = []
+    for child, parent, pkey, ckey in levels:
+        members: dict[Any, set] = {}
+        cpus_of: dict[Any, list[int]] = {}
+        for c in cpus:
+            members.setdefault(pkey(c), set()).add(ckey(c))
+            cpus_of.setdefault(pkey(c), []).append(c.id)
+        by_count: dict[int, list[Any]] = {}
+        for k, v in members.items():
+            by_count.setdefault(len(v), []).append(k)
+        if len(by_count) < 2:
+            continue
+        (n1, g1), (n2, g2) = sorted(by_count.items(), key=lambda kv: (-len(kv[1]), -kv[0]))[:2]
+        a, b = (min(g1, key=lambda k: min(cpus_of[k])), min(g2, key=lambda k: min(cpus_of[k])))
+        tally = ", ".join(f"{len(g)} with {n}" for n, g in sorted(by_count.items(), key=lambda kv: -kv[0]))
+        out.append(
+            f"{child} per {parent} differ: the {parent} of CPUs {cpulist.format(cpus_of[a])} has {n1}, the {parent} "
+            f"of CPUs {cpulist.format(cpus_of[b])} {n2} ({len(members)} {parent}s: {tally})"
+        )
+    if not out:
+        out.append("the groups do not nest as sockets > nodes > LLCs > cores > threads alike")
+    return out
+
+
 # ---- convenience ---------------------------------------------------------------------------
 
 

@@ -129,6 +129,8 @@ CHECKS: dict[str, Check] = {
         "snapshots and drives this path with the boots faked",
     ),
     "lab topo import tests/fixtures/captures/spr8480-2s-snc4.tar.gz -o snc.toml --mini": Check("run", setup="checkout"),
+    "lab topo diff tests/fixtures/captures/epyc7551-8n-mini-guest.tar.gz": Check("vm", setup="checkout"),
+    "lab topo import tests/fixtures/lscpu/xeon-gold-6130-2s.txt -o xeon.toml": Check("run", setup="checkout"),
     "lab verify snc-mini.toml": Check(
         "covered", by="tests/vm/test_verify_vm.py::test_verify_snc_machine_from_its_capture",
         why="imports the same capture with --mini and needs `lab verify` of the mini spec to pass",

@@ -4,17 +4,18 @@ from __future__ import annotations
 
 import json
 import shlex
+import sys
 from pathlib import Path
 
 import click
 
-from .common import OUTPUT, TOPOLOGY, console, text_format_option
+from .common import OUTPUT, RUNS, SECONDS, TOPOLOGY, console, text_format_option
 from .vm import vm_options
 
 
 @click.group()
 def topo() -> None:
-    """Topologies: list, show, render, capture, import, synth."""
+    """Topologies: list, show, render, capture, import, synth, diff."""
 
 
 @topo.command("list")
@@ -158,9 +159,14 @@ def capture(output: Path) -> None:
 @click.argument("capture", type=click.Path(path_type=Path))
 @click.option("-o", "--output", type=OUTPUT, required=True, help="NAME.toml")
 @click.option("--mini", is_flag=True, help="Also write NAME-mini.toml, shrunk to <= 32 CPUs keeping the shape.")
-def import_(capture: Path, output: Path, mini: bool) -> None:
+@click.option(
+    "--nearest", is_flag=True,
+    help="A machine QEMU cannot build (groups of different sizes): write the nearest one it can, naming what differs.",
+)  # fmt: skip
+def import_(capture: Path, output: Path, mini: bool, nearest: bool) -> None:
     """Turn a capture (directory or tarball: `lab topo capture`, hwloc-gather-topology, a sysfs
-    copy) or `lstopo --of xml` output into a spec that keeps the real numbering."""
+    copy), `lstopo --of xml` output or an `lscpu -e` table into a spec that keeps the real
+    numbering."""
     from .. import host as host_mod
     from .. import importer, sysfs, topology
     from ..errors import UserError
@@ -171,6 +177,19 @@ def import_(capture: Path, output: Path, mini: bool) -> None:
     name = output.stem
     text, notes = importer.view_to_spec(view, name, str(capture))
     tp = topology.loads(text, where=str(output), default_name=name)
+    if tp.shape is None:
+        # QEMU's -smp builds equal groups only: refused with the exact reason and the
+        # nearest machine it can build, which --nearest writes instead.
+        near_text, changes = importer.nearest(tp, name)
+        if not nearest:
+            near = topology.loads(near_text, default_name=name)
+            raise UserError(
+                f"{capture}: QEMU cannot build this machine: {'; '.join(topology.irregularities(tp))} (its -smp gives "
+                f"every socket, node, LLC, cluster and core the same count); the nearest machine lab can build is "
+                f"{near.summary()}: --nearest writes it, naming what differs"
+            )
+        text, notes = near_text, [*notes, *(f"nearest: {c}" for c in changes)]
+        tp = topology.loads(text, where=str(output), default_name=name)
     mini_text = importer.mini(tp, f"{name}-mini") if mini else None
     host = host_mod.probe()
     # What a boot on this host will not reproduce, or why it cannot boot at all: a
@@ -216,3 +235,66 @@ def synth(description: str, output: Path, arch: str) -> None:
     click.echo(f"wrote {output}")
     for n in notes:
         click.echo(f"  note: {n}")
+
+
+def capture_name(path: Path) -> str:
+    """A spec name for a capture: its file name without the archive suffixes."""
+    import re
+
+    name = path.name
+    for suffix in (".tar.gz", ".tgz", ".tar.xz", ".tar.bz2", ".tar", ".xml", ".txt"):
+        if name.endswith(suffix):
+            name = name[: -len(suffix)]
+            break
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", name)[:60].strip("._") or "capture"
+
+
+@topo.command()
+@click.argument("capture", type=click.Path(path_type=Path))
+@vm_options
+@click.option("--json", "as_json", is_flag=True, help="Print the comparison as JSON.")
+@click.option("--timeout", type=SECONDS, default=600, show_default=True, help="Seconds before the VM is killed.")
+@RUNS
+def diff(capture: Path, vm, as_json: bool, timeout: float, runs) -> None:
+    """Import CAPTURE (any form `lab topo import` takes), boot it, and print what the
+    guest sees against the capture, side by side, in the capture's CPU numbering: nodes,
+    distances, SMT / package / cluster / LLC groups, capacities and the sched-domain tree
+    where the capture has one.  Exit 0 when identical, 1 when anything differs; the
+    deviations the importer already names (what QEMU cannot build) are listed apart."""
+    from .. import atomic, backends, importer, progress, session, sysfs, topodiff, topology
+
+    view = sysfs.read_capture(capture)
+    name = capture_name(capture)
+    text, notes = importer.view_to_spec(view, name, str(capture))
+    tp = topology.loads(text, where=str(capture), default_name=name)
+    p = progress.for_cli()  # stderr only: stdout is the comparison
+    s = session.prepare(tp, vm, progress=p, runs=runs)
+    run_dir = session.open_run("diff", s)
+    atomic.write_text(run_dir / f"{name}.toml", text, "the imported spec")
+    with p.step("diff", name):
+        res = backends.boot(s.plan, s.kernel, run_dir, timeout=timeout, progress=p)
+    guest = sysfs.read_snapshot(res.out_dir / "guest")
+    d = topodiff.compare(view, tp, s.plan, guest, cluster_level=s.cluster_level)
+    doc = {
+        "capture": str(capture),
+        "spec": str(run_dir / f"{name}.toml"),
+        "import_notes": notes,
+        "kernel": {"name": s.kernel.name, "id": s.kernel.id, "release": guest.release or s.kernel.release},
+        "qemu": {"binary": s.plan.qemu, "version": ".".join(map(str, s.plan.qemu_version))},
+        "cpu_model": s.plan.cpu_model.split(",")[0],
+        "numbering": "the capture's" + (" (guest CPU ids translated)" if s.plan.numbering_mode == "translated" else ""),
+        **d.to_dict(),
+        "run_dir": str(run_dir),
+    }
+    atomic.write_text(run_dir / "diff.json", json.dumps(doc, indent=1), "the diff report")
+    if as_json:
+        click.echo(json.dumps(doc, indent=1))
+    else:
+        title = (
+            f"lab topo diff {capture}: the capture against the guest ({s.kernel.name} {guest.release or s.kernel.release}, "
+            f"QEMU {doc['qemu']['version']}, CPU model {doc['cpu_model']}), in the capture's CPU numbering"
+        )
+        for line in topodiff.render_text(d, title):
+            click.echo(line)
+        click.echo(f"run dir {run_dir}")
+    sys.exit(0 if d.ok else 1)

@@ -84,9 +84,12 @@ def plan(
     emu = emulators.choose(host.emulators(arch), arch, options.qemu, need, need_why)
     version = emu.version
     if topo.shape is None:
+        from ..topology import irregularities
+
         raise UserError(
-            f"{topo.path or topo.name}: groups: the machine is irregular (group sizes differ); "
-            "QEMU's -smp can only build regular machines"
+            f"{topo.path or topo.name}: groups: the machine is irregular ({'; '.join(irregularities(topo))}); "
+            "QEMU's -smp builds only regular machines (every socket, node, LLC, cluster and core alike): "
+            "`lab topo import --nearest` writes the nearest machine it can build"
         )
     model_notes: list[str] = []
     if arch == "x86_64":

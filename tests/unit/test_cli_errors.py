@@ -200,6 +200,13 @@ CASES: dict[str, dict[str, list[list[str]]]] = {
                                                                        "{missing}/x.toml", "{garbage}/x.toml")]  # fmt: skip
         + [["topo", "import", "{capture}"]],
     },
+    "topo diff": {
+        "capture": [["topo", "diff", c] for c in ("{missing}", "{dir}", "{garbage}", "{tarjunk}", "{emptypackage}")]
+        + [["topo", "diff"]],
+        **_vm("topo", "diff", "{capture}"),
+        "timeout": [["topo", "diff", "{capture}", "--timeout", t] for t in SECONDS],
+        "runs": [["topo", "diff", "{capture}", "--runs", r] for r in RUNS_DIRS],
+    },
     "topo synth": {
         "description": [["topo", "synth", d, "-o", "{out}.toml"] for d in ("", "pack:2 blade:1 pu:1", "pack:0 pu:1",
                                                                              "pack:4096 core:4096 pu:2", "core:2")]  # fmt: skip
@@ -301,7 +308,7 @@ def bad(tmp_path, monkeypatch):
     # The default kernel as if fetched, so that a case fails for its own bad value, not
     # for a kernel missing from the empty store.
     real = session.prepare
-    monkeypatch.setattr(session, "prepare", lambda topo, vm, **kw: dataclasses.replace(_session(topo.name), runs=kw.get("runs"))
+    monkeypatch.setattr(session, "prepare", lambda topo, vm, **kw: dataclasses.replace(_session(topo.name if topo.path else topo), runs=kw.get("runs"))
                         if vm.kernel == "debian" else real(topo, vm, **kw))  # fmt: skip
     d = tmp_path / "in"
     d.mkdir()

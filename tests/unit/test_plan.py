@@ -20,8 +20,8 @@ HOST = host_mod.Host(arch="x86_64", cpus=2, qemu={"x86_64": (7, 2, 0), "arm64": 
 RUNS = Path(__file__).resolve().parents[1] / "fixtures" / "runs"
 
 
-def _session(name: str = "zen3-2s-mini", **opts) -> session.Session:
-    t = topology.load(name)
+def _session(name: str | topology.Topology = "zen3-2s-mini", **opts) -> session.Session:
+    t = topology.load(name) if isinstance(name, str) else name
     k = KernelArtifact(
         name="fake", arch=t.arch, image=Path("/nonexistent/bzImage"), release="6.1.0", modules=None,
         config=None, features=frozenset({"node_reclaim_distance_param"}), id="fake-1",

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
-from readme_commands import CHECKS, commands  # tests/ is on sys.path (its conftest.py)
+from readme_commands import CHECKS, ROOT, commands  # tests/ is on sys.path (its conftest.py)
 
 from .procs import qemu_running
 
@@ -65,6 +65,8 @@ def test_readme_vm_command(cmd, debian_kernel, tmp_path):
         rc, shown = _console(cmd, tmp_path, env)
         assert "lab-readme-42" in shown, shown[-3000:]  # the guest's shell ran what was typed
     else:
+        if check.setup == "checkout":  # names a file of the checkout, as tests/unit/test_readme.py runs it
+            cmd = cmd.replace("tests/fixtures/", f"{ROOT}/tests/fixtures/")
         p = subprocess.run(["bash", "-c", cmd], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
         rc, shown = p.returncode, p.stdout + p.stderr
     print(f"README command: {cmd!r} -> exit {rc}")
