@@ -209,6 +209,12 @@ def socket_split(r, threads, allowed, migs, cause, paths, news):
         even,
         evidence=[] if even else [f"workers per socket after the last fork {split}, allowed per socket {allowed_per_socket}"],
         figures={**split, "migrations": len(migs), "stable_after_s": round(last_mig - first_ts, 3)},
+        note="" if even else (
+            f"after the last fork the threads were split {'/'.join(str(v) for v in split.values())} between the "
+            f"sockets, where {'/'.join(str(n) for n in allowed_per_socket.values())} CPUs were allowed"
+            if threads == len(allowed) == len(placed) else
+            f"{len(placed)} threads placed for {len(allowed)} allowed CPUs ({threads} threads)"
+        ),
         inconclusive="" if even else cause,
         claim=True,
     )
@@ -379,7 +385,12 @@ lab_trace_off
             "last fork and again when the first worker finished: the balancer shuffled an even placement, it "
             "corrected nothing the fork did"
             if churn
-            else "",
+            else (
+                f"{len(early)} migration{'s' if len(early) != 1 else ''} of workers while every worker still ran: the "
+                "balancer corrected the fork's placement"
+                if early
+                else ""
+            ),
             inconclusive=cause if early and not churn else "",
         )
         ice = icelake_shape(r.topo)
@@ -390,6 +401,11 @@ lab_trace_off
             "targets distinct (no pile-up)",
             not piled and bool(news),
             evidence=[x.line() + " (a worker is on that CPU)" for x in piled],
+            note="" if not piled and news else (
+                f"{len(piled)} fork{'s' if len(piled) != 1 else ''} placed a worker on a CPU another worker already ran on"
+                if piled
+                else "no sched_wakeup_new of a worker in the trace"
+            ),
             figures={"targets": ",".join(map(str, targets)), "distinct": len(set(targets)), "piled": len(piled),
                      "main_thread_cpu": main_cpu},  # fmt: skip
             # the vendor effect: the guest's CPU model, not the kernel, decided the pile-up
