@@ -280,6 +280,7 @@ def build(
             for extra in ("System.map", "vmlinux"):
                 if (p.obj / extra).is_file() and extra == "System.map":
                     shutil.copy2(p.obj / extra, tmp / extra)
+            btf = extract_btf(p.obj / "vmlinux", tmp / BTF_FILE, p.toolchain.cross_compile)
             shutil.copy2(log_path, tmp / "build.log")
             meta = {
                 "id": p.id,
@@ -309,6 +310,7 @@ def build(
                     "image_sha256": hashlib.sha256(image.read_bytes()).hexdigest(),
                 },
                 "image_size": image.stat().st_size,
+                "btf": BTF_FILE if btf else None,
                 "timings": {
                     **p.timings,
                     "build_s": round(build_s, 1),
@@ -323,6 +325,31 @@ def build(
             }
             (tmp / "metadata.json").write_text(json.dumps(meta, indent=2) + "\n")
         return KernelArtifact.from_entry(store.root() / p.id)
+
+
+# The kernel's BTF (its .BTF section, raw: what /sys/kernel/btf/vmlinux holds), kept
+# in the store entry of a kernel built with CONFIG_DEBUG_INFO_BTF: BPF schedulers are
+# built against it (lab scheduler build) without keeping the much larger vmlinux.
+BTF_FILE = "vmlinux.btf"
+
+
+def extract_btf(vmlinux: Path, dest: Path, cross_compile: str = "") -> bool:
+    """Write *vmlinux*'s .BTF section to *dest*; False when it has none."""
+    if not vmlinux.is_file():
+        return False
+    cp = proc.run(
+        [f"{cross_compile}objcopy", "-O", "binary", "--only-section=.BTF",
+         "--set-section-flags", ".BTF=alloc", str(vmlinux), str(dest)],
+        check=False,
+    )
+    if cp.returncode != 0 or not dest.is_file() or dest.stat().st_size == 0:
+        dest.unlink(missing_ok=True)
+        return False
+    # A raw BTF blob starts with the magic 0xeB9F (little-endian on both arches lab builds).
+    if dest.read_bytes()[:2] != b"\x9f\xeb":
+        dest.unlink(missing_ok=True)
+        return False
+    return True
 
 
 def _note_digest(a: KernelArtifact, digest: str) -> None:
