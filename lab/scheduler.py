@@ -349,7 +349,13 @@ def build(name: str, kernel: KernelArtifact, *, jobs: int = 2, force: bool = Fal
                 lines = log.read_text(errors="replace").splitlines()
                 raise _build_failed(name, cp.returncode, lines, log)
             static = proc.run(["file", "-L", str(binary)], check=False).stdout.decode(errors="replace")
+            if "statically linked" not in static and "static-pie" not in static:
+                # The guest's initramfs has no shared libraries for it: it would never start.
+                raise _build_failed(name, 0, [f"{binary} is not statically linked: {static.strip()}"], log)
             data = binary.read_bytes()
+            got = elf_arch(data)
+            if got != kernel.arch:
+                raise _build_failed(name, 0, [f"{binary} is a {got or 'non-ELF'} binary, the kernel is {kernel.arch}"], log)
             with _staging(sid, force) as tmp:
                 shutil.copy2(binary, tmp / name)
                 proc.run([LLVM_STRIP, "--strip-debug", str(tmp / name)], check=False)
@@ -377,6 +383,18 @@ def build(name: str, kernel: KernelArtifact, *, jobs: int = 2, force: bool = Fal
                 }
                 (tmp / "metadata.json").write_text(json.dumps(meta, indent=2) + "\n")
     return Scheduler.from_entry(final)
+
+
+_ELF_MACHINES = {0x3E: "x86_64", 0xB7: "arm64"}
+
+
+def elf_arch(data: bytes) -> str | None:
+    """The arch (lab's spelling) of a 64-bit little-endian ELF binary, else its e_machine
+    number as text, or None for what is not ELF."""
+    if data[:4] != b"\x7fELF" or len(data) < 20:
+        return None
+    m = int.from_bytes(data[18:20], "little")
+    return _ELF_MACHINES.get(m, f"e_machine {m}")
 
 
 class SchedulerBuildError(BuildError):

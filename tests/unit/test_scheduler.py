@@ -324,3 +324,15 @@ def test_kernel_reason_picks_the_named_scheduler():
 def test_agent_script_parses():
     sh = shutil.which("sh") or "/bin/sh"
     subprocess.run([sh, "-n", str(AGENT)], check=True)
+
+
+def test_elf_arch_names_the_binary_s_machine():
+    hdr = bytearray(b"\x7fELF" + bytes(60))
+    hdr[18:20] = (0x3E).to_bytes(2, "little")
+    assert sm.elf_arch(bytes(hdr)) == "x86_64"
+    hdr[18:20] = (0xB7).to_bytes(2, "little")
+    assert sm.elf_arch(bytes(hdr)) == "arm64"
+    hdr[18:20] = (0x28).to_bytes(2, "little")
+    assert sm.elf_arch(bytes(hdr)) == "e_machine 40"
+    assert sm.elf_arch(b"#!/bin/sh\n") is None
+    assert sm.elf_arch(Path("/bin/sh").read_bytes()[:64]) == "x86_64" or os.uname().machine != "x86_64"
