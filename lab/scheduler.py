@@ -48,9 +48,9 @@ LAYOUT = "1"  # bump when how a scheduler is built or stored changes
 BUILD_LOCK_TIMEOUT = 3600.0
 LOG_TAIL = 40
 # The source's parts tools/sched_ext builds from (libbpf, bpftool, the uapi headers).
-TREE_PARTS = ("tools", "include", "scripts", "Makefile")
+TREE_PARTS = ("tools", "include", "scripts", "Makefile", "kernel/bpf")  # kernel/bpf: disasm.[ch] for bpftool
 # Debian 12's packages a scheduler build needs (scripts/setup.sh installs them).
-PACKAGES = "clang-16 llvm-16 bpftool libbpf-dev libelf-dev libzstd-dev zlib1g-dev"
+PACKAGES = "clang-16 llvm-16 libelf-dev libzstd-dev zlib1g-dev"
 CLANG = "clang-16"
 LLVM_STRIP = "llvm-strip-16"
 # Statically linked, so the binary runs in lab's busybox initramfs with no libraries: the
@@ -58,7 +58,10 @@ LLVM_STRIP = "llvm-strip-16"
 # (LDFLAGS on make's command line would reach libbpf's sub-make, whose libbpf.so cannot
 # be linked -static).
 STATIC_LIBS = ("-static", "-lelf", "-lz", "-lzstd", "-lpthread")
-BPFTOOL = "/usr/sbin/bpftool"  # Debian's (7.1.0 on bookworm); the tree's own is not built
+# bpftool: the tree's own (tools/bpf/bpftool, built by the Makefile with the host's gcc).
+# Debian 12's bpftool 7.1.0 cannot be used: its skeletons have no struct_ops members
+# (skel->struct_ops.NAME, skel->maps.NAME for a struct_ops map), which 6.12's
+# tools/sched_ext/include/scx/compat.h uses, so every scheduler failed to compile.
 BTF_FILE = "vmlinux.btf"  # in a kernel's store entry (lab.kernel.build.BTF_FILE)
 # How long the guest's agent waits for the scheduler to be enabled (loading under TCG
 # runs the BPF verifier on an emulated CPU: seconds, not minutes).
@@ -196,6 +199,8 @@ def entries() -> list[Scheduler]:
 
 def get(spec: str) -> Scheduler | None:
     """The stored scheduler named by *spec*: an id or a unique prefix, or a label."""
+    if not spec.strip():
+        return None
     name, _, idp = spec.partition("@")
     found = [
         s for s in entries()
@@ -212,7 +217,7 @@ def get(spec: str) -> Scheduler | None:
 def toolchain() -> dict[str, str]:
     """The versions of what builds a scheduler; a one-line UserError naming the Debian
     packages when one is missing."""
-    need = {"clang": CLANG, "llvm-strip": LLVM_STRIP, "gcc": "gcc", "make": "make", "bpftool": BPFTOOL}
+    need = {"clang": CLANG, "llvm-strip": LLVM_STRIP, "gcc": "gcc", "make": "make"}
     out = {}
     for key, tool in need.items():
         path = shutil.which(tool)
@@ -221,8 +226,7 @@ def toolchain() -> dict[str, str]:
                 f"{tool} not found: a scheduler build needs Debian's {PACKAGES} "
                 "(scripts/setup.sh --system installs them)"
             )
-        flag = "version" if key == "bpftool" else "--version"
-        cp = proc.run([path, flag], check=False)
+        cp = proc.run([path, "--version"], check=False)
         line = (cp.stdout or b"").decode(errors="replace").strip().splitlines()
         out[key] = line[0] if line else "unknown"
     for lib in ("libelf.a", "libz.a", "libzstd.a"):
@@ -272,7 +276,7 @@ def key(name: str, kernel: KernelArtifact, tools: dict[str, str]) -> dict:
         "source": k.get("source"),
         "patches": k.get("patches"),
         "btf_sha256": hashlib.sha256(btf.read_bytes()).hexdigest(),
-        "toolchain": {t: v for t, v in tools.items() if t in ("clang", "gcc", "bpftool")},
+        "toolchain": {t: v for t, v in tools.items() if t in ("clang", "gcc")},
         "ldflags": list(STATIC_LIBS),
     }
 
@@ -285,7 +289,7 @@ def make_argv(tree: Path, out: Path, name: str, btf: Path, jobs: int) -> list[st
     """The make command that builds *name* from *tree*'s tools/sched_ext into *out*."""
     return [
         "make", "-C", str(tree / "tools" / "sched_ext"), f"O={out}", f"-j{jobs}",
-        f"CLANG={CLANG}", f"LLVM_STRIP={LLVM_STRIP}", f"BPFTOOL={BPFTOOL}", f"VMLINUX_BTF={btf}", name,
+        f"CLANG={CLANG}", f"LLVM_STRIP={LLVM_STRIP}", f"VMLINUX_BTF={btf}", name,
     ]  # fmt: skip
 
 

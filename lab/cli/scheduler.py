@@ -61,6 +61,10 @@ def build_cmd(name: str, kernel_spec: str, jobs: int, force: bool) -> None:
         from ..errors import unknown
 
         raise unknown("scheduler", name, list(sm.TREE))
+    if not kernel_spec.strip():
+        from ..errors import UserError
+
+        raise UserError(f"--kernel: give a kernel with sched_ext (e.g. {DEFAULT_KERNEL})")
     p = progress.for_cli()
     k = resolve(kernel_spec, "x86_64", build=True, progress=p)
     t0 = time.monotonic()

@@ -32,8 +32,8 @@ def test_kernel_has_sched_ext_and_kept_its_btf(scx_kernel):
     btf = scx_kernel.image.parent / sm.BTF_FILE
     assert btf.read_bytes()[:2] == b"\x9f\xeb"
     assert scx_kernel.metadata["btf"] == sm.BTF_FILE
-    if shutil.which("bpftool") or Path("/usr/sbin/bpftool").exists():
-        out = subprocess.run([sm.BPFTOOL, "btf", "dump", "file", str(btf), "format", "c"], capture_output=True, check=True).stdout
+    if shutil.which("bpftool"):  # Debian's, only to read the BTF back
+        out = subprocess.run(["bpftool", "btf", "dump", "file", str(btf), "format", "c"], capture_output=True, check=True).stdout
         assert b"struct sched_ext_ops {" in out
 
 

@@ -136,7 +136,7 @@ def test_a_kernel_with_sched_ext_but_no_btf_is_refused_in_one_line(tmp_path):
 
 # ---- cache keys -----------------------------------------------------------------------------------
 
-TOOLS = {"clang": "Debian clang version 16.0.6", "gcc": "gcc 12.2.0", "bpftool": "bpftool v7.1.0", "make": "GNU Make 4.3"}
+TOOLS = {"clang": "Debian clang version 16.0.6", "gcc": "gcc 12.2.0", "make": "GNU Make 4.3"}
 
 
 def test_key_is_stable_and_follows_every_input(tmp_path):
@@ -336,3 +336,20 @@ def test_elf_arch_names_the_binary_s_machine():
     assert sm.elf_arch(bytes(hdr)) == "e_machine 40"
     assert sm.elf_arch(b"#!/bin/sh\n") is None
     assert sm.elf_arch(Path("/bin/sh").read_bytes()[:64]) == "x86_64" or os.uname().machine != "x86_64"
+
+
+@pytest.mark.skipif(shutil.which("objcopy") is None, reason="binutils not installed")
+def test_extract_btf_takes_the_section_byte_for_byte(tmp_path):
+    """The kernel's .BTF, as the store entry keeps it (objcopy -O binary would pad it out
+    to its load address)."""
+    from lab.kernel.build import elf_section, extract_btf
+
+    blob = b"\x9f\xeb\x01\x00" + bytes(range(256)) * 3
+    (tmp_path / "btf").write_bytes(blob)
+    elf = tmp_path / "vmlinux"
+    subprocess.run(["objcopy", "--add-section", f".BTF={tmp_path / 'btf'}", "/bin/true", str(elf)], check=True)
+    assert extract_btf(elf, tmp_path / "out") and (tmp_path / "out").read_bytes() == blob
+    assert elf_section(elf, ".nope") is None
+    assert not extract_btf(Path("/bin/true"), tmp_path / "none") and not (tmp_path / "none").exists()
+    assert not extract_btf(tmp_path / "btf", tmp_path / "none")  # not ELF
+    assert not extract_btf(tmp_path / "missing", tmp_path / "none")
