@@ -249,6 +249,14 @@ def judge(
         if sched_status == "ERROR":
             _error(out, sched_why)
             return
+        note = (
+            f"run under the sched_ext scheduler {plan.scheduler.name}"
+            + (f" ({' '.join(plan.scheduler.args)})" if plan.scheduler.args else "")
+            + ("; it stayed enabled throughout" if not sched_status else "")
+            + f"; {s.name}'s expectations are its own, written for the kernel's scheduler"
+        )
+        if note not in out.notes:
+            out.notes.append(note)
     v = integrity.judge(run_dir, need, buffer_kb=s.buffer_kb, stream=stream)
     out.integrity.update(v.figures, problems=v.problems)
     if not v.ok:

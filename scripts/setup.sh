@@ -47,7 +47,9 @@ SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"
 
 # clang-16 ... libzstd-dev: sched_ext BPF schedulers (lab scheduler build; the kernel's
-# tools/sched_ext wants clang >= 16), linked statically for the guest's busybox initramfs.
+# tools/sched_ext wants clang >= 16), linked statically (libelf, zlib, zstd) for the guest's
+# busybox initramfs; bpftool only reads a kernel's BTF back (bookworm's 7.1.0 is too old
+# for 6.12's skeletons: lab builds the kernel tree's own).
 PKGS="qemu-system-x86 qemu-system-arm qemu-utils busybox-static cpio file kmod
       python3 python3-venv python3-pip ccache gcc libc6-dev make flex bison bc
       libelf-dev libssl-dev dwarves gcc-aarch64-linux-gnu libc6-dev-arm64-cross

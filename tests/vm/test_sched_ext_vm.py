@@ -53,3 +53,24 @@ def test_a_kernel_without_sched_ext_is_a_skip_before_booting():
     run = json.loads(r.stdout)["runs"][0]
     assert run["status"] == "SKIP" and run["run_dir"] is None
     assert "CONFIG_SCHED_CLASS_EXT" in run["message"] and KERNEL in run["message"]
+
+
+def test_a_scheduler_that_never_loads_is_an_error_with_its_output():
+    """An argument scx_simple refuses: it prints its usage and exits, the command never runs
+    (the argument reaches it as data: `$(reboot)` is a word, not a command)."""
+    r = CliRunner().invoke(main, ["boot", MINI, "--kernel", KERNEL, "--scheduler", 'scx_simple:-Z "$(reboot)"', "--", "echo", "ran"])
+    assert r.exit_code == 3, r.output
+    assert r.stdout == ""
+    assert "lab: ERROR: scheduler scx_simple never reached enabled" in r.stderr
+    assert "invalid option -- 'Z'" in r.stderr and "Usage: scx_simple" in r.stderr
+
+
+def test_an_ejection_during_the_command_is_a_fail_with_the_kernels_reason():
+    """scx_qmap -e COUNT calls scx_bpf_error() after COUNT enqueues: the kernel disables it
+    while the command runs (measured: enabled at 14.6 s, ejected before the command ends)."""
+    job = "for i in $(seq 1500); do /bin/true; done; cat /sys/kernel/sched_ext/state"
+    r = CliRunner().invoke(main, ["boot", MINI, "--kernel", KERNEL, "--scheduler", "scx_qmap:-e 5000", "--", "sh", "-c", job])
+    assert r.exit_code == 1, r.output
+    assert r.stdout == "disabled\n"
+    assert "lab: FAIL: sched_ext ejected scheduler scx_qmap during the run" in r.stderr
+    assert "scx_bpf_error: test triggering error" in r.stderr
