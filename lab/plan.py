@@ -36,6 +36,7 @@ class VmOptions:
     qemu: str = "auto"  # auto | system | lab | a QEMU binary (lab.emulators.choose)
     backend: str = "qemu"  # qemu | libvirt | vng: what runs the VM (lab.backends)
     connect: str = ""  # --backend libvirt: the libvirt URI ("" is qemu:///system)
+    scheduler: str = ""  # NAME[:ARGS], a sched_ext BPF scheduler (lab.scheduler); "": the kernel's own
 
     def to_dict(self) -> dict[str, str]:
         return asdict(self)
@@ -108,6 +109,34 @@ class KernelRef:
 
 
 @dataclass(frozen=True)
+class SchedulerRef:
+    """Which sched_ext scheduler a run loaded (lab.scheduler.Scheduler.record())."""
+
+    name: str
+    ops: str
+    args: tuple[str, ...]
+    version: str
+    id: str
+    binary_sha256: str = ""
+    kernel: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["args"] = list(self.args)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> SchedulerRef:
+        args = d.get("args", [])
+        if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
+            raise ValueError("scheduler.args must be a list of strings")
+        return cls(
+            name=str(d["name"]), ops=str(d.get("ops", "")), args=tuple(args), version=str(d.get("version", "")),
+            id=str(d.get("id", "")), binary_sha256=str(d.get("binary_sha256", "")), kernel=str(d.get("kernel", "")),
+        )
+
+
+@dataclass(frozen=True)
 class VmPlan:
     topo: Topology
     arch: str
@@ -137,6 +166,7 @@ class VmPlan:
     qemu_debian_version: str = ""  # the Debian package version of lab's fetched or built QEMU
     qemu_firmware: tuple[str, ...] = ()  # -L directories, searched before the QEMU's own default
     lpj: int = 0  # a preset loops_per_jiffy (lpj=) for every CPU, 0: none (render.qemu.preset_lpj)
+    scheduler: SchedulerRef | None = None  # the sched_ext scheduler the guest loads (None: the kernel's own)
 
     @property
     def spec_to_guest(self) -> dict[int, int]:
@@ -232,6 +262,7 @@ class VmPlan:
             "cmdline_extra": list(self.cmdline_extra),
             "lpj": self.lpj,
             "dt_caches": self.dt_caches,
+            "scheduler": self.scheduler.to_dict() if self.scheduler else None,
             "notes": list(self.notes),
         }
 
@@ -273,6 +304,7 @@ class VmPlan:
                 qemu_debian_version=str(d.get("qemu_debian_version", "")),
                 qemu_firmware=tuple(map(str, d.get("qemu_firmware", ()))),
                 lpj=int(d.get("lpj", 0)),
+                scheduler=SchedulerRef.from_dict(d["scheduler"]) if isinstance(d.get("scheduler"), dict) else None,
             )
         except (KeyError, TypeError, ValueError, OverflowError) as e:
             what = f"no field {e}" if isinstance(e, KeyError) else str(e)

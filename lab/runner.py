@@ -26,6 +26,7 @@ from typing import Any
 
 from . import atomic, integrity, junit, session, sysfs
 from . import scenario as sc
+from . import scheduler as scheduler_mod
 from .errors import InfraError, LostGuest, UserError
 from .image import initramfs
 from .plan import VmPlan
@@ -112,6 +113,19 @@ def tools_layer(arch: str, tools: list[str], progress: Progress | None = None) -
     return initramfs.cached_tree_layer("tools", tools_mod.tools_hash(arch, tools), fill, progress)
 
 
+def scheduler_parts(sess: session.Session, progress: Progress | None = None) -> tuple[list[Path], dict[str, str], dict[str, bytes]]:
+    """What the guest needs to load *sess*'s sched_ext scheduler: its binary's layer, the
+    agent's settings and the job layer's files (its arguments, as data)."""
+    if sess.scheduler is None or sess.plan.scheduler is None:
+        return [], {}, {}
+    args = sess.plan.scheduler.args
+    return (
+        [scheduler_mod.binary_layer(sess.scheduler, progress)],
+        scheduler_mod.guest_config(sess.scheduler),
+        scheduler_mod.guest_files(sess.scheduler, args),
+    )
+
+
 def job_script(s: sc.Scenario, topo: Topology) -> str:
     lines = [
         "#!/bin/sh",
@@ -145,7 +159,7 @@ def run_once(
     KeyboardInterrupt go on.  The boot's stages are steps of *progress*."""
     t0 = time.monotonic()
     topo = sess.topo
-    why = s.skip_reason(topo, sess.kernel)  # what is known before booting is a SKIP, not a boot
+    why = sess.skip or s.skip_reason(topo, sess.kernel)  # what is known before booting is a SKIP, not a boot
     if why:
         return RunOutcome(s.name, topo.name, sess.kernel.name, "SKIP", None, message=why)
     run_dir = session.open_run(s.name, sess)
@@ -177,6 +191,8 @@ def run_once(
             tl = tools_layer(topo.arch, list(s.tools), progress)
             if tl is not None:
                 layers.append(tl)
+            sl, sconfig, sfiles = scheduler_parts(sess, progress)
+            layers += sl
             job = job_script(s, topo)
             (run_dir / "job.sh").write_text(job)
             t_boot = time.monotonic()
@@ -184,7 +200,8 @@ def run_once(
             from .backends.qemu import GuestJob
 
             stage("boot")
-            res = backends.boot(sess.plan, sess.kernel, run_dir, GuestJob(job, layers=tuple(layers)), timeout=s.timeout, on_event=said, progress=progress)
+            gj = GuestJob(job, sconfig, layers=tuple(layers), files=sfiles)
+            res = backends.boot(sess.plan, sess.kernel, run_dir, gj, timeout=s.timeout, on_event=said, progress=progress)
             out.timing["boot_to_agent_s"] = round(res.ready_s or 0, 2)
             out.timing["vm_s"] = round(res.wall_s, 2)
             out.timing["prepare_s"] = round(t_boot - t0, 2)
@@ -225,6 +242,21 @@ def judge(
     """The verdict on a run's data, live or rechecked alike: ERROR naming the cause unless
     the data is complete (lab.integrity), else the scenario's checks, PASS or FAIL.  A live
     run passes the results stream the boot already checked (*stream*)."""
+    sched_status, sched_why = "", ""
+    if plan.scheduler is not None:  # a scheduler that never loaded: no workload ran
+        sched_status, sched_why = scheduler_mod.outcome(run_dir / "out", plan.scheduler.name, plan.scheduler.ops)
+        out.integrity["scheduler"] = sched_status or "kept"
+        if sched_status == "ERROR":
+            _error(out, sched_why)
+            return
+        note = (
+            f"run under the sched_ext scheduler {plan.scheduler.name}"
+            + (f" ({' '.join(plan.scheduler.args)})" if plan.scheduler.args else "")
+            + ("; it stayed enabled throughout" if not sched_status else "")
+            + f"; {s.name}'s expectations are its own, written for the kernel's scheduler"
+        )
+        if note not in out.notes:
+            out.notes.append(note)
     v = integrity.judge(run_dir, need, buffer_kb=s.buffer_kb, stream=stream)
     out.integrity.update(v.figures, problems=v.problems)
     if not v.ok:
@@ -249,6 +281,8 @@ def judge(
     out.status, why = sc.verdict_of(out.expectations)
     if why:
         out.message = why
+    if sched_status == "FAIL":  # ejected during the run: the run fails, with the kernel's reason
+        out.status, out.message = "FAIL", sched_why
 
 
 def run_checks(s: sc.Scenario, plan: VmPlan, run_dir: Path) -> dict[str, Any]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import re
 import shlex
 import shutil
@@ -14,12 +15,14 @@ from pathlib import Path
 
 from . import atomic
 from . import host as host_mod
+from . import scheduler as scheduler_mod
 from .errors import UserError, storage_error
 from .kernel.artifact import KernelArtifact
 from .paths import runs_dir
-from .plan import VmOptions, VmPlan
+from .plan import SchedulerRef, VmOptions, VmPlan
 from .progress import Progress
 from .render import qemu as render
+from .scheduler import Scheduler
 from .topology import Topology
 
 ARGV: list[str] | None = None  # set by the CLI: the arguments of this `lab` invocation
@@ -32,6 +35,8 @@ class Session:
     plan: VmPlan
     kernel: KernelArtifact
     runs: Path | None = None  # where its run directories go (--runs); None: paths.runs_dir()
+    scheduler: Scheduler | None = None  # the sched_ext scheduler the guest loads (plan.scheduler records it)
+    skip: str = ""  # why the run cannot be made on this kernel (a SKIP before booting)
 
     @property
     def topo(self) -> Topology:
@@ -71,7 +76,20 @@ def prepare(
     if kernel.arch != topo.arch:
         raise UserError(f"kernel {kernel.name} is {kernel.arch}, topology {topo.name} is {topo.arch}")
     plan = render.plan(topo, h, options, kernel_features=features(kernel), kernel=kernel.ref())
-    return Session(for_backend(plan, kernel), kernel, runs)
+    sched, skip = None, ""
+    spec = scheduler_mod.parse_spec(options.scheduler) if options.scheduler else None
+    if spec is not None:
+        skip = scheduler_mod.skip_reason(kernel) or ""
+        if not skip:
+            if build:
+                sched = scheduler_mod.resolve(spec, kernel, progress=progress)
+            else:
+                sched = scheduler_mod.find_built(spec.name, kernel)
+            if sched is not None:
+                plan = dataclasses.replace(plan, scheduler=SchedulerRef.from_dict(sched.record(spec.args)))
+            else:
+                plan = dataclasses.replace(plan, notes=(*plan.notes, f"scheduler {spec.name} is not built yet for {kernel.label}"))
+    return Session(for_backend(plan, kernel), kernel, runs, scheduler=sched, skip=skip)
 
 
 def for_backend(plan: VmPlan, kernel: KernelArtifact | None = None) -> VmPlan:

@@ -46,12 +46,17 @@ HOSTARCH=$(dpkg --print-architecture)
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"
 
+# clang-16 ... libzstd-dev: sched_ext BPF schedulers (lab scheduler build; the kernel's
+# tools/sched_ext wants clang >= 16), linked statically (libelf, zlib, zstd) for the guest's
+# busybox initramfs; bpftool only reads a kernel's BTF back (bookworm's 7.1.0 is too old
+# for 6.12's skeletons: lab builds the kernel tree's own).
 PKGS="qemu-system-x86 qemu-system-arm qemu-utils busybox-static cpio file kmod
       python3 python3-venv python3-pip ccache gcc libc6-dev make flex bison bc
       libelf-dev libssl-dev dwarves gcc-aarch64-linux-gnu libc6-dev-arm64-cross
       device-tree-compiler linux-source-6.1 linux-source-6.12 linux-perf rt-tests stress-ng numactl xz-utils zstd
       git patch chromium fonts-dejavu-core trace-cmd
-      libvirt-daemon-system libvirt-dev pkg-config python3-dev"
+      libvirt-daemon-system libvirt-dev pkg-config python3-dev
+      clang-16 llvm-16 bpftool libbpf-dev libzstd-dev"
 
 missing=""
 # The test set only: the remote-libvirt VM test starts its own sshd on a localhost port

@@ -135,6 +135,18 @@ CHECKS: dict[str, Check] = {
         "covered", by="tests/vm/test_verify_vm.py::test_verify_snc_machine_from_its_capture",
         why="imports the same capture with --mini and needs `lab verify` of the mini spec to pass",
     ),
+    "lab kernel build lab-6.12-scx": Check("args", why="a full 6.12 kernel build with debug info (tests/vm/test_sched_ext_vm.py builds it on demand, by hand)"),
+    "lab scheduler build scx_simple": Check("args", why="needs lab-6.12-scx built (an hour here); tests/vm/test_sched_ext_vm.py builds it on demand, by hand"),
+    "lab scheduler list": Check("run"),
+    "lab scheduler show ID": Check("args", why="needs a built scheduler (tests/vm/test_sched_ext_vm.py, by hand); tests/unit/test_scheduler.py looks one up in a store"),
+    "lab boot zen3-2s-mini --kernel lab-6.12-scx --scheduler scx_simple -- cat /sys/kernel/sched_ext/state": Check(
+        "covered", by="tests/vm/test_sched_ext_vm.py::test_scx_simple_is_enabled_when_the_command_runs",
+        why="boots zen3-2s-mini on lab-6.12-scx with --scheduler scx_simple and cats the same state file (and root/ops), needing 'enabled'",
+    ),
+    "lab run llc-spread-pinned --kernel lab-6.12-scx --scheduler scx_simple": Check(
+        "covered", by="tests/vm/test_sched_ext_vm.py::test_a_scenario_runs_under_scx_simple",
+        why="runs llc-spread-pinned on its default topology zen3-2s-mini on lab-6.12-scx under scx_simple and needs a verdict with the scheduler kept",
+    ),
     "lab verify zen3-2s-mini --kernel debian-6.12": Check(
         "covered", by="tests/vm/test_verify_vm.py::test_verify_mini_on_debian_612",
         why="runs `lab verify` of the catalog minis, zen3-2s-mini among them, with --kernel debian-6.12 and needs exit 0",

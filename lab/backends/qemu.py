@@ -169,7 +169,9 @@ class GuestJob:
     script: str | None = None
     config: Mapping[str, str] = field(default_factory=dict)
     layers: tuple[Path, ...] = ()
-    label: str = "workload"  # what the script is, as a progress step ("command" for lab boot -- CMD)
+    label: str = "workload"
+    # Files of the job layer, path -> bytes (the scheduler's arguments: lab.scheduler.guest_files).
+    files: Mapping[str, bytes] = field(default_factory=dict)  # what the script is, as a progress step ("command" for lab boot -- CMD)
 
 
 def initrd_layers(dest: Path, plan: VmPlan, kernel: KernelArtifact, job: GuestJob, *, interactive: bool = False) -> list[Path]:
@@ -181,7 +183,7 @@ def initrd_layers(dest: Path, plan: VmPlan, kernel: KernelArtifact, job: GuestJo
         paths = kernel.module_paths(["virtio_pci", "virtio_console"])
         mods = initramfs.modules_layer(kernel.release, paths)
     config = {**plan.guest_env(), **job.config}  # the CPU map: labcpu in the guest reads it
-    job_cpio = initramfs.job_layer(dest.with_name("job.cpio"), job.script, config, interactive)
+    job_cpio = initramfs.job_layer(dest.with_name("job.cpio"), job.script, config, interactive, files=job.files)
     return [p for p in (base, mods, *job.layers, job_cpio) if p is not None]
 
 

@@ -228,7 +228,7 @@ def main(verbose: bool) -> None:
 
 
 def _register() -> None:
-    from . import bisect, compare, domains, kernel, matrix, qemu, report, topo, vm
+    from . import bisect, compare, domains, kernel, matrix, qemu, report, scheduler, topo, vm
 
     main.add_command(topo.topo)
     main.add_command(compare.compare_cmd)
@@ -236,6 +236,7 @@ def _register() -> None:
     main.add_command(bisect.bisect_step_cmd)
     main.add_command(domains.domains_cmd)
     main.add_command(kernel.kernel)
+    main.add_command(scheduler.scheduler)
     main.add_command(qemu.qemu)
     main.add_command(report.report)
     main.add_command(matrix.matrix)

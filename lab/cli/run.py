@@ -9,7 +9,7 @@ from typing import Any
 import click
 
 from .common import RUNS, console, text_format_option
-from .vm import vm_options
+from .vm import scheduler_option, vm_options
 
 
 @click.command("scenarios")
@@ -41,6 +41,7 @@ def scenarios_cmd() -> None:
 @click.argument("scenario_name", metavar="SCENARIO")
 @click.option("-t", "--topology", "topo_name", default=None, help="Topology (default: the scenario's first).")
 @vm_options
+@scheduler_option
 @click.option("--repeat", type=click.IntRange(1, 1000), default=1, show_default=True,
               help="Run N times, each run its own verdict; report the pass rate and spread.")
 @click.option("--runs-per-verdict", type=click.IntRange(1, 99), default=None, metavar="K",

@@ -49,6 +49,31 @@ def make_vm_options(*, kernel_spec: str | None, accel: str | None, connect: str 
     return VmOptions(kernel=kernel_spec, accel=accel, backend=backend, connect=connect, **rest)
 
 
+SCHEDULER_OPTION = click.option(
+    "--scheduler", "scheduler", default="", metavar="NAME[:ARGS]",
+    help="A sched_ext BPF scheduler the guest loads before the workload (lab scheduler list), ARGS its "
+    "arguments, split into words like a shell's and passed as data; eevdf or cfs: the kernel's own (the default).",
+)  # fmt: skip
+
+
+def scheduler_option(f):
+    """--scheduler NAME[:ARGS] for a command that takes ``vm``, set into ``vm.scheduler``
+    (checked here: bad input is one line before anything is built or booted)."""
+
+    @functools.wraps(f)
+    def command(*args, vm, scheduler: str, **kw):
+        if scheduler:
+            import dataclasses
+
+            from ..scheduler import parse_spec
+
+            spec = parse_spec(scheduler)
+            vm = dataclasses.replace(vm, scheduler=spec.text if spec else "")
+        return f(*args, vm=vm, **kw)
+
+    return SCHEDULER_OPTION(command)
+
+
 KERNEL_OPTION = click.option("--kernel", "kernel_spec", default=None, show_default="the settings file's kernel, else debian", help=KERNEL_HELP)
 
 # The VM options but --kernel and the backend (lab matrix has its own --kernels and --backend/--connect).
@@ -95,6 +120,7 @@ VM_OPTIONS = (KERNEL_OPTION, *RUN_OPTIONS, *BACKEND_OPTIONS)
 @click.command(context_settings={"ignore_unknown_options": False})
 @click.argument("topology", type=TOPOLOGY)
 @vm_options
+@scheduler_option
 @click.option("--dry-run", is_flag=True, help="Print the exact QEMU command and exit.")
 @click.option("--timeout", type=SECONDS, default=600, show_default=True, help="Seconds before the VM is killed.")
 @click.option(
@@ -119,8 +145,13 @@ def boot(topology, vm, dry_run: bool, timeout: float, tool_list: tuple[str, ...]
     why = tools_mod.unpackable(topology.arch, tools)  # before anything is built or booted
     if why:
         raise UserError(f"--tools: {why}")
+    if vm.scheduler and not cmd and not dry_run:
+        raise UserError("--scheduler: give the command to run under it after -- (an interactive console loads none)")
     p = progress.for_cli()  # stderr only: stdout is the command's bytes
     s = session.prepare(topology, vm, build=not dry_run, progress=p, runs=runs)
+    if s.skip:  # a kernel without sched_ext: nothing is booted
+        click.echo(f"lab: SKIP: {s.skip}", err=True)
+        sys.exit(runner.EXIT["SKIP"])
     for n in s.plan.notes:
         click.echo(f"lab: {n}", err=True)
     if dry_run:
@@ -145,15 +176,29 @@ def boot(topology, vm, dry_run: bool, timeout: float, tool_list: tuple[str, ...]
         click.echo(f"lab: run dir {run_dir}", err=True)
         sys.exit(rc)
     # No topology snapshot: the user asked for their command, and every second counts here.
-    job = backend.GuestJob(guest_script(cmd), {"LAB_SNAPSHOT": "0"}, layers=tuple(x for x in layers if x is not None), label="command")
+    sl, sconfig, sfiles = runner.scheduler_parts(s, p)
+    job = backend.GuestJob(
+        guest_script(cmd), {"LAB_SNAPSHOT": "0", **sconfig}, layers=tuple(x for x in (*layers, *sl) if x is not None),
+        label="command", files=sfiles,
+    )  # fmt: skip
     res = backends.boot(s.plan, s.kernel, run_dir, job, timeout=timeout, progress=p)
     # The command's output byte for byte: CRs and bytes that are not UTF-8 included.
     for text, data in ((sys.stdout, res.stdout), (sys.stderr, res.stderr)):
         text.flush()
         text.buffer.write(data)
         text.buffer.flush()
+    rc = res.rc if res.rc is not None else 3
+    if s.plan.scheduler is not None:
+        from .. import scheduler as scheduler_mod
+
+        status, why = scheduler_mod.outcome(res.out_dir, s.plan.scheduler.name, s.plan.scheduler.ops)
+        if status:
+            click.echo(f"lab: {status}: {why}", err=True)
+            rc = runner.EXIT[status] if status == "ERROR" or rc == 0 else rc
+        else:
+            click.echo(f"lab: scheduler {s.plan.scheduler.name} stayed enabled throughout", err=True)
     click.echo(f"lab: ready in {res.ready_s:.1f}s, finished in {res.wall_s:.1f}s; run dir {run_dir}", err=True)
-    sys.exit(res.rc if res.rc is not None else 3)
+    sys.exit(rc)
 
 
 def boot_tools(arch: str, asked: tuple[str, ...], cmd: tuple[str, ...] | list[str]) -> tuple[str, ...]:

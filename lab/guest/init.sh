@@ -165,12 +165,91 @@ if [ "${LAB_SNAPSHOT:-1}" = 1 ]; then
     say "snapshot uptime=$(up)"
 fi
 
+# sched_ext: the BPF scheduler lab packed (/lab/sched/bin/$LAB_SCHED), started before
+# the job and stopped after it; what happened is in /tmp/out/scheduler/ (status: enabled
+# or not-enabled; during: kept or ejected), which the host judges (lab.scheduler.outcome).
+# Its arguments are files, one word each (lab.scheduler.guest_files), read back byte for
+# byte into "$@": this shell never parses them.
+SCHED_DIR=/tmp/out/scheduler
+SCHED_PID=
+sched_read() { cat "/sys/kernel/sched_ext/$1" 2>/dev/null; }
+sched_start() {
+    mkdir -p "$SCHED_DIR"
+    set --
+    n=0
+    cnt=$(cat /lab/sched/nargs 2>/dev/null)
+    while [ "$n" -lt "${cnt:-0}" ]; do
+        a=$(cat "/lab/sched/arg.$n"; echo x)
+        set -- "$@" "${a%x}"
+        n=$((n + 1))
+    done
+    sched_read enable_seq > "$SCHED_DIR/enable_seq_before"
+    say "scheduler start name=$LAB_SCHED uptime=$(up)"
+    "/lab/sched/bin/$LAB_SCHED" "$@" > "$SCHED_DIR/output" 2>&1 &
+    SCHED_PID=$!
+    # Bounded: LAB_SCHED_WAIT seconds, polled every 100 ms; a scheduler that exits
+    # (the verifier rejected it) ends the wait at once.
+    i=0
+    st=
+    while [ "$i" -lt $((LAB_SCHED_WAIT * 10)) ]; do
+        st=$(sched_read state)
+        if [ "$st" = enabled ] && [ "$(sched_read root/ops)" = "$LAB_SCHED_OPS" ]; then
+            echo enabled > "$SCHED_DIR/status"
+            sched_read enable_seq > "$SCHED_DIR/enable_seq"
+            say "scheduler enabled ops=$LAB_SCHED_OPS uptime=$(up)"
+            return 0
+        fi
+        kill -0 "$SCHED_PID" 2>/dev/null || break
+        sleep 0.1
+        i=$((i + 1))
+    done
+    echo "${st:-absent}" > "$SCHED_DIR/state"
+    echo not-enabled > "$SCHED_DIR/status"
+    sched_end
+    say "scheduler failed state=${st:-absent} uptime=$(up)"
+    return 1
+}
+# Stop the scheduler: SIGTERM (tools/sched_ext's loaders unregister and exit on it as on
+# SIGINT, which a job started with & ignores), then SIGKILL after 10 s; its exit
+# status in $SCHED_DIR/exit.
+sched_end() {
+    if kill -0 "$SCHED_PID" 2>/dev/null; then
+        kill -TERM "$SCHED_PID" 2>/dev/null
+        j=0
+        while kill -0 "$SCHED_PID" 2>/dev/null && [ "$j" -lt 100 ]; do sleep 0.1; j=$((j + 1)); done
+        kill -0 "$SCHED_PID" 2>/dev/null && kill -KILL "$SCHED_PID" 2>/dev/null
+    fi
+    wait "$SCHED_PID"
+    echo "$?" > "$SCHED_DIR/exit"
+}
+sched_stop() {
+    st=$(sched_read state)
+    ops=$(sched_read root/ops)
+    seq=$(sched_read enable_seq)
+    echo "$st" > "$SCHED_DIR/state_after"
+    # Ejected: the state left enabled, another scheduler took its place (enable_seq
+    # moved), or its loader exited (it does when the kernel disables it).
+    if [ "$st" = enabled ] && [ "$ops" = "$LAB_SCHED_OPS" ] && [ "$seq" = "$(cat "$SCHED_DIR/enable_seq")" ] \
+        && kill -0 "$SCHED_PID" 2>/dev/null; then
+        echo kept > "$SCHED_DIR/during"
+    else
+        echo ejected > "$SCHED_DIR/during"
+    fi
+    sched_end
+    say "scheduler stopped during=$(cat "$SCHED_DIR/during") state=$st uptime=$(up)"
+}
+
 rc=0
-if [ -x /lab/job.sh ]; then
+sched_ok=1
+if [ -n "${LAB_SCHED:-}" ]; then
+    sched_start || sched_ok=0
+fi
+if [ -x /lab/job.sh ] && [ "$sched_ok" = 1 ]; then
     say "job start uptime=$(up)"
     /lab/job.sh > /tmp/out/stdout 2> /tmp/out/stderr
     rc=$?
     echo "$rc" > /tmp/out/rc
 fi
+[ -n "${LAB_SCHED:-}" ] && [ "$sched_ok" = 1 ] && sched_stop
 dmesg > /tmp/out/dmesg 2>/dev/null
 finish "$rc"

@@ -228,7 +228,15 @@ def job_layer(
         entries.append(cpio.file("lab/config", data=text.encode()))
     if interactive:
         entries.append(cpio.file("lab/interactive", data=b"1\n"))
+    made = {"lab"}
     for name, data in (files or {}).items():
+        # The kernel's unpacker makes no parent directories: each is an entry first.
+        parts = name.split("/")[:-1]
+        for i in range(1, len(parts) + 1):
+            d = "/".join(parts[:i])
+            if d not in made:
+                made.add(d)
+                entries.append(cpio.directory(d))
         entries.append(cpio.file(name, data=data, mode=0o755))
     cpio.write(dest, entries)
     return dest

@@ -85,6 +85,9 @@ def _matrix_axes(path: str) -> dict[str, list[list[str]]]:
         }
     return cases
 
+# --scheduler NAME[:ARGS] that is not one: unknown, an unbalanced quote, the kernel's own with arguments.
+BAD_SCHEDULERS = ("nope", "scx_simple:'a", "scx_simple:\"$(reboot)", "eevdf:-v", "../scx_simple")
+
 # {command: {parameter: [bad arguments, ...]}}; "" is a command's arguments as a whole.
 CASES: dict[str, dict[str, list[list[str]]]] = {
     "": {"": [["nope"], ["--nope"], ["-v", "nope"]]},
@@ -96,6 +99,8 @@ CASES: dict[str, dict[str, list[list[str]]]] = {
         "runs": [["boot", "xeon-2s22c-mini", "--runs", r, "--", "true"] for r in RUNS_DIRS] + [[*DRY, "--runs"]],
         "tool_list": [[*DRY, "--tools", t] for t in ("../numactl", "a b", "nope-not-a-tool")] + [[*DRY, "--tools"]]
         + [["boot", "kunpeng920-2s-mini", "--dry-run", "--tools", "nope-not-a-tool"]],
+        "scheduler": [[*DRY, "--scheduler", s] for s in BAD_SCHEDULERS] + [[*DRY, "--scheduler"]]
+        + [["boot", "xeon-2s22c-mini", "--scheduler", "scx_simple"]],  # an interactive console loads none
     },
     "verify": {
         "topology": [["verify", t] for t in TOPOLOGIES] + [["verify"]],
@@ -113,6 +118,7 @@ CASES: dict[str, dict[str, list[list[str]]]] = {
         "kernel_tree": [["run", "llc-spread-pinned", "--kernel-tree", t] for t in ("{missing}", "{garbage}", "{dir}")]
         + [["run", "llc-spread-pinned", "--kernel-tree", "{dir}", "--kernel", "nope"]],
         "recipe": [["run", "llc-spread-pinned", "--recipe", "lab-6.1"]],
+        "scheduler": [["run", "llc-spread-pinned", "--scheduler", s] for s in BAD_SCHEDULERS],
         "watch": [["run", "llc-spread-pinned", "--watch"]],
         # A run directory is never made inside the tree given to --kernel-tree.
         "runs": [["run", "llc-spread-pinned", "--runs", r] for r in RUNS_DIRS]
@@ -257,6 +263,14 @@ CASES: dict[str, dict[str, list[list[str]]]] = {
         "spec": [["kernel", "show", k] for k in ("nope", "{missing}/bzImage", "{dir}/", "{garbage}", "lab-6.1", "")],
         "arch": [["kernel", "show", "debian", "--arch", "mips"]],
     },
+    "scheduler": {"": [["scheduler", "nope"]]},
+    "scheduler list": {"": [["scheduler", "list", "extra"]]},
+    "scheduler build": {
+        "name": [["scheduler", "build", n] for n in ("nope", "", "../scx_simple", "scx_simple:-v")] + [["scheduler", "build"]],
+        "kernel_spec": [["scheduler", "build", "scx_simple", "--kernel", k] for k in ("nope", "{missing}/bzImage", "")],
+        "jobs": [["scheduler", "build", "scx_simple", "-j", j] for j in ("0", "x", "")],
+    },
+    "scheduler show": {"spec": [["scheduler", "show", x] for x in ("nope", "", "scx_simple@zzzz")] + [["scheduler", "show"]]},
     "qemu": {"": [["qemu", "nope"]]},
     "qemu list": {"": [["qemu", "list", "extra"]]},
     "qemu build": {

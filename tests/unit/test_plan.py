@@ -99,7 +99,8 @@ def test_vm_options_reach_the_plan_whole(monkeypatch):
 # ---- options turned back into a command line, in one place (issue 33 item 2) ----------------
 
 _VALUES = {"kernel": "lab-6.1", "accel": "tcg", "cpu_model": "intel", "tcg_threads": "single", "bringup": "hotplug",
-           "append": "loglevel=7 lpj=0", "qemu": "lab", "backend": "libvirt", "connect": "qemu+ssh://h/system"}  # fmt: skip
+           "append": "loglevel=7 lpj=0", "qemu": "lab", "backend": "libvirt", "connect": "qemu+ssh://h/system",
+           "scheduler": "scx_qmap:-s 20000 '$(x) y'"}  # fmt: skip
 
 
 def test_every_option_round_trips_through_its_command_line():

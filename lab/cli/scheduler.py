@@ -1,0 +1,91 @@
+"""`lab scheduler ...`: build, list and show sched_ext BPF schedulers."""
+
+from __future__ import annotations
+
+import click
+
+from . import common
+
+DEFAULT_KERNEL = "lab-6.12-scx"
+
+
+@click.group()
+def scheduler() -> None:
+    """sched_ext BPF schedulers: build them against a kernel, list and show them."""
+
+
+@scheduler.command("list")
+@click.option("--json", "as_json", is_flag=True, help="Print the built schedulers' metadata as JSON.")
+def list_cmd(as_json: bool) -> None:
+    """The schedulers lab can build (the kernel tree's tools/sched_ext) and those built."""
+    import json
+
+    from .. import scheduler as sm
+
+    built = sm.entries()
+    if as_json:
+        click.echo(json.dumps([s.metadata for s in built], indent=2))
+        return
+    c = common.console()
+    c.print("buildable (the kernel tree's tools/sched_ext; --scheduler NAME[:ARGS]):", highlight=False)
+    for name, ops in sm.TREE.items():
+        n = sum(1 for s in built if s.name == name)
+        c.print(f"  {name:<12} ops {ops:<8} {n} built" if n else f"  {name:<12} ops {ops:<8} not built", highlight=False)
+    c.print(f"  {'eevdf, cfs':<12} the kernel's own scheduler (no BPF scheduler loaded)", highlight=False)
+    if built:
+        c.print("built:", highlight=False)
+        for s in built:
+            k = s.metadata.get("kernel", {})
+            c.print(
+                f"  {s.label:<22} for {k.get('label', '?')} ({k.get('release', '?')}), "
+                f"{s.metadata.get('binary_size', 0) / 1e6:.1f} MB, built {str(s.metadata.get('built_at', ''))[:16]}",
+                highlight=False, soft_wrap=True,
+            )  # fmt: skip
+
+
+@scheduler.command("build")
+@click.argument("name", metavar="NAME")
+@click.option("--kernel", "kernel_spec", default=DEFAULT_KERNEL, show_default=True,
+              help="The kernel whose BTF it is built against (a recipe with sched_ext, a store id).")
+@click.option("-j", "--jobs", type=click.IntRange(min=1), default=2, show_default=True, help="make -j.")
+@click.option("--force", is_flag=True, help="Rebuild even if the store has it.")
+def build_cmd(name: str, kernel_spec: str, jobs: int, force: bool) -> None:
+    """Build scheduler NAME (tools/sched_ext) for a kernel, unless built, and print its id."""
+    import time
+
+    from .. import progress
+    from .. import scheduler as sm
+    from ..kernel import resolve
+
+    if name not in sm.TREE:
+        from ..errors import unknown
+
+        raise unknown("scheduler", name, list(sm.TREE))
+    if not kernel_spec.strip():
+        from ..errors import UserError
+
+        raise UserError(f"--kernel: give a kernel with sched_ext (e.g. {DEFAULT_KERNEL})")
+    p = progress.for_cli()
+    k = resolve(kernel_spec, "x86_64", build=True, progress=p)
+    t0 = time.monotonic()
+    with p.step("build", f"scheduler {name} for {k.label}") as st:
+        s = sm.build(name, k, jobs=jobs, force=force, progress=st.callback())
+    took = time.monotonic() - t0
+    click.echo(f"lab: {s.label} ({s.binary}, {'static' if s.metadata.get('static') else 'dynamic'}) in {took:.0f}s", err=True)
+    click.echo(s.id)
+
+
+@scheduler.command("show")
+@click.argument("spec", metavar="ID")
+def show_cmd(spec: str) -> None:
+    """A built scheduler's metadata (ID: its id or a unique prefix, or NAME@ID)."""
+    import json
+
+    from .. import scheduler as sm
+    from ..errors import UserError
+
+    s = sm.get(spec)
+    if s is None:
+        names = ", ".join(x.label for x in sm.entries()[:10]) or "none built yet"
+        raise UserError(f"no built scheduler {spec!r} (built: {names}; lab scheduler list)")
+    click.echo(json.dumps({"label": s.label, "binary": str(s.binary), "metadata": s.metadata}, indent=2))

@@ -1,0 +1,572 @@
+"""sched_ext BPF schedulers: built by lab against a kernel's BTF, cached by content,
+packed into the guest and started by lab's agent before the workload.
+
+A scheduler is named on the command line as ``NAME[:ARGS]`` (``--scheduler
+scx_qmap:-s 20000``): NAME is one of the kernel tree's own example schedulers
+(tools/sched_ext), ARGS its arguments, split into words like a shell's on the host
+(``shlex.split``) and handed to the guest one word per file, so the guest never
+parses them: a ``;`` or a ``$(...)`` reaches the scheduler as those characters.
+``eevdf`` or ``cfs`` (or nothing) is the kernel's own scheduler.
+
+Layout under ``cache_dir()``:
+
+- ``work/scx-<kernel id>/``      the build tree (tools/, include/, ... of the kernel's
+  source) and ``build.log``
+- ``schedulers/<id>/``           the store entry: the static binary, metadata.json,
+  build.log; *id* is a hash of the source's identity, the kernel's BTF, the name and
+  the toolchain's versions
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shlex
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+from . import arch as archs
+from . import paths, proc
+from .errors import BuildError, UserError, unknown
+from .kernel.artifact import KernelArtifact
+from .lock import cache_lock
+
+# The kernel's own scheduler: no BPF scheduler is loaded.
+KERNEL_OWN = ("eevdf", "cfs")
+# tools/sched_ext's schedulers and the name each one's sched_ext_ops gives the kernel
+# (what /sys/kernel/sched_ext/root/ops says once it is loaded).
+TREE = {"scx_simple": "simple", "scx_qmap": "qmap", "scx_central": "central", "scx_flatcg": "flatcg"}
+# The recipe that builds a kernel with sched_ext, per arch.
+SCHED_EXT_RECIPE = {"x86_64": "lab-6.12-scx"}
+LAYOUT = "1"  # bump when how a scheduler is built or stored changes
+BUILD_LOCK_TIMEOUT = 3600.0
+LOG_TAIL = 40
+# The source's parts tools/sched_ext builds from (libbpf, bpftool, the uapi headers).
+TREE_PARTS = ("tools", "include", "scripts", "Makefile", "kernel/bpf")  # kernel/bpf: disasm.[ch] for bpftool
+# Debian 12's packages a scheduler build needs (scripts/setup.sh installs them).
+PACKAGES = "clang-16 llvm-16 libelf-dev libzstd-dev zlib1g-dev"
+CLANG = "clang-16"
+LLVM_STRIP = "llvm-strip-16"
+# Statically linked, so the binary runs in lab's busybox initramfs with no libraries: the
+# Makefile links it against the shared libraries, lab links its object again with these
+# (LDFLAGS on make's command line would reach libbpf's sub-make, whose libbpf.so cannot
+# be linked -static).
+STATIC_LIBS = ("-static", "-lelf", "-lz", "-lzstd", "-lpthread")
+# bpftool: the tree's own (tools/bpf/bpftool, built by the Makefile with the host's gcc).
+# Debian 12's bpftool 7.1.0 cannot be used: its skeletons have no struct_ops members
+# (skel->struct_ops.NAME, skel->maps.NAME for a struct_ops map), which 6.12's
+# tools/sched_ext/include/scx/compat.h uses, so every scheduler failed to compile.
+BTF_FILE = "vmlinux.btf"  # in a kernel's store entry (lab.kernel.build.BTF_FILE)
+# How long the guest's agent waits for the scheduler to be enabled (loading under TCG
+# runs the BPF verifier on an emulated CPU: seconds, not minutes).
+ENABLE_WAIT_S = 120
+
+
+@dataclass(frozen=True)
+class Spec:
+    """A scheduler as the command line names it."""
+
+    name: str
+    args: tuple[str, ...] = ()
+
+    @property
+    def ops(self) -> str:
+        """The name its sched_ext_ops gives the kernel (/sys/kernel/sched_ext/root/ops)."""
+        return TREE[self.name]
+
+    @property
+    def text(self) -> str:
+        return self.name + (":" + shlex.join(self.args) if self.args else "")
+
+
+def parse_spec(text: str) -> Spec | None:
+    """*text* (``NAME[:ARGS]``) as a Spec; None for the kernel's own scheduler.  ARGS
+    are split into words as a shell would split them, without running one."""
+    name, sep, rest = text.partition(":")
+    name = name.strip()
+    if name in ("", *KERNEL_OWN):
+        if rest.strip():
+            raise UserError(f"--scheduler {text!r}: the kernel's own scheduler takes no arguments")
+        return None
+    if name not in TREE:
+        raise unknown("scheduler", name, [*TREE, *KERNEL_OWN])
+    try:
+        args = tuple(shlex.split(rest)) if sep else ()
+    except ValueError as e:  # an unbalanced quote
+        raise UserError(f"--scheduler {text!r}: its arguments cannot be split into words: {e}") from None
+    for a in args:
+        if "\0" in a:
+            raise UserError(f"--scheduler {text!r}: an argument holds a NUL byte, which no program can be given")
+    return Spec(name, args)
+
+
+def has_sched_ext(kernel: KernelArtifact) -> bool | None:
+    """Whether *kernel* was built with CONFIG_SCHED_CLASS_EXT (None: no config to tell)."""
+    v = kernel.config_value("SCHED_CLASS_EXT")
+    return None if v is None else v == "y"
+
+
+def skip_reason(kernel: KernelArtifact) -> str | None:
+    """Why no BPF scheduler can load into *kernel* (a SKIP before booting), or None."""
+    have = has_sched_ext(kernel)
+    if have:
+        return None
+    recipe = SCHED_EXT_RECIPE.get(kernel.arch)
+    where = (
+        f"the recipe {recipe} has it (--kernel {recipe})" if recipe
+        else f"lab has no {kernel.arch} recipe with it yet (x86_64: {SCHED_EXT_RECIPE['x86_64']})"
+    )
+    what = "is not set" if have is False else "cannot be read (the kernel has no config)"
+    return f"kernel {kernel.label} has no sched_ext: CONFIG_SCHED_CLASS_EXT {what}; {where}"
+
+
+# ---- the store ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Scheduler:
+    """A built scheduler in the store."""
+
+    name: str
+    arch: str
+    binary: Path
+    id: str
+    metadata: dict = field(default_factory=dict, compare=False, hash=False)
+
+    @property
+    def ops(self) -> str:
+        return TREE.get(self.name, self.name.removeprefix("scx_"))
+
+    @property
+    def version(self) -> str:
+        return str(self.metadata.get("version", "?"))
+
+    @property
+    def label(self) -> str:
+        return f"{self.name}@{self.id[:8]}"
+
+    @classmethod
+    def from_entry(cls, entry: Path) -> Scheduler:
+        meta = json.loads((entry / "metadata.json").read_text())
+        if not isinstance(meta, dict):
+            raise ValueError("metadata.json is not a JSON object")
+        for k in ("name", "arch", "binary", "id"):
+            if not isinstance(meta.get(k), str) or not meta[k]:
+                raise ValueError(f"metadata.json: {k!r} must be a string")
+        if "/" in meta["binary"] or meta["binary"].startswith("."):
+            raise ValueError("metadata.json: 'binary' must name a file inside the entry")
+        binary = entry / meta["binary"]
+        if not binary.is_file():
+            raise ValueError(f"its binary {meta['binary']} is gone")
+        return cls(meta["name"], meta["arch"], binary, meta["id"], meta)
+
+    def record(self, args: tuple[str, ...] = ()) -> dict:
+        """What a run records of the scheduler it ran (plan.json's ``scheduler``)."""
+        return {
+            "name": self.name,
+            "ops": self.ops,
+            "args": list(args),
+            "version": self.version,
+            "id": self.id,
+            "binary_sha256": self.metadata.get("binary_sha256", ""),
+            "kernel": self.metadata.get("kernel", {}).get("label", ""),
+        }
+
+
+def root() -> Path:
+    d = paths.cache_dir() / "schedulers"
+    d.mkdir(parents=True, exist_ok=True)
+    return d
+
+
+def entries() -> list[Scheduler]:
+    out = []
+    for d in sorted(root().iterdir()):
+        if d.name.startswith(".") or not (d / "metadata.json").is_file():
+            continue
+        try:
+            out.append(Scheduler.from_entry(d))
+        except (ValueError, OSError, json.JSONDecodeError):
+            continue  # damaged or half-written by another tool: never used
+    return out
+
+
+def get(spec: str) -> Scheduler | None:
+    """The stored scheduler named by *spec*: an id or a unique prefix, or a label."""
+    if not spec.strip():
+        return None
+    name, _, idp = spec.partition("@")
+    found = [
+        s for s in entries()
+        if s.id.startswith(spec) or (idp and s.name == name and s.id.startswith(idp))
+    ]
+    if len(found) > 1:
+        raise UserError(f"scheduler {spec!r} is ambiguous: {', '.join(s.label for s in found[:5])}")
+    return found[0] if found else None
+
+
+# ---- building ------------------------------------------------------------------------------
+
+
+def toolchain() -> dict[str, str]:
+    """The versions of what builds a scheduler; a one-line UserError naming the Debian
+    packages when one is missing."""
+    need = {"clang": CLANG, "llvm-strip": LLVM_STRIP, "gcc": "gcc", "make": "make"}
+    out = {}
+    for key, tool in need.items():
+        path = shutil.which(tool)
+        if path is None:
+            raise UserError(
+                f"{tool} not found: a scheduler build needs Debian's {PACKAGES} "
+                "(scripts/setup.sh --system installs them)"
+            )
+        cp = proc.run([path, "--version"], check=False)
+        line = (cp.stdout or b"").decode(errors="replace").strip().splitlines()
+        out[key] = line[0] if line else "unknown"
+    for lib in ("libelf.a", "libz.a", "libzstd.a"):
+        if not any(Path(d, lib).is_file() for d in ("/usr/lib/x86_64-linux-gnu", "/usr/lib")):
+            raise UserError(f"{lib} not found: a static scheduler needs Debian's {PACKAGES}")
+    return out
+
+
+def kernel_btf(kernel: KernelArtifact) -> Path:
+    """The BTF a scheduler for *kernel* is built against; a one-line UserError when the
+    kernel has no sched_ext or lab kept no BTF of it."""
+    why = skip_reason(kernel)
+    if why:
+        raise UserError(why)
+    btf = kernel.image.parent / BTF_FILE
+    if not btf.is_file():
+        raise UserError(
+            f"kernel {kernel.label} has sched_ext but lab kept no BTF of it ({btf.name}: built before lab "
+            f"kept it, or not by lab); rebuild it: lab kernel build {kernel.name} --force"
+        )
+    return btf
+
+
+def kernel_source(kernel: KernelArtifact):
+    """The recipe *kernel* was built from and its source (unpacked if it has to be)."""
+    from .kernel import build as kbuild
+    from .kernel import recipe as krecipe
+
+    rec = kernel.metadata.get("inputs", {}).get("recipe")
+    if not isinstance(rec, str) or not Path(rec).is_file():
+        raise UserError(
+            f"kernel {kernel.label}: lab does not know its source tree (not built from a recipe here), "
+            "so it cannot build tools/sched_ext for it"
+        )
+    r = krecipe.load(rec)
+    return r, kbuild._resolve_source(r)
+
+
+def key(name: str, kernel: KernelArtifact, tools: dict[str, str]) -> dict:
+    """Everything a scheduler build's output depends on; its hash is the store id."""
+    btf = kernel_btf(kernel)
+    k = kernel.metadata.get("key", {})
+    return {
+        "layout": LAYOUT,
+        "name": name,
+        "arch": kernel.arch,
+        "source": k.get("source"),
+        "patches": k.get("patches"),
+        "btf_sha256": hashlib.sha256(btf.read_bytes()).hexdigest(),
+        "toolchain": {t: v for t, v in tools.items() if t in ("clang", "gcc")},
+        "ldflags": list(STATIC_LIBS),
+    }
+
+
+def entry_id(k: dict) -> str:
+    return hashlib.sha256(json.dumps(k, sort_keys=True).encode()).hexdigest()[:32]
+
+
+def make_argv(tree: Path, out: Path, name: str, btf: Path, jobs: int) -> list[str]:
+    """The make command that builds *name* from *tree*'s tools/sched_ext into *out*."""
+    return [
+        "make", "-C", str(tree / "tools" / "sched_ext"), f"O={out}", f"-j{jobs}",
+        f"CLANG={CLANG}", f"LLVM_STRIP={LLVM_STRIP}", f"VMLINUX_BTF={btf}", name,
+    ]  # fmt: skip
+
+
+def link_argv(out: Path, name: str, dest: Path) -> list[str]:
+    """The link that makes *name* static, from the objects make left in *out*."""
+    obj = out / "build" / "obj"
+    return ["gcc", "-o", str(dest), str(obj / "sched_ext" / f"{name}.o"), str(obj / "libbpf" / "libbpf.a"), *STATIC_LIBS]
+
+
+def build(name: str, kernel: KernelArtifact, *, jobs: int = 2, force: bool = False, progress=None) -> Scheduler:
+    """Build scheduler *name* (tools/sched_ext) for *kernel*, or find it built."""
+    from .kernel import source as ksource
+
+    if name not in TREE:
+        raise unknown("scheduler", name, list(TREE))
+    if kernel.arch != archs.host_name():
+        raise UserError(f"scheduler builds are for the host's arch ({archs.host_name()}) so far, not {kernel.arch}")
+    tools = toolchain()
+    k = key(name, kernel, tools)
+    sid = entry_id(k)
+    final = root() / sid
+    if not force and (final / "metadata.json").is_file():
+        return Scheduler.from_entry(final)
+    btf = kernel_btf(kernel)
+    with cache_lock(f"scheduler-{sid}", f"building scheduler {name}", timeout=BUILD_LOCK_TIMEOUT) as waited:
+        if waited and not force and (final / "metadata.json").is_file():
+            return Scheduler.from_entry(final)
+        t0 = time.monotonic()
+        recipe, src = kernel_source(kernel)
+        work = paths.cache_dir() / "work" / f"scx-{kernel.id[:16]}"
+        tree = work / "src"
+        with cache_lock(f"work-scx-{kernel.id[:16]}", f"building schedulers for {kernel.label}", timeout=BUILD_LOCK_TIMEOUT):
+            if progress:
+                progress("source", f"tools/sched_ext of {src.spec}")
+            for part in TREE_PARTS:
+                s = src.tree / part
+                if s.is_dir():
+                    ksource.mirror(s, tree / part)
+                elif s.is_file():
+                    tree.mkdir(parents=True, exist_ok=True)
+                    shutil.copy2(s, tree / part)
+            t1 = time.monotonic()
+            out = work / "obj"
+            out.mkdir(parents=True, exist_ok=True)  # tools/scripts/Makefile.include wants O= to exist
+            log = work / f"build-{name}.log"
+            argv = make_argv(tree, out, name, btf, jobs)
+            env = {"LC_ALL": "C", "TZ": "UTC"}
+            header = f"# {shlex.join(argv)}\n"
+            if progress:
+                progress("make", name)
+            rc = proc.logged(argv, log, lambda line: None, env=env, header=header)
+            if rc != 0:
+                lines = log.read_text(errors="replace").splitlines()
+                raise _build_failed(name, rc, lines, log)
+            binary = out / f"{name}.static"
+            link = link_argv(out, name, binary)
+            cp = proc.run(link, check=False, env=env)
+            with open(log, "a") as fh:
+                fh.write(f"# {shlex.join(link)}\n" + (cp.stdout or b"").decode(errors="replace") + (cp.stderr or b"").decode(errors="replace"))
+            if cp.returncode != 0 or not binary.is_file():
+                lines = log.read_text(errors="replace").splitlines()
+                raise _build_failed(name, cp.returncode, lines, log)
+            static = proc.run(["file", "-L", str(binary)], check=False).stdout.decode(errors="replace")
+            if "statically linked" not in static and "static-pie" not in static:
+                # The guest's initramfs has no shared libraries for it: it would never start.
+                raise _build_failed(name, 0, [f"{binary} is not statically linked: {static.strip()}"], log)
+            data = binary.read_bytes()
+            got = elf_arch(data)
+            if got != kernel.arch:
+                raise _build_failed(name, 0, [f"{binary} is a {got or 'non-ELF'} binary, the kernel is {kernel.arch}"], log)
+            with _staging(sid, force) as tmp:
+                shutil.copy2(binary, tmp / name)
+                proc.run([LLVM_STRIP, "--strip-debug", str(tmp / name)], check=False)
+                shutil.copy2(log, tmp / "build.log")
+                stripped = (tmp / name).read_bytes()
+                meta = {
+                    "id": sid,
+                    "name": name,
+                    "ops": TREE[name],
+                    "arch": kernel.arch,
+                    "binary": name,
+                    "binary_sha256": hashlib.sha256(stripped).hexdigest(),
+                    "binary_size": len(stripped),
+                    "unstripped_size": len(data),
+                    "static": "statically linked" in static or "static-pie" in static,
+                    "version": f"{src.identity} tools/sched_ext/{name}",
+                    "kernel": {"id": kernel.id, "label": kernel.label, "release": kernel.release, "recipe": recipe.name},
+                    "key": k,
+                    "toolchain": tools,
+                    "build_command": shlex.join(argv),
+                    "link_command": shlex.join(link),
+                    "timings": {"source_s": round(t1 - t0, 1), "build_s": round(time.monotonic() - t1, 1)},
+                    "built_at": datetime.now(UTC).isoformat(timespec="seconds"),
+                    "log": "build.log",
+                }
+                (tmp / "metadata.json").write_text(json.dumps(meta, indent=2) + "\n")
+    return Scheduler.from_entry(final)
+
+
+_ELF_MACHINES = {0x3E: "x86_64", 0xB7: "arm64"}
+
+
+def elf_arch(data: bytes) -> str | None:
+    """The arch (lab's spelling) of a 64-bit little-endian ELF binary, else its e_machine
+    number as text, or None for what is not ELF."""
+    if data[:4] != b"\x7fELF" or len(data) < 20:
+        return None
+    m = int.from_bytes(data[18:20], "little")
+    return _ELF_MACHINES.get(m, f"e_machine {m}")
+
+
+class SchedulerBuildError(BuildError):
+    """A scheduler that fails to build is the user's to fix (exit 2), with the compiler's
+    output's tail."""
+
+    exit_code = 2
+
+
+def _build_failed(name: str, rc: int, lines: list[str], log: Path) -> SchedulerBuildError:
+    from .kernel.build import compiler_errors
+
+    errs = compiler_errors(lines)
+    tail = "\n".join(errs or lines[-LOG_TAIL:])
+    first = next((ln.strip() for ln in (errs or reversed(lines)) if ln.strip()), "no output")
+    return SchedulerBuildError(f"scheduler {name} failed to build (exit {rc}) at {first}; full log: {log}", detail=tail, log=str(log))
+
+
+class _staging:
+    """A temporary directory under the store that becomes entry *sid* if the block ends
+    well (renamed into place: a failed or killed build never appears)."""
+
+    def __init__(self, sid: str, replace: bool) -> None:
+        self.sid, self.replace = sid, replace
+
+    def __enter__(self) -> Path:
+        self.tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{self.sid}-", dir=root()))
+        return self.tmp
+
+    def __exit__(self, et, ev, tb) -> None:
+        if et is not None:
+            shutil.rmtree(self.tmp, ignore_errors=True)
+            return
+        os.chmod(self.tmp, 0o755)
+        final = root() / self.sid
+        if final.exists():
+            if not self.replace:
+                shutil.rmtree(self.tmp, ignore_errors=True)
+                return
+            old = root() / f".old-{self.sid}-{os.getpid()}"
+            os.rename(final, old)
+            os.rename(self.tmp, final)
+            shutil.rmtree(old, ignore_errors=True)
+            return
+        os.rename(self.tmp, final)
+
+
+def find_built(name: str, kernel: KernelArtifact) -> Scheduler | None:
+    """The scheduler *name* built for *kernel* with today's toolchain, if the store has it."""
+    try:
+        sid = entry_id(key(name, kernel, toolchain()))
+    except UserError:
+        return None
+    final = root() / sid
+    return Scheduler.from_entry(final) if (final / "metadata.json").is_file() else None
+
+
+def resolve(spec: Spec, kernel: KernelArtifact, *, build_it: bool = True, progress=None) -> Scheduler:
+    """The built scheduler *spec* names for *kernel*: from the store, else built now
+    (if *build_it*; a step of *progress*)."""
+    found = find_built(spec.name, kernel)
+    if found is not None:
+        return found
+    if not build_it:
+        raise UserError(f"scheduler {spec.name} is not built for kernel {kernel.label}; run: lab scheduler build {spec.name} --kernel {kernel.name}")
+    from . import progress as progress_mod
+
+    with progress_mod.of(progress).step("build", f"scheduler {spec.name} (once; later runs reuse it)") as pg:
+        return build(spec.name, kernel, progress=pg.callback())
+
+
+# ---- the guest ------------------------------------------------------------------------------
+
+GUEST_DIR = "lab/sched"  # in the initramfs: the binary and its arguments, one per file
+
+
+def guest_files(sched: Scheduler, args: tuple[str, ...]) -> dict[str, bytes]:
+    """The job layer's files that tell the agent which scheduler to start: its
+    arguments as data, one file each (``arg.0``, ``arg.1``, ...), read back in the
+    guest byte for byte and never parsed by its shell."""
+    files = {f"{GUEST_DIR}/arg.{i}": a.encode("utf-8", "surrogateescape") for i, a in enumerate(args)}
+    files[f"{GUEST_DIR}/nargs"] = f"{len(args)}\n".encode()
+    return files
+
+
+def guest_config(sched: Scheduler, wait_s: int = ENABLE_WAIT_S) -> dict[str, str]:
+    """The agent's settings (/lab/config) for *sched*: names only, never its arguments."""
+    return {"LAB_SCHED": sched.name, "LAB_SCHED_OPS": sched.ops, "LAB_SCHED_WAIT": str(int(wait_s))}
+
+
+def binary_layer(sched: Scheduler, progress=None) -> Path:
+    """The initramfs layer holding the scheduler's binary (/lab/sched/bin/NAME)."""
+    from .image import initramfs
+
+    def fill(r: Path) -> None:
+        d = r / GUEST_DIR / "bin"
+        d.mkdir(parents=True)
+        shutil.copy2(sched.binary, d / sched.name)
+        os.chmod(d / sched.name, 0o755)
+
+    return initramfs.cached_tree_layer("scheduler", f"{sched.id}:{sched.metadata.get('binary_sha256', '')}", fill, progress)
+
+
+# ---- judging what the guest said --------------------------------------------------------------
+
+# The kernel's word when it disables a BPF scheduler (kernel/sched/ext.c,
+# scx_ops_disable_workfn): 'sched_ext: BPF scheduler "NAME" disabled (REASON)', then
+# for an error exit 'sched_ext: NAME: MESSAGE'.
+_DISABLED_RE = re.compile(r'sched_ext: BPF scheduler "([^"]*)" disabled \(([^)]*)\)')
+_OUTPUT_TAIL = 20
+
+
+def _read(d: Path, name: str) -> str | None:
+    try:
+        return (d / name).read_text(errors="replace").strip()
+    except OSError:
+        return None
+
+
+def kernel_reason(dmesg: str, ops: str = "") -> str:
+    """What the kernel said when it disabled the scheduler: the exit kind and, for an
+    error, its message ("" when the log says nothing)."""
+    lines = dmesg.splitlines()
+    for i, ln in enumerate(lines):
+        m = _DISABLED_RE.search(ln)
+        if not m or (ops and m[1] != ops):
+            continue
+        reason = m[2]
+        nxt = lines[i + 1] if i + 1 < len(lines) else ""
+        said = re.search(rf"sched_ext: {re.escape(m[1])}: (.*)$", nxt)
+        return f"{reason}: {said[1].strip()}" if said else reason
+    return ""
+
+
+def output_tail(d: Path, n: int = _OUTPUT_TAIL) -> str:
+    out = _read(d, "output") or ""
+    return "\n".join(out.splitlines()[-n:])
+
+
+def outcome(out_dir: Path, name: str, ops: str) -> tuple[str, str]:
+    """The scheduler's part of a run's verdict from the agent's record
+    (out/scheduler/): ("", "") when it stayed enabled throughout; ("ERROR", why) when it
+    never reached enabled (its output, where libbpf prints the verifier's log) or the
+    record is missing; ("FAIL", why) when the kernel ejected it during the run, with
+    the kernel's reason."""
+    d = out_dir / "scheduler"
+    status = _read(d, "status")
+    if status is None:
+        return "ERROR", f"scheduler {name}: the guest's agent left no record of it (out/scheduler/status)"
+    if status != "enabled":
+        state = _read(d, "state") or "?"
+        tail = output_tail(d)
+        said = kernel_reason(_read(out_dir, "dmesg") or "", ops)
+        return "ERROR", (
+            f"scheduler {name} never reached enabled (sched_ext state {state}, exit {_read(d, 'exit') or '?'})"
+            + (f"; the kernel said: {said}" if said else "")
+            + (f"; its output (out/scheduler/output) ends:\n{tail}" if tail else "; it printed nothing")
+        )
+    during = _read(d, "during")
+    if during is None:
+        return "ERROR", f"scheduler {name}: the agent did not record whether it stayed enabled (out/scheduler/during)"
+    if during == "ejected":
+        said = kernel_reason(_read(out_dir, "dmesg") or "", ops)
+        state = _read(d, "state_after") or "?"
+        tail = output_tail(d, 5)
+        return "FAIL", (
+            f"sched_ext ejected scheduler {name} during the run (state {state} after the workload): "
+            + (said or "the kernel log names no reason")
+            + (f"; its output ends:\n{tail}" if tail else "")
+        )
+    return "", ""
