@@ -112,8 +112,9 @@ def test_seed_verdict_is_the_known_one(debian_kernel, name, topo, kernel, want, 
     """The verdict itself, on a kernel where it is known: PASS where the mechanism is in
     the kernel, FAIL (the mechanism's own expectation, with its evidence) where it is not."""
     from lab import emulators, topology
+    from lab.render.qemu import required_qemu
 
-    need, why = emulators.required(topology.load(topo), "tcg")
+    need, why = required_qemu(topology.load(topo), "tcg")
     if need and not any(e.version >= need for e in emulators.available(topology.load(topo).arch)):
         pytest.skip(f"{why}: needs QEMU {'.'.join(map(str, need))}+ (`lab qemu fetch`, which setup.sh --test runs)")
     runs = Path(os.environ["LAB_RUNS"])

@@ -8,6 +8,7 @@ from click.testing import CliRunner
 
 from lab import emulators, topology
 from lab.cli import main
+from lab.render.qemu import required_qemu
 
 from .procs import assert_slow_steps_said_done, progress_steps
 
@@ -18,7 +19,7 @@ def skip_without_the_qemu_it_needs(name: str) -> None:
     """A machine only a newer QEMU than Debian 12's can make (x86 clusters: 9.2) runs on
     lab's own (`lab qemu fetch`, which setup.sh --test runs): skip, saying so, where there is none."""
     t = topology.load(name)
-    need, why = emulators.required(t, "tcg")
+    need, why = required_qemu(t, "tcg")
     if need is None:
         return
     have = [e.version for e in emulators.available(t.arch)]
