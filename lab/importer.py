@@ -30,6 +30,29 @@ def _one_line(s: str, n: int = 200) -> str:
     return "".join(ch if ch.isprintable() else "?" for ch in s[:n])
 
 
+def cache_size_notes(view: MachineView, cpus: list[int]) -> list[str]:
+    """A cache level whose size differs between CPUs (a big.LITTLE SoC's clusters, two
+    sockets with different L3s): named, since lab gives the guest one size per level
+    (x86: the QEMU CPU model's; arm64: lab's device tree's), so the guest does not see
+    the difference.  Nothing is said of a level whose sizes the capture lacks."""
+    out = []
+    kinds = sorted({(c.level, c.type) for cpu in cpus for c in view.cpus[cpu].caches})
+    for level, kind in kinds:
+        by_size: dict[int, list[int]] = {}
+        for cpu in cpus:
+            for c in view.cpus[cpu].caches:
+                if (c.level, c.type) == (level, kind) and c.size_kb is not None:
+                    by_size.setdefault(c.size_kb, []).append(cpu)
+        if len(by_size) > 1:
+            name = f"L{level}" + {"Data": "d", "Instruction": "i"}.get(kind, "")
+            sizes = ", ".join(f"{kb}K on CPUs {cpulist.format(sorted(cs))}" for kb, cs in sorted(by_size.items()))
+            out.append(
+                f"{name} sizes differ between CPUs ({sizes}): not reproduced, the guest's {name} has one size "
+                "(x86: the QEMU CPU model's; arm64: lab's device tree's)"
+            )
+    return out
+
+
 def view_to_spec(view: MachineView, name: str, source: str) -> tuple[str, list[str]]:
     """TOML text (groups form) for a captured machine, and the notes made on the way."""
     notes: list[str] = list(view.notes)
@@ -135,6 +158,7 @@ def view_to_spec(view: MachineView, name: str, source: str) -> tuple[str, list[s
         if set(cl) != set(cores) and set(cl) != set(llcs):
             clusters = cl
 
+    notes.extend(cache_size_notes(view, cpus))
     per_thread = _per_thread_caches(view, cpus, cores)
     for cache in per_thread:
         notes.append(

@@ -48,7 +48,9 @@ from .limits import (
 CPU_RE = re.compile(r"sys/devices/system/cpu/cpu([0-9]+)/(.+)$")
 NODE_RE = re.compile(r"sys/devices/system/node/node([0-9]+)/(cpulist|cpumap|distance)$")
 DOMAIN_RE = re.compile(r"sys/kernel/debug/sched/domains/cpu([0-9]+)/domain([0-9]+)/(name|flags)$")
-CACHE_RE = re.compile(r"cache/index([0-9]+)/(level|type|shared_cpu_list|shared_cpu_map)")
+CACHE_RE = re.compile(r"cache/index([0-9]+)/(level|type|shared_cpu_list|shared_cpu_map|size)")
+# cache/indexN/size as the kernel writes it (cacheinfo: "%uK"); M and G as other tools do
+_SIZE = re.compile(r"([0-9]{1,9})\s*([KMG]?)", re.I)
 _INT = re.compile(r"-?[0-9]{1,10}")
 
 
@@ -57,6 +59,16 @@ class Cache:
     level: int
     type: str
     shared: tuple[int, ...]
+    size_kb: int | None = None  # cache/indexN/size, when the capture has it
+
+
+def cache_size_kb(text: str) -> int | None:
+    """KiB from a cache size file ("32K", "1024K", "32M"); None for what is not one (an
+    unreadable size is not a reason to refuse a capture: lab reproduces no cache size)."""
+    m = _SIZE.fullmatch(text.strip())
+    if not m or not m.group(2):  # a bare number says no unit: not guessed
+        return None
+    return int(m.group(1)) * {"K": 1, "M": 1024, "G": 1024 * 1024}[m.group(2).upper()]
 
 
 @dataclass(frozen=True)
@@ -285,7 +297,7 @@ def parse_files(files: dict[str, str], where: str = "capture") -> MachineView:
             assert listed is not None
             shared = listed
             v.cpus.setdefault(cpu, CpuView(cpu)).caches.append(
-                Cache(level, parts.get("type", "Unified"), shared)
+                Cache(level, parts.get("type", "Unified"), shared, cache_size_kb(parts["size"]) if "size" in parts else None)
             )
     for (cpu, lvl), dparts in sorted(dom_parts.items()):
         span = dparts.get("mask", ())
@@ -629,6 +641,7 @@ CAPTURE_GLOBS = (
     "sys/devices/system/cpu/cpu[0-9]*/cache/index[0-9]*/level",
     "sys/devices/system/cpu/cpu[0-9]*/cache/index[0-9]*/type",
     "sys/devices/system/cpu/cpu[0-9]*/cache/index[0-9]*/shared_cpu_list",
+    "sys/devices/system/cpu/cpu[0-9]*/cache/index[0-9]*/size",
     "sys/devices/system/node/online",
     "sys/devices/system/node/possible",
     "sys/devices/system/node/node[0-9]*/cpulist",

@@ -160,3 +160,38 @@ def test_hwloc_gather_topology_style_tarball(tmp_path):
     t, _ = imported(out)
     ref, _ = imported(ss.write(ss.files(m), tmp_path / "lists"))
     assert model(t) == model(ref)
+
+
+def _with_sizes(f: dict[str, str], size_of) -> dict[str, str]:
+    """The capture with cache/indexN/size added: size_of(cpu, index) -> text."""
+    import re as _re
+
+    out = dict(f)
+    for path in f:
+        m = _re.match(r"(.*/cpu(\d+)/cache/index(\d+))/level$", path)
+        if m:
+            out[f"{m.group(1)}/size"] = size_of(int(m.group(2)), int(m.group(3))) + "\n"
+    return out
+
+
+def test_cache_sizes_that_differ_between_cpus_are_named(tmp_path):
+    """Issue 34 item 3: sockets with different L3 sizes import (the shape is regular) and
+    the difference is named, since the guest's L3 has one size; uniform sizes say nothing."""
+    m = ss.build(sockets=2, nodes_per_socket=1, llcs_per_node=1, cores_per_cluster=2, threads=1, numbering="linear")
+    per_socket = {c.id: c.package_id for c in m.cpus}
+    same = _with_sizes(ss.files(m, "list"), lambda cpu, i: ["48K", "32K", "1280K", "49152K"][i])
+    _, notes = imported(ss.write(same, tmp_path / "same"))
+    assert not [n for n in notes if "sizes differ" in n]
+    mixed = _with_sizes(ss.files(m, "list"), lambda cpu, i: ["48K", "32K", "1280K", "49152K" if per_socket[cpu] == 0 else "32M"][i])
+    _, notes = imported(ss.write(mixed, tmp_path / "mixed"))
+    s0 = ",".join(str(c.id) for c in m.cpus if c.package_id == 0)
+    (note,) = [n for n in notes if "sizes differ" in n]
+    assert note.startswith("L3 sizes differ between CPUs (32768K on CPUs ") and "49152K on CPUs" in note, note
+    assert "not reproduced" in note and s0
+
+
+def test_a_cache_size_lab_cannot_read_is_not_a_refusal(tmp_path):
+    m = machine()
+    f = _with_sizes(ss.files(m, "list"), lambda cpu, i: "garbage" if cpu == 0 else "32K")
+    t, notes = imported(ss.write(f, tmp_path / "x"))
+    assert t.n_cpus == len(m.cpus) and not [n for n in notes if "sizes differ" in n]
