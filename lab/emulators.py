@@ -402,7 +402,7 @@ def _unreachable(mirror: str, why: str) -> UserError:
     )
 
 
-def fetch_index(base: Path, mirror: str) -> dict[str, DebPackage]:
+def fetch_index(base: Path, mirror: str, names: tuple[str, ...] = FETCH_PACKAGES) -> dict[str, DebPackage]:
     """apt-get update of bookworm-backports alone into *base* (lab's private lists), and
     the packages lab fetches as it lists them.  Nothing of the system's apt is read for
     sources or state, nor written."""
@@ -421,12 +421,20 @@ def fetch_index(base: Path, mirror: str) -> dict[str, DebPackage]:
     if cp.returncode != 0:
         err = [ln for ln in (cp.stderr + cp.stdout).decode(errors="replace").splitlines() if ln.startswith(("E:", "Err:", "W:"))]
         raise _unreachable(mirror, (err[0][2:].strip() if err else proc.tail(cp.stderr or cp.stdout, 1)) or f"apt-get update exit {cp.returncode}")
-    cp = proc.run(["apt-cache", *opts, "show", *FETCH_PACKAGES], check=False, timeout=120)
+    cp = proc.run(["apt-cache", *opts, "show", *names], check=False, timeout=120)
     pkgs = parse_packages(cp.stdout.decode(errors="replace"))
-    missing = [n for n in FETCH_PACKAGES if n not in pkgs]
+    missing = [n for n in names if n not in pkgs]
     if missing:
         raise _unreachable(mirror, f"it lists no {', '.join(missing)} for this architecture")
     return pkgs
+
+
+def _verified_deb(dl: Path, pkg: DebPackage) -> Path:
+    """The one .deb of *pkg* apt-get download left in *dl*, with the archive's SHA256."""
+    found = list(dl.glob(f"{pkg.name}_*.deb"))
+    if len(found) != 1 or sha256_file(found[0]) != pkg.sha256:
+        raise InfraError(f"apt-get download gave no {pkg.name} {pkg.version} with the archive's SHA256 in {dl}")
+    return found[0]
 
 
 def entry_id(version: str, pkgs: dict[str, DebPackage]) -> str:
@@ -491,12 +499,7 @@ def fetch(*, progress: Progress | None = None, mirror: str = MIRROR) -> tuple[li
                                *(f"{n}={pkgs[n].version}" for n in FETCH_PACKAGES)], cwd=dl, check=False, timeout=FETCH_TIMEOUT)  # fmt: skip
                 if cp.returncode != 0:
                     raise _unreachable(mirror, proc.tail(cp.stderr or cp.stdout, 1) or f"apt-get download exit {cp.returncode}")
-            debs = {}
-            for n in FETCH_PACKAGES:
-                found = list(dl.glob(f"{n}_*.deb"))
-                if len(found) != 1 or sha256_file(found[0]) != pkgs[n].sha256:
-                    raise InfraError(f"apt-get download gave no {n} {pkgs[n].version} with the archive's SHA256 in {dl}")
-                debs[n] = found[0]
+            debs = {n: _verified_deb(dl, pkgs[n]) for n in FETCH_PACKAGES}
             with p.step("qemu fetch", f"dpkg -x into {stage.name}"):
                 for n in FETCH_PACKAGES:
                     proc.run(["dpkg", "-x", str(debs[n]), str(stage)], timeout=600)
@@ -555,12 +558,8 @@ def fetch_libvirt_schemas(*, progress: Progress | None = None, mirror: str = MIR
     base = root() / "apt-backports"
     with lock.cache_lock("qemu-fetch", f"fetching libvirt's schemas from Debian {BACKPORTS}", timeout=FETCH_TIMEOUT):
         with p.step("libvirt schemas", f"apt-get update ({BACKPORTS} at {mirror}, private lists)"):
-            fetch_index(base, mirror)
+            pkg = fetch_index(base, mirror, (LIBVIRT_SCHEMA_PACKAGE,))[LIBVIRT_SCHEMA_PACKAGE]
         opts = _apt_options(base, private_status=True)
-        cp = proc.run(["apt-cache", *opts, "show", LIBVIRT_SCHEMA_PACKAGE], check=False, timeout=120)
-        pkg = parse_packages(cp.stdout.decode(errors="replace")).get(LIBVIRT_SCHEMA_PACKAGE)
-        if pkg is None:
-            raise _unreachable(mirror, f"it lists no {LIBVIRT_SCHEMA_PACKAGE}")
         dest = root() / "libvirt-schemas" / pkg.version.replace("~", "_").replace(":", "_")
         if (dest / "domain.rng").is_file():
             return pkg.version, dest
@@ -574,14 +573,12 @@ def fetch_libvirt_schemas(*, progress: Progress | None = None, mirror: str = MIR
                               check=False, timeout=FETCH_TIMEOUT)  # fmt: skip
                 if cp.returncode != 0:
                     raise _unreachable(mirror, proc.tail(cp.stderr or cp.stdout, 1) or f"apt-get download exit {cp.returncode}")
-            found = list(dl.glob(f"{LIBVIRT_SCHEMA_PACKAGE}_*.deb"))
-            if len(found) != 1 or sha256_file(found[0]) != pkg.sha256:
-                raise InfraError(f"apt-get download gave no {LIBVIRT_SCHEMA_PACKAGE} {pkg.version} with the archive's SHA256 in {dl}")
+            deb = _verified_deb(dl, pkg)
             unpacked = dl / "x"
-            proc.run(["dpkg", "-x", str(found[0]), str(unpacked)], timeout=600)
+            proc.run(["dpkg", "-x", str(deb), str(unpacked)], timeout=600)
             rng = unpacked / "usr" / "share" / "libvirt" / "schemas"
             if not (rng / "domain.rng").is_file():
-                raise InfraError(f"{found[0].name} has no usr/share/libvirt/schemas/domain.rng")
+                raise InfraError(f"{deb.name} has no usr/share/libvirt/schemas/domain.rng")
             for f in rng.glob("*.rng"):
                 shutil.copy2(f, stage / f.name)
             (stage / "version").write_text(pkg.version + "\n")

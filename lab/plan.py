@@ -323,7 +323,7 @@ class VmPlan:
         """The plan a run directory recorded, on *topo* (a bundle's own spec), which must be
         the topology plan.json names."""
         path = run_dir / PLAN_FILE
-        d = _plan_json(path)
+        d = read_plan_json(path)
         if d.get("topology") != topo.name:
             raise UserError(f"{path}: the run was on {str(d.get('topology'))[:60]!r}, not on the topology given ({topo.name})")
         return cls.from_dict(d, topo, where=str(path))
@@ -337,7 +337,7 @@ class VmPlan:
         path = run_dir / PLAN_FILE
         if not path.is_file():
             raise UserError(f"{run_dir}: not a lab run directory (no {PLAN_FILE})")
-        d = _plan_json(path)
+        d = read_plan_json(path)
         if "topology" not in d:
             raise UserError(f"{path}: not a plan lab can read (no topology)")
         name = d["topology"]
@@ -360,12 +360,12 @@ class VmPlan:
         return cls.from_dict(d, topo, where=str(path))
 
 
-def _plan_json(path: Path) -> dict[str, Any]:
+def read_plan_json(path: Path) -> dict[str, Any]:
     """plan.json as a JSON object, or a one-line UserError naming it."""
     try:
         d = json.loads(path.read_text())
     except (OSError, ValueError) as e:
-        raise UserError(f"{path}: not a plan lab can read ({e})") from None
+        raise UserError(f"{path}: not a plan lab can read ({getattr(e, 'strerror', None) or e})") from None
     if not isinstance(d, dict):
         raise UserError(f"{path}: not a plan lab can read (not a JSON object)")
     return d

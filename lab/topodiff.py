@@ -11,7 +11,7 @@ importer already names a deviation (expect.deviations(): what QEMU cannot build)
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from . import cpulist, expect
@@ -166,6 +166,17 @@ def _flags_text(tree, flags) -> str:
     return "; ".join(f"{n}: {' '.join(f.removeprefix('SD_') for f in fl) or '-'}" for (n, _), fl in zip(tree, flags, strict=False))
 
 
+
+def _per_cpu_row(what: str, cpus: Sequence[int], pairs: dict, text: Callable[[int, int], str]) -> Row:
+    """One row for a per-CPU property: *pairs* maps each CPU to (capture's, guest's);
+    *text*(cpu, 0 or 1) words one side.  Same on every CPU, or the first that differs."""
+    cap = f"CPU {cpus[0]}: {text(cpus[0], 0)}"
+    bad = [c for c in cpus if pairs[c][0] != pairs[c][1]]
+    if not bad:
+        return Row(what, cap, "same on every CPU", "same")
+    b = bad[0]
+    return Row(what, cap, f"CPU {b}: {text(b, 1)}", "differs", f"CPU {b}: capture {text(b, 0)}; {len(bad)} CPUs differ")
+
 def compare(
     capture: MachineView, topo: Topology, plan: VmPlan, guest: MachineView, *, cluster_level: bool = True
 ) -> Diff:
@@ -221,25 +232,12 @@ def compare(
         got_t = "same" if not bad else f"CPU {bad[0]}: {g.cpus[bad[0]].capacity if bad[0] in g.cpus else None}; {len(bad)} CPUs differ"
         rows.append(Row("CPU capacities", want_t, got_t, "differs" if bad else "same"))
     if any(capture.cpus[c].domains for c in cpus if c in capture.cpus):
-        c0 = cpus[0]
         trees = {c: (_tree(capture, cpus, c), _tree(g, cpus, c)) for c in cpus}
-        bad = [c for c in cpus if trees[c][0] != trees[c][1]]
-        cap_t = f"CPU {c0}: {_tree_text(trees[c0][0])}"
-        if not bad:
-            rows.append(Row("sched-domain tree", cap_t, "same on every CPU", "same"))
-        else:
-            b = bad[0]
-            rows.append(Row("sched-domain tree", cap_t, f"CPU {b}: {_tree_text(trees[b][1])}", "differs",
-                            f"CPU {b}: capture {_tree_text(trees[b][0])}; {len(bad)} CPUs differ"))  # fmt: skip
         fl = {c: (_flags(capture, c), _flags(g, c)) for c in cpus}
-        badf = [c for c in cpus if fl[c][0] != fl[c][1]]
-        cap_f = f"CPU {c0}: {_flags_text(trees[c0][0], fl[c0][0])}"
-        if not badf:
-            rows.append(Row("sched-domain flags", cap_f, "same on every CPU", "same"))
-        else:
-            b = badf[0]
-            rows.append(Row("sched-domain flags", cap_f, f"CPU {b}: {_flags_text(trees[b][1], fl[b][1])}", "differs",
-                            f"CPU {b}: capture {_flags_text(trees[b][0], fl[b][0])}; {len(badf)} CPUs differ"))  # fmt: skip
+        rows.append(_per_cpu_row("sched-domain tree", cpus, trees, lambda c, side: _tree_text(trees[c][side])))
+        rows.append(_per_cpu_row(
+            "sched-domain flags", cpus, fl, lambda c, side: _flags_text(trees[c][side], fl[c][side])
+        ))  # fmt: skip
     else:
         rows.append(Row("sched-domain tree", "not in the capture (no sched debugfs, no schedstat)", "not compared", "same"))
     named = dict(deviations)

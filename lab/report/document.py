@@ -89,7 +89,7 @@ def load_run(run_dir: Path, topo: Topology | None = None, source: str = "", stor
     its verdict re-judged by lab's current scenario of that name (lab.compare.rejudge)
     unless *stored*; the message says where the stored verdict differs, or that it is
     the stored one."""
-    from ..plan import VmPlan
+    from ..plan import VmPlan, read_plan_json
 
     if topo is None:
         plan = VmPlan.read(run_dir)  # names a folder that is no run directory first
@@ -111,13 +111,7 @@ def load_run(run_dir: Path, topo: Topology | None = None, source: str = "", stor
     elif stored or str(res.get("verdict_source", "")).startswith("stored"):
         verdict_note = f"verdict as stored in results.json, not re-judged{'' if stored else ' (' + str(res.get('verdict_source')) + ')'}"
     if topo is not None:
-        try:
-            raw = json.loads((run_dir / "plan.json").read_text())
-        except (OSError, ValueError) as e:
-            raise UserError(f"{run_dir / 'plan.json'}: not a plan lab can read ({getattr(e, 'strerror', None) or e})") from None
-        if not isinstance(raw, dict):
-            raise UserError(f"{run_dir / 'plan.json'}: not a plan lab can read (not a JSON object)")
-        plan = VmPlan.from_dict(raw, topo, where=str(run_dir / "plan.json"))
+        plan = VmPlan.from_dict(read_plan_json(run_dir / "plan.json"), topo, where=str(run_dir / "plan.json"))
     info = res.get("kernel_info")
     kernel = {**(plan.kernel.to_dict() if plan.kernel else {}), **(info if isinstance(info, dict) else {})}
     kernel.pop("image", None)
