@@ -552,3 +552,166 @@ def recheck(run_dir: Path, scenario_file: str | None = None, topo: Topology | No
         )
     judge(o, s, plan, run_dir, integrity.need_for(record))
     return o
+
+
+# ---- a verdict's runs side by side ------------------------------------------------------
+
+
+def host_idle_cpus(
+    sample_s: float = 0.3, *, read_stat=None, sleep=time.sleep, cpus: int | None = None
+) -> float:
+    """How many of the host's CPUs sat idle over *sample_s* seconds (/proc/stat; time
+    the hypervisor stole counts as busy, as for the host clock)."""
+    from .host import _host_ticks
+
+    read = read_stat or (lambda: Path("/proc/stat").read_text())
+    n = cpus or os.cpu_count() or 1
+    try:
+        b0, t0 = _host_ticks(read())
+        sleep(sample_s)
+        b1, t1 = _host_ticks(read())
+    except (OSError, ValueError, IndexError):
+        return 0.0  # unknown: nothing is assumed free
+    if t1 <= t0:
+        return 0.0
+    return n * (1.0 - (b1 - b0) / (t1 - t0))
+
+
+def guest_cores(plan: VmPlan, host_cpus: int | None = None) -> int:
+    """Host CPUs one busy guest of *plan* keeps busy: one for single-threaded TCG (all
+    vCPUs round-robin on one host thread), else a host thread per busy vCPU, up to the
+    host's CPUs."""
+    n = host_cpus or os.cpu_count() or 1
+    if plan.accel == "tcg" and plan.tcg_threads == "single":
+        return 1
+    return max(1, min(plan.topo.n_cpus, n))
+
+
+def side_by_side(
+    plan: VmPlan, jobs: int | None, *, idle: float | None = None, host_cpus: int | None = None
+) -> int:
+    """How many of a verdict's runs go at once: *jobs* when the user gave it, else as
+    many guests as the host's idle CPUs hold now, each taking guest_cores(plan), at least
+    one.  Two single-threaded TCG guests on two idle cores cost about one's wall time;
+    on a host another guest keeps busy the runs go one after the other, as before."""
+    if jobs is not None:
+        return max(1, jobs)
+    free = host_idle_cpus(cpus=host_cpus) if idle is None else idle
+    return max(1, int(free / guest_cores(plan, host_cpus) + 0.25))
+
+
+def still_needed(outcomes: list[RunOutcome], of: int) -> int:
+    """The fewest further runs that could decide a majority of up to *of*: never more
+    than the runs one after the other would still take, so running them side by side
+    never runs what the sequential rule would not (0: decided)."""
+    v = majority(outcomes, of)
+    if outcomes and v.decided:
+        return 0
+    return min(of - len(outcomes), of // 2 + 1 - max(v.passed, v.failed))
+
+
+def run_verdict(
+    s: sc.Scenario,
+    sess: session.Session,
+    of: int,
+    *,
+    jobs: int = 1,
+    kernel_info: dict[str, Any] | None = None,
+    progress: Progress | None = None,
+    on_outcome=None,
+) -> list[RunOutcome]:
+    """The runs of one majority verdict of up to *of* (see Verdict), *jobs* at a time:
+    each round starts as many runs as could still decide it (still_needed), at most
+    *jobs*, and waits for all of them.  Same rule, same verdict as one run after another;
+    only the wall time differs.  Outcomes are in the order the runs started; *on_outcome*
+    sees each as its round ends.  With one at a time the run is in this thread, its boot's
+    stages steps of *progress*.  Side by side each run is in a thread of its own, quiet
+    (the progress step says which runs), and an interrupt (Ctrl-C, SIGTERM) is passed to
+    each of them, so each run directory says it was interrupted and QEMU is stopped, as for
+    one run; a run's error (bad input, lab's own bug) is raised once all have ended."""
+    from . import progress as progress_mod
+
+    p = progress_mod.of(progress)
+    outcomes: list[RunOutcome] = []
+    while True:
+        k = min(jobs, still_needed(outcomes, of))
+        if k <= 0:
+            return outcomes
+        first = len(outcomes) + 1
+        label = (
+            (f"[{first}/{of}] " if k == 1 else f"[{first}-{first + k - 1}/{of}, side by side] ")
+            if of > 1
+            else ""
+        )
+        what = f"{label}{s.name} on {sess.topo.name} ({sess.kernel.name}, {sess.plan.accel})"
+        if k == 1:
+            with p.step("run", what):
+                o = run_once(s, sess, kernel_info=kernel_info, progress=p)
+            outcomes.append(o)
+            if on_outcome:
+                on_outcome(o)
+            continue
+        with p.step("run", what):
+            results = _batch(s, sess, k, first, kernel_info)
+        for r in results:
+            if isinstance(r, BaseException):
+                raise r
+        for r in results:
+            assert isinstance(r, RunOutcome)
+            outcomes.append(r)
+            if on_outcome:
+                on_outcome(r)
+
+
+def _batch(
+    s: sc.Scenario, sess: session.Session, k: int, first: int, kernel_info: dict[str, Any] | None
+) -> list[Any]:
+    """*k* runs of *s* at once, each in a thread of its own: their outcomes, or the
+    exception a run raised, in start order (see run_verdict)."""
+    import threading
+
+    results: list[RunOutcome | BaseException | None] = [None] * k
+    done = [threading.Event() for _ in range(k)]
+
+    def one(i: int) -> None:
+        try:
+            results[i] = run_once(s, sess, kernel_info=kernel_info, progress=None)
+        except BaseException as e:  # handed to the main thread
+            results[i] = e
+        finally:
+            done[i].set()
+
+    threads = [
+        threading.Thread(target=one, args=(i,), name=f"lab-run-{first + i}", daemon=True)
+        for i in range(k)
+    ]
+    for t in threads:
+        t.start()
+    try:
+        # Not Thread.join: a join a signal interrupts can leave the thread looking ended
+        # (is_alive() False) while it runs on, and then it would miss the stop.
+        for d in done:
+            while not d.wait(0.2):
+                pass
+    except KeyboardInterrupt as e:
+        for t, d in zip(threads, done, strict=True):
+            if not d.is_set():
+                _interrupt(t)
+        for d in done:
+            d.wait(60)
+        for r in results:
+            for note in getattr(r, "__notes__", []) if isinstance(r, BaseException) else []:
+                e.add_note(note)
+        raise
+    return results
+
+
+def _interrupt(t: Any) -> None:
+    """Raise KeyboardInterrupt in thread *t* at its next Python instruction (its boot
+    polls QEMU every 50 ms), as a signal does in the main thread."""
+    import ctypes
+
+    if t.ident is not None:
+        ctypes.pythonapi.PyThreadState_SetAsyncExc(
+            ctypes.c_ulong(t.ident), ctypes.py_object(KeyboardInterrupt)
+        )

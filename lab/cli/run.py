@@ -46,6 +46,9 @@ def scenarios_cmd() -> None:
               help="Run N times, each run its own verdict; report the pass rate and spread.")
 @click.option("--runs-per-verdict", type=click.IntRange(1, 99), default=None, metavar="K",
               help="Without --repeat: the verdict is the majority of up to K runs (odd; default: the scenario's verdict_runs).")
+@click.option("--jobs", "jobs", type=click.IntRange(1, 64), default=None, metavar="N",
+              help="Without --repeat: run up to N of a verdict's runs side by side (default: as many guests as the "
+                   "host's idle CPUs hold now; the verdict rule is the same).")
 @click.option("--json", "as_json", is_flag=True, help="Print results as JSON.")
 @text_format_option
 @click.option("--kernel-tree", type=click.Path(path_type=__import__("pathlib").Path), default=None,
@@ -58,7 +61,7 @@ def scenarios_cmd() -> None:
 @RUNS
 def run_cmd(
     scenario_name: str, topo_name: str | None, vm, repeat: int, runs_per_verdict: int | None, as_json: bool, kernel_tree,
-    recipe: str | None, watch: bool, runs, check_exprs: tuple[str, ...] = (),
+    recipe: str | None, watch: bool, runs, check_exprs: tuple[str, ...] = (), jobs: int | None = None,
 ) -> None:
     """Boot, run SCENARIO's workload with tracing on, and give a verdict with evidence.
 
@@ -90,24 +93,27 @@ def run_cmd(
             raise UserError("give --kernel or --kernel-tree, not both")
         # Checked before anything is built: a run directory never lands in the tree.
         paths.check_runs_outside(paths.runs_dir(runs), kernel_tree)
-        sys.exit(_tree_loop(s, topo, vm, kernel_tree, recipe, watch=watch, repeat=repeat, per_verdict=per_verdict, as_json=as_json, runs=runs))
+        sys.exit(_tree_loop(s, topo, vm, kernel_tree, recipe, watch=watch, repeat=repeat, per_verdict=per_verdict, as_json=as_json,
+                            runs=runs, jobs=jobs))  # fmt: skip
     session.runs_folder(runs)  # a bad runs folder is refused before any progress or build
     p = progress.for_cli()
     sess = session.prepare(topo, vm, runs=runs, progress=p)
-    outcomes = _run_repeated(s, sess, repeat, as_json, per_verdict=per_verdict, progress=p)
+    outcomes = _run_repeated(s, sess, repeat, as_json, per_verdict=per_verdict, progress=p, jobs=jobs)
     if repeat > 1:
         sys.exit(runner.EXIT[runner.worst(o.status for o in outcomes)])
     sys.exit(runner.EXIT[runner.majority(outcomes, per_verdict).status])
 
 
 def _run_repeated(
-    s, sess, repeat: int, as_json: bool, kernel_info=None, json_lines: bool = False, per_verdict: int = 1, progress=None
+    s, sess, repeat: int, as_json: bool, kernel_info=None, json_lines: bool = False, per_verdict: int = 1, progress=None,
+    jobs: int | None = None,
 ):
     """Run *s* *repeat* times on one prepared session; show each verdict (or the JSON)
     and, for more than one run, the spread.  With *per_verdict* > 1 (and one repeat)
-    the verdict is the majority of up to that many runs, stopping once it is decided.
-    Each run and its boot's stages are steps of *progress* (on stderr).  Returns the
-    outcomes."""
+    the verdict is the majority of up to that many runs, stopping once it is decided,
+    up to *jobs* of them side by side (runner.run_verdict; None: as the host's idle CPUs
+    allow).  Each run and its boot's stages are steps of *progress* (on stderr).
+    Returns the outcomes."""
     from .. import progress as progress_mod
     from .. import runner
 
@@ -115,21 +121,21 @@ def _run_repeated(
     c = console(stderr=as_json)
     topo = sess.topo
     outcomes: list = []
-    total = repeat if repeat > 1 else per_verdict
-    for i in range(total):
-        if repeat == 1 and i and runner.majority(outcomes, per_verdict).decided:
-            break
-        label = f"[{i + 1}/{total}] " if total > 1 else ""
-        try:
-            with p.step("run", f"{label}{s.name} on {topo.name} ({sess.kernel.name}, {sess.plan.accel})"):
+    try:
+        if repeat == 1:
+            width = runner.side_by_side(sess.plan, jobs) if per_verdict > 1 else 1
+            outcomes = runner.run_verdict(s, sess, per_verdict, jobs=width, kernel_info=kernel_info, progress=p,
+                                          on_outcome=None if as_json else _show)  # fmt: skip
+        for i in range(repeat if repeat > 1 else 0):
+            with p.step("run", f"[{i + 1}/{repeat}] {s.name} on {topo.name} ({sess.kernel.name}, {sess.plan.accel})"):
                 o = runner.run_once(s, sess, kernel_info=kernel_info, progress=p)
-        except KeyboardInterrupt as e:  # say where the interrupted run is, and that it says so
-            for note in getattr(e, "__notes__", []):
-                console(stderr=True).print(note, markup=False, highlight=False, soft_wrap=True)
-            raise
-        outcomes.append(o)
-        if not as_json:
-            _show(o)
+            outcomes.append(o)
+            if not as_json:
+                _show(o)
+    except KeyboardInterrupt as e:  # say where the interrupted run is, and that it says so
+        for note in getattr(e, "__notes__", []):
+            console(stderr=True).print(note, markup=False, highlight=False, soft_wrap=True)
+        raise
     agg = runner.aggregate(outcomes) if repeat > 1 else None
     verdict = runner.majority(outcomes, per_verdict) if repeat == 1 and per_verdict > 1 else None
     if as_json:
@@ -149,7 +155,10 @@ def _run_repeated(
     return outcomes
 
 
-def _tree_loop(s, topo, vm, tree, recipe, *, watch: bool, repeat: int = 1, per_verdict: int = 1, as_json: bool = False, runs=None) -> int:
+def _tree_loop(
+    s, topo, vm, tree, recipe, *, watch: bool, repeat: int = 1, per_verdict: int = 1, as_json: bool = False, runs=None,
+    jobs: int | None = None,
+) -> int:
     """Build the developer's tree, run, show the verdict; with watch, again on every change.
 
     A build that fails shows the compiler's errors and the log, and says which verdict
@@ -189,7 +198,8 @@ def _tree_loop(s, topo, vm, tree, recipe, *, watch: bool, repeat: int = 1, per_v
             build_s = time.monotonic() - t0
             sess = session.prepare(topo, dataclasses.replace(vm, kernel=art.id), runs=runs, progress=p,
                                    artifact=art if vm.backend == "vng" else None)  # fmt: skip
-            outs = _run_repeated(s, sess, repeat, as_json, kernel_info=info, json_lines=watch, per_verdict=per_verdict, progress=p)
+            outs = _run_repeated(s, sess, repeat, as_json, kernel_info=info, json_lines=watch, per_verdict=per_verdict, progress=p,
+                                 jobs=jobs)  # fmt: skip
             edit_to_verdict = time.monotonic() - t0
             for o in outs:  # the loop's own figures go into each run's results.json too
                 o.timing.update(build_s=round(build_s, 2), edit_to_verdict_s=round(edit_to_verdict, 2))
