@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import socket
 import subprocess
 import sys
@@ -131,6 +132,7 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=20)
     ap.add_argument("--only", default="", help="comma-separated scenarios, SCENARIO@TOPOLOGY or SCENARIO@TOPOLOGY@KERNEL")
     ap.add_argument("--mode", choices=["single", "verdict"], default="single")
+    ap.add_argument("--extra", default="", help="more `lab run` arguments for every case, e.g. '--tcg-threads multi' or '--backend libvirt'")
     args = ap.parse_args()
     only = set(filter(None, args.only.split(",")))
     out_dir = Path(__file__).resolve().parent / "results"
@@ -140,7 +142,7 @@ def main() -> int:
     runs_dir = out_dir / f"bench_verdicts-{stamp}-runs"
     rows = []
     for scenario, topo, kernel, expected, *rest in CASES:
-        extra = tuple(rest[0]) if rest else ()
+        extra = (tuple(rest[0]) if rest else ()) + tuple(shlex.split(args.extra))
         if only and not {scenario, f"{scenario}@{topo}", f"{scenario}@{topo}@{kernel}"} & only:
             continue
         load0 = os.getloadavg()  # a shared host: the load each case ran under, with the case
@@ -165,7 +167,7 @@ def main() -> int:
         rows.append(row)
     load = os.getloadavg()
     doc = {"when": stamp, **measured, "host": {"name": socket.gethostname(), "cpus": os.cpu_count(), "loadavg": load},
-           "args": {"runs": args.runs, "mode": args.mode, "only": args.only}, "rows": rows}  # fmt: skip
+           "args": {"runs": args.runs, "mode": args.mode, "only": args.only, "extra": args.extra}, "rows": rows}  # fmt: skip
     path = out_dir / f"bench_verdicts-{stamp}.json"
     path.write_text(json.dumps(doc, indent=1))
     print(f"wrote {path} (host load {load[0]:.1f} {load[1]:.1f} {load[2]:.1f})")
