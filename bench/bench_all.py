@@ -28,6 +28,9 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"
 sys.path.insert(0, str(HERE.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from provenance import stamp  # noqa: E402
 
 # Issue 6's targets, here (2 cores, TCG).
 BOOT32_S = 6.0
@@ -159,6 +162,7 @@ def main() -> int:
         "summary": lines,
     }  # fmt: skip
     p = RESULTS / f"bench_all-{time.strftime('%Y%m%d-%H%M%S')}.json"
+    out.update(stamp())
     p.write_text(json.dumps(out, indent=1))
     print(f"wrote {p}")
     return 0 if all(rc == 0 for rc, _, _ in steps.values()) and all(t[3] for t in targets) else 1

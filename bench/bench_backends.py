@@ -20,6 +20,10 @@ import tempfile
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from provenance import stamp  # noqa: E402
+
 HERE = Path(__file__).resolve().parent
 LAB = str(Path(sys.executable).parent / "lab")
 TOPO = "zen3-2s-mini"
@@ -62,7 +66,7 @@ def main() -> int:
     d = HERE / "results"
     d.mkdir(exist_ok=True)
     out = d / f"bench_backends-{time.strftime('%Y%m%d-%H%M%S')}.json"
-    out.write_text(json.dumps({"bench": "backends", "topology": TOPO, "kernel": "debian", "rows": rows}, indent=1))
+    out.write_text(json.dumps({**stamp(), "bench": "backends", "topology": TOPO, "kernel": "debian", "rows": rows}, indent=1))
     print(f"wrote {out}")
     same = {c: {r["verdict"] for r in rows if r["cell"] == c} for c in CELLS}
     return 0 if all(len(v) == 1 for v in same.values()) else 1

@@ -27,6 +27,9 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from provenance import stamp  # noqa: E402
 
 from lab import host as host_mod  # noqa: E402
 from lab import session, topology  # noqa: E402
@@ -168,6 +171,7 @@ def main() -> int:
     d = Path(__file__).resolve().parent / "results"
     d.mkdir(exist_ok=True)
     p = d / f"bench_boot-{time.strftime('%Y%m%d-%H%M%S')}.json"
+    out.update(stamp())
     p.write_text(json.dumps(out, indent=1))
     print(f"wrote {p}")
     return 0

@@ -19,6 +19,10 @@ import tempfile
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from provenance import stamp  # noqa: E402
+
 HERE = Path(__file__).resolve().parent
 LAB = str(Path(sys.executable).parent / "lab")
 
@@ -49,7 +53,7 @@ def main() -> int:
     res = HERE / "results"
     res.mkdir(exist_ok=True)
     path = res / f"bench_matrix-{time.strftime('%Y%m%d-%H%M%S')}.json"
-    path.write_text(json.dumps({"host_cores": os.cpu_count(), "kernels": a.kernels, "runs": rows}, indent=1))
+    path.write_text(json.dumps({**stamp(), "host_cores": os.cpu_count(), "kernels": a.kernels, "runs": rows}, indent=1))
     print(f"wrote {path}")
     return 0
 

@@ -24,6 +24,9 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from provenance import stamp  # noqa: E402
 
 from lab.trace import parse_file, parser  # noqa: E402
 
@@ -150,6 +153,7 @@ def main(argv: list[str] | None = None) -> int:
     out_dir = Path(__file__).resolve().parent / "results"
     out_dir.mkdir(exist_ok=True)
     out = out_dir / f"bench_parser-{time.strftime('%Y%m%d-%H%M%S')}.json"
+    result.update(stamp())
     out.write_text(json.dumps(result, indent=2) + "\n")
     print(f"wrote {out}")
     return 0

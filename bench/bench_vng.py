@@ -22,6 +22,9 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from provenance import stamp  # noqa: E402
 
 from lab.kernel import resolve  # noqa: E402
 from lab.paths import cache_dir  # noqa: E402
@@ -117,7 +120,7 @@ def main() -> int:
     d = Path(__file__).resolve().parent / "results"
     d.mkdir(exist_ok=True)
     p = d / f"bench_vng-{time.strftime('%Y%m%d-%H%M%S')}.json"
-    p.write_text(json.dumps({"bench": "vng", "kernel": kernel.id, "rows": rows, "speedup": speedup, "median_speedup": median_speedup, "loadavg": os.getloadavg()}, indent=1))
+    p.write_text(json.dumps({**stamp(), "bench": "vng", "kernel": kernel.id, "rows": rows, "speedup": speedup, "median_speedup": median_speedup, "loadavg": os.getloadavg()}, indent=1))
     print(f"wrote {p}")
     return 0
 
