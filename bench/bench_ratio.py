@@ -86,6 +86,8 @@ def main() -> int:
     ap.add_argument("--kernel", default="debian")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--qemu-defaults", action="store_true", help="the plain boot leaves -accel and -cpu at QEMU's defaults")
+    ap.add_argument("--before", action="store_true",
+                    help="also time lab's boot with --append lpj=0 (the boot before the preset lpj=, issue 32 item 6), interleaved")
     args = ap.parse_args()
     load0 = os.getloadavg()
     rows = []
@@ -95,22 +97,26 @@ def main() -> int:
         plain, vmlinuz = plain_argv(args.topology, args.kernel, initrd, console, not args.qemu_defaults)
         labv = [lab_cmd(), "boot", args.topology, "--kernel", args.kernel, "--runs", str(Path(tmp) / "runs"), "--", "true"]
         timed(labv)  # warm-up: lab's cached layers and the extracted vmlinux exist before the first timed round
+        variants = [("lab", labv), ("plain", plain)]
+        if args.before:
+            variants.insert(1, ("lab-lpj0", labv[:-2] + ["--append", "lpj=0", "--", "true"]))
         for r in range(args.rounds):
-            order = [("lab", labv), ("plain", plain)] if r % 2 == 0 else [("plain", plain), ("lab", labv)]
+            order = variants if r % 2 == 0 else variants[::-1]
             for name, argv in order:
                 wall, rc = timed(argv)
                 if name == "plain" and "reboot: Power down" not in console.read_text(errors="replace"):
                     rc = rc or 99  # the plain guest never reached its /init
                 rows.append({"round": r + 1, "what": name, "wall_s": round(wall, 2), "rc": rc})
                 print(f"round {r + 1} {name}: {wall:.2f}s rc={rc}", flush=True)
-    ok = {w: [x["wall_s"] for x in rows if x["what"] == w and x["rc"] == 0] for w in ("lab", "plain")}
+    ok = {w: [x["wall_s"] for x in rows if x["what"] == w and x["rc"] == 0] for w, _ in variants}
     med = {w: statistics.median(v) if v else None for w, v in ok.items()}
-    ratio = round(med["lab"] / med["plain"], 3) if med["lab"] and med["plain"] else None
-    print(f"{args.topology}, kernel {args.kernel}: lab median {med['lab']}s, plain median {med['plain']}s, ratio {ratio} (target <= 0.30)")
+    ratios = {w: round(m / med["plain"], 3) for w, m in med.items() if w != "plain" and m and med["plain"]}
+    ratio = ratios.get("lab")
+    print(f"{args.topology}, kernel {args.kernel}: medians {med}, ratios to plain {ratios} (target for lab <= 0.30)")
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
                             cwd=Path(__file__).resolve().parent).stdout.strip()  # fmt: skip
     doc = {**stamp(), "bench": "ratio", "topology": args.topology, "kernel": args.kernel, "vmlinuz": vmlinuz, "plain_argv": plain[:-6], "same_cpu": not args.qemu_defaults,
-           "rows": rows, "median_s": med, "ratio": ratio, "target": 0.30, "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+           "rows": rows, "median_s": med, "ratio": ratio, "ratios": ratios, "target": 0.30, "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
            "commit": commit, "host": platform.node(), "cpus": os.cpu_count(), "loadavg_before": load0,
            "loadavg_after": os.getloadavg()}  # fmt: skip
     d = Path(__file__).resolve().parent / "results"
