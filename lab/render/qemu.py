@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from .. import emulators
+from .. import levels as lv
 from ..errors import UserError
 from ..host import Host
 from ..plan import KernelRef, VmOptions, VmPlan
@@ -352,10 +353,11 @@ def _x86(topo: Topology, version, acc: str, cpu_model: str, host: Host, notes: l
     if acc == "kvm" and vendor == "amd":
         cpu += ",topoext=on"
     dies, cores = x86_dies_cores(topo)
-    per = f"modules={modules},cores={cores // modules}" if modules > 1 else f"cores={cores}"
-    smp = f"{topo.n_cpus},sockets={s.sockets},dies={dies},{per},threads={s.threads_per_core}"
-    if dies == 1:
-        smp = f"{topo.n_cpus},sockets={s.sockets},{per},threads={s.threads_per_core}"
+    # -smp counts per level (LEVELS names the word): dies (one per LLC) and modules
+    # (clusters) only when there are several.
+    counts = {"socket": s.sockets, "llc": dies, "cluster": modules, "core": cores // modules}
+    smp = lv.smp("x86_64", topo.n_cpus, {k: n for k, n in counts.items() if n > 1 or k in ("socket", "core")},
+                 s.threads_per_core)  # fmt: skip
     # Nodes are whole sockets (or span several): one "-numa cpu" per socket.  Nodes
     # inside a socket are groups of dies (one die per LLC): one per (socket, die).  A die
     # that spans nodes (sub-NUMA clustering: one L3 per socket) is split per core: QEMU
@@ -461,10 +463,9 @@ def _arm64(topo: Topology, version, acc: str, cpu_model: str):
         )
     if topo.has_clusters and version < QEMU_ARM_CLUSTERS:
         raise UserError(f"{topo.name}: arm64 clusters need QEMU {_v(QEMU_ARM_CLUSTERS)}")
-    smp = (
-        f"{topo.n_cpus},sockets={s.sockets},clusters={s.llcs_per_socket * s.clusters_per_llc},"
-        f"cores={s.cores_per_cluster},threads={s.threads_per_core}"
-    )
+    # arm64's -smp has no dies: a socket's LLCs and their clusters are all clusters.
+    counts = {"socket": s.sockets, "cluster": s.llcs_per_socket * s.clusters_per_llc, "core": s.cores_per_cluster}
+    smp = lv.smp("arm64", topo.n_cpus, counts, s.threads_per_core)
     guest_node = {n: i for i, n in enumerate(topo.node_ids)}
     numa_cpu = []
     seen = set()

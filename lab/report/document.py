@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .. import levels as lv
 from ..errors import UserError
 from ..topology import Topology
 
@@ -77,11 +78,7 @@ def migration_class(level: str, src_node: int, dst_node: int) -> str:
     """A migration's class by the smallest level both CPUs share (lab.analysis's level)."""
     if src_node != dst_node:
         return "cross-node"
-    if level in ("cpu", "core"):
-        return "same core"
-    if level in ("cluster", "llc"):
-        return "same LLC"
-    return "same node"
+    return "same core" if level == "cpu" else lv.get(level).within
 
 
 def load_run(run_dir: Path, topo: Topology | None = None, source: str = "", stored: bool = False) -> RunDoc:

@@ -11,6 +11,7 @@ import textwrap
 from html import escape
 from typing import Any
 
+from .. import levels
 from ..topology import Topology
 from .document import MIGRATION_CLASSES, CompareDoc, RunDoc, Timeline
 
@@ -27,23 +28,29 @@ def render(doc: RunDoc | CompareDoc, fmt: str) -> str:
 # ---- shared words ------------------------------------------------------------------------------
 
 
+def _level_counts(t: Topology, smallest: str) -> list[str]:
+    """"2 sockets", "4 nodes", ... for each level the machine has, large to small, down to
+    *smallest* (lab.levels' words)."""
+    out = []
+    for x in reversed(levels.GROUPED):
+        if x.name in t.levels:
+            out.append(f"{len(t.groups(x.name))} {x.plural}")
+        if x.name == smallest:
+            break
+    return out
+
+
 def machine_line(t: Topology) -> str:
     """The machine in one line: name, CPU, and the count at each level."""
-    n = {lv: len(t.groups(lv)) for lv in ("socket", "node", "llc", "cluster", "core")}
     fam = f" family {t.family:#x}" if t.family is not None else ""
-    parts = [f"{n['socket']} sockets", f"{n['node']} nodes", f"{n['llc']} LLCs"]
-    if t.has_clusters:
-        parts.append(f"{n['cluster']} clusters")
-    parts += [f"{n['core']} cores", f"{t.n_cpus} CPUs" + (f" (SMT{t.threads_per_core})" if t.smt else "")]
+    parts = _level_counts(t, "core")
+    parts += [f"{t.n_cpus} CPUs" + (f" (SMT{t.threads_per_core})" if t.smt else "")]
     return f"{t.name} ({t.vendor}{fam}, {t.arch}): " + ", ".join(parts)
 
 
 def machine_counts(t: Topology) -> str:
     """The machine in one line of a mail: its name and the count at each level."""
-    n = {lv: len(t.groups(lv)) for lv in ("socket", "node", "llc", "cluster")}
-    parts = [t.name, f"{n['socket']} sockets", f"{n['node']} nodes", f"{n['llc']} LLCs"]
-    if t.has_clusters:
-        parts.append(f"{n['cluster']} clusters")
+    parts = [t.name, *_level_counts(t, "cluster")]
     parts.append(f"{t.n_cpus} CPUs" + (f" (SMT{t.threads_per_core})" if t.smt else ""))
     return ", ".join(parts)
 
@@ -215,15 +222,9 @@ PALETTE = ("#0072b2", "#e69f00", "#009e73", "#cc79a7", "#56b4e9", "#d55e00",
            "#f0e442", "#8c564b", "#7f7f7f", "#bcbd22", "#17becf", "#9467bd")  # fmt: skip
 OTHER = "#c8c8c8"
 CLASS_COLOUR = {"same core": "#2ca02c", "same LLC": "#1f77b4", "same node": "#ff7f0e", "cross-node": "#d62728"}
-# lstopo's colours for each kind of box.
-BOX = {
-    "machine": ("#ffffff", "Machine"),
-    "socket": ("#dedede", "Package"),
-    "node": ("#efdfde", "NUMANode"),
-    "llc": ("#ffffff", "L3"),
-    "cluster": ("#e8e8f0", "Cluster"),
-    "core": ("#bebebe", "Core"),
-}
+# lstopo's colours for each kind of box, and its names (lab.levels' hwloc types).
+BOX_COLOUR = {"machine": "#ffffff", "socket": "#dedede", "node": "#efdfde", "llc": "#ffffff", "cluster": "#e8e8f0", "core": "#bebebe"}
+BOX = {x.name: (BOX_COLOUR[x.name], x.hwloc) for x in levels.LEVELS}
 PU = (42, 22)  # a CPU's box
 PAD, HEAD, GAP = 5, 16, 5
 
@@ -259,15 +260,15 @@ def _children_key(t: Topology) -> list[str]:
     return [lv for lv in reversed(t.levels) if lv != "machine"]
 
 
-def _tree(t: Topology, cpus: list, levels: list[str]) -> list[tuple[str, int, Any]]:
-    """cpus grouped at levels[0], recursively: (level, group id, children or cpus)."""
-    if not levels:
+def _tree(t: Topology, cpus: list, order: list[str]) -> list[tuple[str, int, Any]]:
+    """cpus grouped at order[0], recursively: (level, group id, children or cpus)."""
+    if not order:
         return [("cpu", c.id, None) for c in sorted(cpus, key=lambda c: c.index)]
-    lv = levels[0]
+    lv = order[0]
     groups: dict[int, list] = {}
     for c in sorted(cpus, key=lambda c: c.index):
-        groups.setdefault(getattr(c, lv), []).append(c)
-    return [(lv, gid, _tree(t, cs, levels[1:])) for gid, cs in groups.items()]
+        groups.setdefault(levels.group_key(lv, c), []).append(c)
+    return [(lv, gid, _tree(t, cs, order[1:])) for gid, cs in groups.items()]
 
 
 def _layout(node: tuple[str, int, Any]) -> tuple[float, float, list]:
