@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from .. import emulators
+from .. import emulators, rundir
 from .. import levels as lv
 from ..errors import UserError
 from ..host import Host
@@ -494,18 +494,18 @@ class BootFiles:
     path stays under the 108 bytes a unix socket path may have."""
 
     kernel: Path  # what -kernel gets (see backends.qemu.boot_image())
-    initrd: Path = Path("initrd.cpio")
+    initrd: Path = Path(rundir.INITRD)
     dtb: Path | None = None  # arm64: the device tree with the spec's caches and CPU order
-    console: Path | None = Path("console.log")  # None: the console is this terminal
-    agent_log: Path | None = Path("agent.log")  # virtio-serial port lab.log
-    results: Path | None = Path("results.tar")  # virtio-serial port lab.out
-    monitor: Path | None = Path("qmp.sock")  # QMP, asked where the vCPUs are if the guest is lost
+    console: Path | None = Path(rundir.CONSOLE)  # None: the console is this terminal
+    agent_log: Path | None = Path(rundir.AGENT_LOG)  # virtio-serial port lab.log
+    results: Path | None = Path(rundir.RESULTS_TAR)  # virtio-serial port lab.out
+    monitor: Path | None = Path(rundir.QMP)  # QMP, asked where the vCPUs are if the guest is lost
 
 
 def boot_files(p: VmPlan, kernel: Path, *, interactive: bool = False) -> BootFiles:
     """The files of a boot of *p* with the kernel image *kernel*: a batch boot reports
     over virtio-serial; an interactive one has the console on this terminal."""
-    dtb = Path("machine.dtb") if p.dt_caches else None
+    dtb = Path(rundir.DTB) if p.dt_caches else None
     if interactive:
         return BootFiles(kernel, dtb=dtb, console=None, agent_log=None, results=None, monitor=None)
     return BootFiles(kernel, dtb=dtb)
