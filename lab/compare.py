@@ -2,7 +2,7 @@
 
 ``compare(a, b)`` is a pure function from run records (``results.json`` as
 ``RunOutcome.to_dict()`` writes it) to a comparison document; ``load_run()`` reads one
-run directory's record.  ``lab compare`` prints the document (``lab.render.compare``) or
+run directory's record.  ``lab compare`` prints the document (``lab.report.compare``) or
 writes it as JSON (``--json``); ``lab report render`` reads that JSON back.
 
 Statistics (``ALPHA`` = 0.05, two-sided):

@@ -180,7 +180,10 @@ class Check:
 
 
 @dataclass
-class Verdict:
+class ViewVerdict:
+    """The guest's topology view against the spec's (lab vm verify): one Check per group,
+    cache and domain level."""
+
     checks: list[Check] = field(default_factory=list)
     numbering: str = "native"
 
@@ -412,13 +415,13 @@ def vendor_why(topo: Topology, plan: VmPlan) -> str:
 
 def verify(
     topo: Topology, plan: VmPlan, guest: MachineView, *, cluster_level: bool, dt_caches: bool | None = None
-) -> Verdict:
+) -> ViewVerdict:
     """Compare the guest's view (guest numbering) with the spec.  Returns the checks."""
     if dt_caches is None:
         dt_caches = plan.dt_caches
     cluster_level, guest_llc, limits = guest_limits(topo, plan, cluster_level, dt_caches)
     v = translate(guest, plan)
-    vd = Verdict(numbering=plan.numbering_mode)
+    vd = ViewVerdict(numbering=plan.numbering_mode)
     vd.checks += _node_checks(topo, v)
     vd.checks += _capacity_checks(topo, v)
     vd.checks += _group_checks(topo, v, guest_llc, limits)

@@ -255,7 +255,10 @@ def need_for(record: Mapping[str, Any]) -> Need:
 
 
 @dataclass
-class Verdict:
+class Completeness:
+    """Whether what the guest sent back is complete (integrity.judge): problems, none when
+    the run may be judged.  (Not the run's verdict: runner.MajorityVerdict, expect.ViewVerdict.)"""
+
     problems: list[str] = field(default_factory=list)
     figures: dict[str, Any] = field(default_factory=dict)
 
@@ -269,10 +272,10 @@ class Verdict:
         return "; ".join(self.problems[:_SHOW]) + (f"; and {more} more (results.json)" if more > 0 else "")
 
 
-def judge(run_dir: Path, need: Need = NEW, *, buffer_kb: int | None = None, stream: Stream | None = None) -> Verdict:
+def judge(run_dir: Path, need: Need = NEW, *, buffer_kb: int | None = None, stream: Stream | None = None) -> Completeness:
     """Is what the guest sent back to *run_dir* complete?  Never raises on what is there.
     *stream*: the results stream as the boot already checked it (else it is checked here)."""
-    v = Verdict(figures={"tolerated": {"unparsed_lines": TOLERATED_UNPARSED_LINES, "malformed_events": TOLERATED_MALFORMED_EVENTS}})
+    v = Completeness(figures={"tolerated": {"unparsed_lines": TOLERATED_UNPARSED_LINES, "malformed_events": TOLERATED_MALFORMED_EVENTS}})
     out = run_dir / rundir.OUT
     try:  # what lab unpacked: regular files (a link or a FIFO here is nothing the guest sent)
         with os.scandir(out) as it:

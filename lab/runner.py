@@ -440,7 +440,7 @@ def _finished_record(integ: dict[str, Any]) -> dict[str, Any]:
 
 
 @dataclass(frozen=True)
-class Verdict:
+class MajorityVerdict:
     """One verdict from up to *of* runs: the majority of their PASS/FAIL, decided as soon
     as one side has more than half of *of*; any ERROR run makes it an ERROR (nothing is
     judged on partial data), a SKIP a SKIP, an INCONCLUSIVE run an INCONCLUSIVE verdict
@@ -462,8 +462,8 @@ class Verdict:
         return {"status": self.status, "passed": self.passed, "failed": self.failed, "runs": self.runs, "of": self.of}
 
 
-def majority(outcomes: list[RunOutcome], of: int) -> Verdict:
-    """The verdict *outcomes* give so far, as one of up to *of* runs (see Verdict)."""
+def majority(outcomes: list[RunOutcome], of: int) -> MajorityVerdict:
+    """The verdict *outcomes* give so far, as one of up to *of* runs (see MajorityVerdict)."""
     statuses = [o.status for o in outcomes]
     p, f = statuses.count("PASS"), statuses.count("FAIL")
     if "ERROR" in statuses:
@@ -478,7 +478,7 @@ def majority(outcomes: list[RunOutcome], of: int) -> Verdict:
         status = "FAIL"
     else:  # no runs yet, or a tie: only while undecided, since *of* is odd
         status = "ERROR"
-    return Verdict(status, p, f, len(outcomes), of)
+    return MajorityVerdict(status, p, f, len(outcomes), of)
 
 
 def aggregate(outcomes: list[RunOutcome]) -> dict[str, Any]:

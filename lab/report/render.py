@@ -13,7 +13,11 @@ from typing import Any
 
 from .. import levels
 from ..topology import Topology
+from . import verdicts
+from .compare import num, p_text, pct
+from .compare import text as compare_text_of
 from .document import MIGRATION_CLASSES, CompareDoc, RunDoc, Timeline
+from .verdicts import ascii_table, figures
 
 WIDTH = 80  # a mail's line
 FORMATS = ("text", "markdown", "html")
@@ -69,19 +73,6 @@ def kernel_line(k: dict[str, Any]) -> str:
     return out
 
 
-def fig(v: Any) -> str:
-    if isinstance(v, float):
-        return f"{v:.4g}"
-    if isinstance(v, (list, tuple)):
-        return ",".join(map(str, v))
-    return str(v)
-
-
-def figures(e: dict[str, Any]) -> str:
-    f = e.get("figures") or {}
-    return "  ".join(f"{k}={fig(v)}" for k, v in f.items()) if isinstance(f, dict) else ""
-
-
 def verdict_line(doc: RunDoc) -> str:
     exps = doc.expectations
     failed = sum(e.get("status") == "FAIL" for e in exps)
@@ -119,22 +110,6 @@ def _command(cmd: str) -> list[str]:
     return [ln[:WIDTH] for ln in lines]
 
 
-def ascii_table(headers: list[str], rows: list[list[str]], widths: list[int], right: tuple[int, ...] = ()) -> list[str]:
-    """A plain ASCII table whose columns are *widths* wide (cells wrap inside them)."""
-    def line(cells: list[str]) -> list[str]:
-        wrapped = [textwrap.wrap(c, w, break_on_hyphens=False) or [""] for c, w in zip(cells, widths, strict=True)]
-        out = []
-        for i in range(max(map(len, wrapped))):
-            parts = []
-            for j, (col, w) in enumerate(zip(wrapped, widths, strict=True)):
-                cell = col[i] if i < len(col) else ""
-                parts.append(cell.rjust(w) if j in right else cell.ljust(w))
-            out.append("  ".join(parts).rstrip())
-        return out
-
-    return [*line(headers), "  ".join("-" * w for w in widths), *(x for r in rows for x in line(r))]
-
-
 def text(doc: RunDoc) -> str:
     out = [f"lab run {doc.scenario} on {doc.topology.name}: {doc.status}", ""]
     out += _field("Machine", machine_counts(doc.topology))
@@ -144,22 +119,7 @@ def text(doc: RunDoc) -> str:
     out += _field("Verdict", verdict_line(doc))
     out += ["Command:", *_command(doc.command or "?"), ""]
     if doc.expectations:
-        rows = [[str(e.get("name", "")), str(e.get("status", "")), figures(e)] for e in doc.expectations]
-        wide = any(e.get("status") == "INCONCLUSIVE" for e in doc.expectations)
-        out += ascii_table(["expectation", "result", "figures"], rows, [32, 12, 32] if wide else [36, 6, 34])
-        for e in doc.expectations:
-            if e.get("status") not in ("FAIL", "INCONCLUSIVE"):
-                continue
-            out += ["", *textwrap.wrap(f"{e.get('status')} {e.get('name')}", WIDTH)]
-            if e.get("inconclusive"):
-                out += textwrap.wrap(f"cause: {e['inconclusive']}", WIDTH, initial_indent="  ", subsequent_indent="    ")
-            elif e.get("note"):
-                out += textwrap.wrap(f"why: {e['note']}", WIDTH, initial_indent="  ", subsequent_indent="    ")
-            ev = [str(x) for x in e.get("evidence") or []]
-            for x in ev[:12]:
-                out += textwrap.wrap(x, WIDTH, initial_indent="  ", subsequent_indent="    ") or [""]
-            if len(ev) > 12:
-                out.append(f"  ... {len(ev) - 12} more in results.json")
+        out += verdicts.text(doc.expectations, WIDTH)
         out.append("")
     if doc.migrations:
         out += ["Migrations (sched_migrate_task, every task), by the level the CPUs share:"]
@@ -579,15 +539,11 @@ def replay_table(before: dict[str, Any], after: dict[str, Any], notes: list[str]
 
 
 def compare_text(c: CompareDoc) -> str:
-    """lab compare's own mail text (lab.render.compare)."""
-    from ..render import compare as compare_render
-
-    return compare_render.text(c.doc)
+    """lab compare's own mail text (lab.report.compare)."""
+    return compare_text_of(c.doc)
 
 
 def _stats(st: dict[str, Any]) -> str:
-    from ..render.compare import num
-
     if not st or st.get("n", 0) == 0:
         return "-"
     sd = f" ± {num(st['stddev'])}" if st.get("stddev") is not None else ""
@@ -595,16 +551,12 @@ def _stats(st: dict[str, Any]) -> str:
 
 
 def _rates(c: CompareDoc) -> list[tuple[str, str, str, str]]:
-    from ..render.compare import p_text
-
     d = c.doc
     rows = [("verdict", d["verdict"])] + [(str(e.get("name")), e) for e in d["expectations"]]
     return [(n, f"{r['a']['passed']}/{r['a']['runs']}", f"{r['b']['passed']}/{r['b']['runs']}", p_text(r["test"])) for n, r in rows]
 
 
 def _figure_rows(c: CompareDoc) -> list[tuple[str, str, str, str, str]]:
-    from ..render.compare import p_text, pct
-
     return [
         (f"{f['expectation']}: {f['figure']}", _stats(f["a"]), _stats(f["b"]), pct(f.get("change_pct")), p_text(f["test"]))
         for f in c.doc["figures"]
