@@ -184,7 +184,7 @@ OTHER = "#c8c8c8"
 CLASS_COLOUR = {"same core": "#2ca02c", "same LLC": "#1f77b4", "same node": "#ff7f0e", "cross-node": "#d62728"}
 # lstopo's colours for each kind of box, and its names (lab.levels' hwloc types).
 BOX_COLOUR = {"machine": "#ffffff", "socket": "#dedede", "node": "#efdfde", "llc": "#ffffff", "cluster": "#e8e8f0", "core": "#bebebe"}
-BOX = {x.name: (BOX_COLOUR[x.name], x.hwloc) for x in levels.LEVELS}
+BOX = {x.name: (BOX_COLOUR.get(x.name, "#ffffff"), x.hwloc) for x in levels.LEVELS}
 PU = (42, 22)  # a CPU's box
 PAD, HEAD, GAP = 5, 16, 5
 
@@ -276,10 +276,10 @@ def _draw(node, x: float, y: float, out: list[str], t: Topology) -> None:
         label = f"{label} P#{gid}"
     elif level == "llc":
         label = f"L3 (LLC #{gid})"
-    elif level == "cluster":
-        label = f"Cluster #{gid}"
-    else:
+    elif level == "core":
         label = f"Core {gid}"
+    else:  # a cluster, or any other level of lab.levels: its hwloc name and number
+        label = f"{label} #{gid}"
     out.append(f'<g class="{level}"><rect x="{x:.0f}" y="{y:.0f}" width="{w:.0f}" height="{h:.0f}" rx="3" fill="{fill}" '
                f'stroke="#777"/><text x="{x + 4:.0f}" y="{y + 12:.0f}" font-size="{9 if level == "core" else 11}">{escape(label)}</text>')  # fmt: skip
     for kid, ((dx, dy), _size) in zip(kids, placed, strict=True):
