@@ -112,7 +112,7 @@ def read(run_dir: Path) -> Tree:
 
 def _params(snap: Path) -> dict[tuple[int, int], dict[str, str]]:
     """The per-domain parameter files the snapshot holds: {(guest CPU, level): {name: value}}."""
-    text = read_file(snap / "sysfs.txt", MAX_TABLE_BYTES, "a guest snapshot file", follow_symlinks=False).decode(errors="replace")
+    text = read_file(snap / rundir.SNAPSHOT, MAX_TABLE_BYTES, "a guest snapshot file", follow_symlinks=False).decode(errors="replace")
     out: dict[tuple[int, int], dict[str, str]] = {}
     for line in text.splitlines():
         m = _PARAM_RE.match(line)

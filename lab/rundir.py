@@ -57,6 +57,7 @@ DTB = "machine.dtb"
 QMP = "qmp.sock"
 OUT = "out"  # the results stream, unpacked
 GUEST = "guest"  # the guest's topology snapshot
+SNAPSHOT = "sysfs.txt"  # in guest/: the sysfs and debugfs files the agent read
 
 # The files a run keeps (a bundle carries them), in the order they are made.
 FILES = (COMMAND, PLAN, QEMU_ARGV, BOOT, CONSOLE, CONSOLE_TAIL, QEMU_STDERR, AGENT_LOG, JOB, RESULTS, JUNIT,
@@ -142,7 +143,7 @@ class RunDir:
     def snapshot(self) -> Path | None:
         """The guest topology snapshot's folder (guest/, out/guest/ in older runs), or None."""
         for d in (self.guest, self.out / GUEST):
-            if os.path.lexists(d / "sysfs.txt"):
+            if os.path.lexists(d / SNAPSHOT):
                 return d
         return None
 

@@ -346,7 +346,7 @@ def collect(
     checked whole (nothing is judged on part of them), and boot.json."""
     assert files.console and files.agent_log and files.results
     console = run_dir / files.console
-    out_dir = run_dir / "out"
+    out_dir = run_dir / rundir.OUT
     lines = [line for _, line in said.events]
     stream = integrity.check_stream(run_dir / files.results, lines)
     ignored = _extract(run_dir / files.results, out_dir)  # what arrived is kept, complete or not
