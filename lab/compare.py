@@ -2,7 +2,7 @@
 
 ``compare(a, b)`` is a pure function from run records (``results.json`` as
 ``RunOutcome.to_dict()`` writes it) to a comparison document; ``load_run()`` reads one
-run directory's record.  ``lab compare`` prints the document (``lab.render.compare``) or
+run directory's record.  ``lab compare`` prints the document (``lab.report.compare``) or
 writes it as JSON (``--json``); ``lab report render`` reads that JSON back.
 
 Statistics (``ALPHA`` = 0.05, two-sided):
@@ -65,6 +65,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from . import rundir
 from .errors import UserError
 from .stats import summary  # re-exported: lab compare's spread is the one definition
 
@@ -95,10 +96,10 @@ def load_run(run_dir: Path, *, stored: bool = False) -> dict[str, Any]:
         raise UserError(f"{run_dir}: no such run directory")
     record, why = integrity.read_record(run_dir)
     if record is None:
-        if not (run_dir / "results.json").exists():
-            raise UserError(f"{run_dir}: not a run directory (no results.json)")
+        if not (run_dir / rundir.RESULTS).exists():
+            raise UserError(f"{run_dir}: not a run directory (no {rundir.RESULTS})")
         rec = {"status": "ERROR", "message": why}
-        raw = _raw(run_dir / "results.json")  # what it says of itself, names only
+        raw = _raw(run_dir / rundir.RESULTS)  # what it says of itself, names only
         for k in ("scenario", "topology"):
             if isinstance(raw.get(k), str):
                 rec[k] = raw[k]
@@ -151,7 +152,7 @@ def _raw(p: Path) -> dict[str, Any]:
 
 
 def _plan_names(run_dir: Path) -> dict[str, Any]:
-    topo = _raw(run_dir / "plan.json").get("topology")
+    topo = _raw(run_dir / rundir.PLAN).get("topology")
     return {"topology": topo.get("name") if isinstance(topo, dict) else None}
 
 

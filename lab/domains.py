@@ -26,9 +26,10 @@ import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import cpulist
+from . import cpulist, rundir
 from .errors import UserError
 from .limits import MAX_TABLE_BYTES, read_file
+from .rundir import RunDir
 
 PARAMS = ("imbalance_pct", "busy_factor", "cache_nice_tries", "min_interval", "max_interval")
 _PARAM_RE = re.compile(r"^/?sys/kernel/debug/sched/domains/cpu([0-9]+)/domain([0-9]+)/(" + "|".join(PARAMS) + r"):(.*)$")
@@ -65,9 +66,9 @@ def snapshot_dir(run_dir: Path) -> Path:
     if not run_dir.is_dir():
         what = "not a directory (give a run directory)" if os.path.lexists(run_dir) else "no such run directory"
         raise UserError(f"{run_dir}: {what}")
-    for d in (run_dir / "guest", run_dir / "out" / "guest"):
-        if os.path.lexists(d / "sysfs.txt"):
-            return d
+    snap = RunDir(run_dir).snapshot()
+    if snap is not None:
+        return snap
     raise UserError(f"{run_dir}: no guest topology snapshot (guest/sysfs.txt): not a run directory, or a run that lost it")
 
 
@@ -81,7 +82,7 @@ def read(run_dir: Path) -> Tree:
     params = _params(snap)
     label, numbering = "", "CPU ids as the guest numbered them (no plan.json)"
     g2s: tuple[int, ...] = ()
-    if (run_dir / "plan.json").exists():
+    if (run_dir / rundir.PLAN).exists():
         from .plan import VmPlan
 
         plan = VmPlan.read(run_dir)
@@ -111,7 +112,7 @@ def read(run_dir: Path) -> Tree:
 
 def _params(snap: Path) -> dict[tuple[int, int], dict[str, str]]:
     """The per-domain parameter files the snapshot holds: {(guest CPU, level): {name: value}}."""
-    text = read_file(snap / "sysfs.txt", MAX_TABLE_BYTES, "a guest snapshot file", follow_symlinks=False).decode(errors="replace")
+    text = read_file(snap / rundir.SNAPSHOT, MAX_TABLE_BYTES, "a guest snapshot file", follow_symlinks=False).decode(errors="replace")
     out: dict[tuple[int, int], dict[str, str]] = {}
     for line in text.splitlines():
         m = _PARAM_RE.match(line)

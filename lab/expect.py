@@ -14,6 +14,7 @@ import re
 from dataclasses import dataclass, field, replace
 
 from . import cpulist
+from . import levels as lv
 from .render.qemu import AMD_MODEL, AMD_TCG_MODELS, INTEL_MODEL, VmPlan, amd_tcg_model
 from .sysfs import MachineView
 from .topology import Topology
@@ -48,6 +49,9 @@ class ExpDomain:
 # read back into them and its level names are expected in its own.
 PKG_RENAMED = (6, 7)
 FLAG_ALIASES = {"SD_SHARE_LLC": "SD_SHARE_PKG_RESOURCES"}
+# The sched-domain each level's groups make (lab.levels); the kernel's NODE level (one
+# node) and the package level's pre-6.7 name are the kernel's own.
+SMT, CLS, MC, NUMA, PKG = (lv.get(n).domain for n in ("core", "cluster", "llc", "node", "socket"))
 
 
 def kernel_version(release: str | None) -> tuple[int, int]:
@@ -57,7 +61,7 @@ def kernel_version(release: str | None) -> tuple[int, int]:
 
 
 def pkg_level(release: str | None) -> str:
-    return "PKG" if kernel_version(release) >= PKG_RENAMED else "DIE"
+    return PKG if kernel_version(release) >= PKG_RENAMED else "DIE"
 
 
 def expected_domains(
@@ -108,10 +112,10 @@ def expected_domains(
         base = frozenset({"SD_BALANCE_NEWIDLE", "SD_BALANCE_EXEC", "SD_BALANCE_FORK", "SD_WAKE_AFFINE"})
         levels: list[ExpDomain] = []
         if topo.smt:
-            levels.append(ExpDomain("SMT", core, base | {"SD_SHARE_CPUCAPACITY", "SD_SHARE_PKG_RESOURCES"}))
+            levels.append(ExpDomain(SMT, core, base | {"SD_SHARE_CPUCAPACITY", "SD_SHARE_PKG_RESOURCES"}))
         if cluster_level:
-            levels.append(ExpDomain("CLS", cls, base | {"SD_SHARE_PKG_RESOURCES"}))
-        levels.append(ExpDomain("MC", mc, base | {"SD_SHARE_PKG_RESOURCES"}))
+            levels.append(ExpDomain(CLS, cls, base | {"SD_SHARE_PKG_RESOURCES"}))
+        levels.append(ExpDomain(MC, mc, base | {"SD_SHARE_PKG_RESOURCES"}))
         if not numa_in_package:
             levels.append(ExpDomain(pkg_name, node, base))  # cpu_cpu_mask() is the node
         levels.append(ExpDomain("NODE", node, base, 10))
@@ -121,7 +125,7 @@ def expected_domains(
             flags = set(base) | {"SD_NUMA", "SD_SERIALIZE"}
             if d > reclaim_distance:
                 flags -= set(RECLAIM_SENSITIVE)
-            levels.append(ExpDomain("NUMA", span, frozenset(flags), d))
+            levels.append(ExpDomain(NUMA, span, frozenset(flags), d))
         out[c.id] = _degenerate([_asym(d, topo.capacities) for d in levels])
     return out
 
@@ -176,7 +180,10 @@ class Check:
 
 
 @dataclass
-class Verdict:
+class ViewVerdict:
+    """The guest's topology view against the spec's (lab vm verify): one Check per group,
+    cache and domain level."""
+
     checks: list[Check] = field(default_factory=list)
     numbering: str = "native"
 
@@ -408,13 +415,13 @@ def vendor_why(topo: Topology, plan: VmPlan) -> str:
 
 def verify(
     topo: Topology, plan: VmPlan, guest: MachineView, *, cluster_level: bool, dt_caches: bool | None = None
-) -> Verdict:
+) -> ViewVerdict:
     """Compare the guest's view (guest numbering) with the spec.  Returns the checks."""
     if dt_caches is None:
         dt_caches = plan.dt_caches
     cluster_level, guest_llc, limits = guest_limits(topo, plan, cluster_level, dt_caches)
     v = translate(guest, plan)
-    vd = Verdict(numbering=plan.numbering_mode)
+    vd = ViewVerdict(numbering=plan.numbering_mode)
     vd.checks += _node_checks(topo, v)
     vd.checks += _capacity_checks(topo, v)
     vd.checks += _group_checks(topo, v, guest_llc, limits)
@@ -460,12 +467,15 @@ def _capacity_checks(topo: Topology, v: MachineView) -> list[Check]:
 
 def _group_checks(topo: Topology, v: MachineView, guest_llc: str, limits: list[str]) -> list[Check]:
     """Per-CPU sibling groups: SMT, packages, clusters, the LLC."""
+    def listed(level: str):
+        return lambda c: v.cpus[c].siblings(level) if c in v.cpus else None
+
+    # Each level sysfs lists siblings of (lab.levels), in the order the checks print.
     checks = [
-        _compare_groups("SMT siblings", topo, "core", lambda c: v.cpus[c].siblings("thread") if c in v.cpus else None),
-        _compare_groups("packages", topo, "socket", lambda c: v.cpus[c].siblings("package") if c in v.cpus else None),
+        _compare_groups(name, topo, level, listed(level))
+        for name, level in (("SMT siblings", "core"), ("packages", "socket"), ("clusters", "cluster"))
+        if level in topo.levels
     ]
-    if topo.has_clusters:
-        checks.append(_compare_groups("clusters", topo, "cluster", lambda c: v.cpus[c].siblings("cluster") if c in v.cpus else None))
     llc_level = v.llc_level
     if guest_llc != "spec":
         checks.append(Check("LLC groups", _groups(topo, "llc"), "not visible in the guest", False, known="; ".join(limits)))
@@ -554,7 +564,7 @@ def _shape_deviation_checks(topo: Topology, plan: VmPlan, v: MachineView) -> lis
 
 
 def _label(d) -> str:
-    return f"{d.name}" + (f" (distance {d.distance})" if d.name == "NUMA" else "")
+    return f"{d.name}" + (f" (distance {d.distance})" if d.name == NUMA else "")
 
 
 def _domain_checks(

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from . import arch as archs
 from . import cpulist, topology
+from . import levels as lv
 from .errors import UserError
 from .host import Host
 from .sysfs import MachineView
@@ -120,7 +121,7 @@ def view_to_spec(view: MachineView, name: str, source: str) -> tuple[str, list[s
     for c in cpus:
         by_pkg.setdefault(pkg_of[c], []).append(c)
     sockets = sorted((tuple(v) for v in by_pkg.values()), key=lambda g: g[0])
-    cores = groups_by(lambda c: view.cpus[c].siblings("thread") or (c,))
+    cores = groups_by(lambda c: view.cpus[c].siblings("core") or (c,))
     node_of = {c: n for n in cpu_nodes for c in nodes[n]}
 
     llc_level = view.llc_level
@@ -396,12 +397,10 @@ def groups_text(topo: topology.Topology, name: str, header: str, clusters: bool 
             by.setdefault(v, []).append(c)
         lines.append("capacity = { " + ", ".join(f'"{fmt(cs)}" = {v}' for v, cs in sorted(by.items(), key=lambda kv: min(kv[1]))) + " }")
     lines += ["", "[groups]", "nodes = { " + ", ".join(f'"{n}" = "{fmt(topo.node_cpus(n))}"' for n in topo.node_ids) + " }"]
-    levels = [("sockets", "socket"), ("llcs", "llc")]
-    if clusters and topo.has_clusters:
-        levels.append(("clusters", "cluster"))
-    levels.append(("cores", "core"))
-    for key, level in levels:
-        lines += [f"{key} = [", *[f'  "{fmt(g)}",' for g in topo.groups(level)], "]"]
+    for x in reversed(lv.GROUPED):  # large to small; the nodes are the table above
+        if x.real_ids or (x.optional and not (clusters and x.name in topo.levels)):
+            continue
+        lines += [f"{x.key} = [", *[f'  "{fmt(g)}",' for g in topo.groups(x.name)], "]"]
     lines += ["", *_caches_table(topo), "[numa]", "distances = [", *["  [" + ", ".join(map(str, r)) + "]," for r in topo.distances], "]"]
     lines += [f"memory_mb = {min(topo.memory_mb)}", "", "[provenance]", f"machine = {_toml_str(topo.provenance.machine)}",
               f"derived_from = {_toml_str(topo.name)}",

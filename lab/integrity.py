@@ -39,11 +39,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import proc
+from . import proc, rundir
 from .errors import UserError
 from .limits import MAX_FIGURE_DIGITS, read_head
 from .paths import pid_alive
-from .render.qemu import BootFiles
+from .rundir import RunDir
 from .trace import parse_file
 
 # What the parser may skip in a phase's trace before the phase is not judged.  Zero: with
@@ -55,9 +55,8 @@ from .trace import parse_file
 TOLERATED_UNPARSED_LINES = 0  # lines that are neither events, comments nor LOST markers
 TOLERATED_MALFORMED_EVENTS = 0  # known events whose body does not match their format
 
-_FILES = BootFiles(Path())
-RESULTS_TAR = str(_FILES.results)  # the lab.out stream, as QEMU wrote it
-AGENT_LOG = str(_FILES.agent_log)  # what the agent said on lab.log
+RESULTS_TAR = rundir.RESULTS_TAR  # the lab.out stream, as QEMU wrote it
+AGENT_LOG = rundir.AGENT_LOG  # what the agent said on lab.log
 PHASES = "lab.phases"  # written in the guest by lib.sh: the phases started, one a line
 STEPS = "lab.steps"  # ... and the workload steps started
 
@@ -99,7 +98,7 @@ def said(lines: list[str], word: str) -> dict[str, str] | None:
 def agent_lines(run_dir: Path) -> list[str] | None:
     """What the agent said (agent.log), None when the run directory has no such file."""
     try:
-        return (run_dir / AGENT_LOG).read_text(errors="replace").splitlines()
+        return RunDir(run_dir).agent_log.read_text(errors="replace").splitlines()
     except OSError:
         return None
 
@@ -256,7 +255,10 @@ def need_for(record: Mapping[str, Any]) -> Need:
 
 
 @dataclass
-class Verdict:
+class Completeness:
+    """Whether what the guest sent back is complete (integrity.judge): problems, none when
+    the run may be judged.  (Not the run's verdict: runner.MajorityVerdict, expect.ViewVerdict.)"""
+
     problems: list[str] = field(default_factory=list)
     figures: dict[str, Any] = field(default_factory=dict)
 
@@ -270,11 +272,11 @@ class Verdict:
         return "; ".join(self.problems[:_SHOW]) + (f"; and {more} more (results.json)" if more > 0 else "")
 
 
-def judge(run_dir: Path, need: Need = NEW, *, buffer_kb: int | None = None, stream: Stream | None = None) -> Verdict:
+def judge(run_dir: Path, need: Need = NEW, *, buffer_kb: int | None = None, stream: Stream | None = None) -> Completeness:
     """Is what the guest sent back to *run_dir* complete?  Never raises on what is there.
     *stream*: the results stream as the boot already checked it (else it is checked here)."""
-    v = Verdict(figures={"tolerated": {"unparsed_lines": TOLERATED_UNPARSED_LINES, "malformed_events": TOLERATED_MALFORMED_EVENTS}})
-    out = run_dir / "out"
+    v = Completeness(figures={"tolerated": {"unparsed_lines": TOLERATED_UNPARSED_LINES, "malformed_events": TOLERATED_MALFORMED_EVENTS}})
+    out = run_dir / rundir.OUT
     try:  # what lab unpacked: regular files (a link or a FIFO here is nothing the guest sent)
         with os.scandir(out) as it:
             present = {e.name for e in it if e.is_file(follow_symlinks=False)}
@@ -283,7 +285,7 @@ def judge(run_dir: Path, need: Need = NEW, *, buffer_kb: int | None = None, stre
     lines = agent_lines(run_dir)
     if (need.finish or lines is not None) and said(lines or [], "done") is None:
         v.problems.append(f"the run did not finish: the guest agent never said done ({AGENT_LOG})")
-    tar = run_dir / RESULTS_TAR
+    tar = RunDir(run_dir).results_tar
     if stream is not None or need.finish or tar.exists():
         st = stream or check_stream(tar, lines or [], need_count=need.count)
         v.figures["stream"] = st.figures
@@ -388,7 +390,7 @@ def read_record(run_dir: Path) -> tuple[dict[str, Any] | None, str | None]:
     """results.json, or why there is none to go by."""
     import json
 
-    p = run_dir / "results.json"
+    p = run_dir / rundir.RESULTS
     try:
         text = p.read_text()
     except FileNotFoundError:

@@ -46,7 +46,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from . import atomic, junit, proc
+from . import atomic, junit, proc, rundir
 from .errors import LabError, UserError, unknown
 from .plan import VmOptions
 from .progress import Progress
@@ -54,7 +54,7 @@ from .progress import of as progress_of
 
 FORMAT = 1
 MATRIX_FILE = "matrix.json"
-JUNIT_FILE = "junit.xml"
+JUNIT_FILE = rundir.JUNIT  # the matrix's own, beside its cells' run directories
 SUMMARY_FILE = "summary.md"
 BACKENDS = ("qemu", "libvirt", "vng")
 STATUSES = ("PASS", "FAIL", "INCONCLUSIVE", "ERROR", "SKIP")

@@ -14,11 +14,12 @@ from pathlib import Path
 from typing import Any
 
 from . import arch as arch_mod
+from . import rundir
 from .errors import UserError
 from .topology import Topology
 
-PLAN_FILE = "plan.json"
-NUMBERING_FILE = "numbering.json"
+PLAN_FILE = rundir.PLAN
+NUMBERING_FILE = rundir.NUMBERING
 FORMAT = 2  # plan.json's layout; 1 (no "format" key) is still read
 
 
@@ -219,8 +220,9 @@ class VmPlan:
             "spec_numbering": self.topo.numbering,
             "guest_to_spec": list(self.guest_to_spec),
             "guest_node_to_spec": list(self.guest_node_to_spec),
-            "spec": ["results.json", "junit.xml", "verify.json", "what lab prints"],
-            "guest": ["out/", "guest/", "console.log", "agent.log", "what a `lab boot -- CMD` command prints"],
+            "spec": [rundir.RESULTS, rundir.JUNIT, rundir.VERIFY, "what lab prints"],
+            "guest": [f"{rundir.OUT}/", f"{rundir.GUEST}/", rundir.CONSOLE, rundir.AGENT_LOG,
+                      "what a `lab boot -- CMD` command prints"],
             "note": (
                 "guest_to_spec[g] is the spec's (the real machine's) id of guest CPU g. Files under "
                 "'guest' are as the guest kernel wrote them (raw traces, step output, sysfs "

@@ -12,7 +12,6 @@ QEMU is always stopped (backends.qemu).
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import signal
@@ -24,13 +23,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import atomic, integrity, junit, session, sysfs
+from . import integrity, junit, rundir, session, sysfs
 from . import scenario as sc
 from . import scheduler as scheduler_mod
 from .errors import InfraError, LostGuest, UserError
 from .image import initramfs
 from .plan import VmPlan
 from .progress import Progress
+from .rundir import RunDir
 from .stats import summary  # one definition of the spread, lab compare's (sample stddev)
 from .topology import Topology
 
@@ -194,7 +194,7 @@ def run_once(
             sl, sconfig, sfiles = scheduler_parts(sess, progress)
             layers += sl
             job = job_script(s, topo)
-            (run_dir / "job.sh").write_text(job)
+            (run_dir / rundir.JOB).write_text(job)
             t_boot = time.monotonic()
             from . import backends
             from .backends.qemu import GuestJob
@@ -205,8 +205,8 @@ def run_once(
             out.timing["boot_to_agent_s"] = round(res.ready_s or 0, 2)
             out.timing["vm_s"] = round(res.wall_s, 2)
             out.timing["prepare_s"] = round(t_boot - t0, 2)
-            if (res.out_dir / "guest").exists():
-                shutil.copytree(res.out_dir / "guest", run_dir / "guest", dirs_exist_ok=True)
+            if (res.out_dir / rundir.GUEST).exists():
+                shutil.copytree(res.out_dir / rundir.GUEST, run_dir / rundir.GUEST, dirs_exist_ok=True)
             out.integrity["finished"] = True
             _trace_dat(out, run_dir)
             stage("check")
@@ -220,7 +220,7 @@ def run_once(
     except LostGuest as e:
         _error(out, str(e))
         _stream_figures(out, run_dir)
-        (run_dir / "console.tail").write_text(e.detail)
+        (run_dir / rundir.CONSOLE_TAIL).write_text(e.detail)
     except UserError as e:  # bad input or a scenario's bug (ScenarioError): exits 2, the run directory keeps the message
         _error(out, str(e))
         raise
@@ -244,7 +244,7 @@ def judge(
     run passes the results stream the boot already checked (*stream*)."""
     sched_status, sched_why = "", ""
     if plan.scheduler is not None:  # a scheduler that never loaded: no workload ran
-        sched_status, sched_why = scheduler_mod.outcome(run_dir / "out", plan.scheduler.name, plan.scheduler.ops)
+        sched_status, sched_why = scheduler_mod.outcome(run_dir / rundir.OUT, plan.scheduler.name, plan.scheduler.ops)
         out.integrity["scheduler"] = sched_status or "kept"
         if sched_status == "ERROR":
             _error(out, sched_why)
@@ -263,7 +263,7 @@ def judge(
         _error(out, v.message)
         return
     out.checks = run_checks(s, plan, run_dir)
-    r = _result(s, plan, run_dir / "out", run_dir / "guest")
+    r = _result(s, plan, run_dir / rundir.OUT, run_dir / rundir.GUEST)
     try:
         out.expectations = sc.call_check(s, r)
     except sc.ScenarioError as e:  # check() raised, exited, hung or returned nothing judgeable
@@ -295,7 +295,7 @@ def run_checks(s: sc.Scenario, plan: VmPlan, run_dir: Path) -> dict[str, Any]:
     from .analysis import checks as ck
 
     traced = ck.Traced.of(s.events, s.filters)
-    r = sc.Result(s, plan.topo, plan, plan.kernel, run_dir / "out")
+    r = sc.Result(s, plan.topo, plan, plan.kernel, run_dir / rundir.OUT)
     out: dict[str, Any] = {}
     for phase in r.phases:
         hook = ""
@@ -379,8 +379,9 @@ def _error(out: RunOutcome, message: str) -> None:
 
 def _stream_figures(out: RunOutcome, run_dir: Path) -> None:
     """What of the results reached lab, when the boot failed after the guest started."""
-    if (run_dir / integrity.RESULTS_TAR).exists():
-        out.integrity["stream"] = integrity.check_stream(run_dir / integrity.RESULTS_TAR, integrity.agent_lines(run_dir) or []).figures
+    stream = RunDir(run_dir).results_tar
+    if stream.exists():
+        out.integrity["stream"] = integrity.check_stream(stream, integrity.agent_lines(run_dir) or []).figures
 
 
 @contextmanager
@@ -427,9 +428,10 @@ def write_results(out: RunOutcome, run_dir: Path, *, final: bool = True) -> None
     never leaves a half-written file."""
     if final:
         out.integrity = _finished_record(out.integrity)
-    atomic.write_text(run_dir / "results.json", json.dumps(out.to_dict(), indent=1, default=str), "the run's results")
+    rd = RunDir(run_dir)
+    rd.write_results(out.to_dict())
     if final:
-        atomic.write_text(run_dir / "junit.xml", junit.render([junit.run_suite([out])]), "the run's JUnit report")
+        rd.write_junit(junit.render([junit.run_suite([out])]))
 
 
 def _finished_record(integ: dict[str, Any]) -> dict[str, Any]:
@@ -438,7 +440,7 @@ def _finished_record(integ: dict[str, Any]) -> dict[str, Any]:
 
 
 @dataclass(frozen=True)
-class Verdict:
+class MajorityVerdict:
     """One verdict from up to *of* runs: the majority of their PASS/FAIL, decided as soon
     as one side has more than half of *of*; any ERROR run makes it an ERROR (nothing is
     judged on partial data), a SKIP a SKIP, an INCONCLUSIVE run an INCONCLUSIVE verdict
@@ -460,8 +462,8 @@ class Verdict:
         return {"status": self.status, "passed": self.passed, "failed": self.failed, "runs": self.runs, "of": self.of}
 
 
-def majority(outcomes: list[RunOutcome], of: int) -> Verdict:
-    """The verdict *outcomes* give so far, as one of up to *of* runs (see Verdict)."""
+def majority(outcomes: list[RunOutcome], of: int) -> MajorityVerdict:
+    """The verdict *outcomes* give so far, as one of up to *of* runs (see MajorityVerdict)."""
     statuses = [o.status for o in outcomes]
     p, f = statuses.count("PASS"), statuses.count("FAIL")
     if "ERROR" in statuses:
@@ -476,7 +478,7 @@ def majority(outcomes: list[RunOutcome], of: int) -> Verdict:
         status = "FAIL"
     else:  # no runs yet, or a tie: only while undecided, since *of* is odd
         status = "ERROR"
-    return Verdict(status, p, f, len(outcomes), of)
+    return MajorityVerdict(status, p, f, len(outcomes), of)
 
 
 def aggregate(outcomes: list[RunOutcome]) -> dict[str, Any]:
@@ -537,11 +539,11 @@ def recheck(run_dir: Path, scenario_file: str | None = None, topo: Topology | No
         return o
     # A scenario file the user gives is code they chose to run; the one results.json
     # names is data: a name in lab's catalog, never a path to import.
-    s = sc.load(scenario_file) if scenario_file else sc.load_recorded(name, f"{run_dir / 'results.json'}: scenario")
+    s = sc.load(scenario_file) if scenario_file else sc.load_recorded(name, f"{run_dir / rundir.RESULTS}: scenario")
     exprs = record.get("check_expressions") or []
     if not isinstance(exprs, list) or not all(isinstance(x, str) for x in exprs):
-        raise UserError(f"{run_dir / 'results.json'}: check_expressions must be a list of strings")
-    set_user_checks(s, exprs, where=f"{run_dir / 'results.json'}: ")
+        raise UserError(f"{run_dir / rundir.RESULTS}: check_expressions must be a list of strings")
+    set_user_checks(s, exprs, where=f"{run_dir / rundir.RESULTS}: ")
     o.scenario = s.name
     o.scenario_version = s.version
     was = record.get("scenario_version")

@@ -64,7 +64,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, ClassVar
 
-from . import analysis, cpulist, integrity, paths
+from . import analysis, cpulist, integrity, levels, paths
 from .errors import UserError, unknown
 from .limits import MAX_FIGURE_DIGITS, MAX_RESULT_BYTES, read_file
 from .topology import Topology
@@ -100,25 +100,20 @@ class Requirement:
 
 
 def _count(topo: Topology, what: str) -> int:
-    if what == "sockets":
-        return len(topo.groups("socket"))
-    if what == "nodes":
-        return topo.n_nodes
-    if what == "llcs":
-        return len(topo.groups("llc"))
-    if what == "llcs_per_socket":
-        return min(len({topo.cpu(c).llc for c in s}) for s in topo.groups("socket"))
-    if what == "llcs_per_node":
-        return min(len({topo.cpu(c).llc for c in topo.node_cpus(n)}) for n in topo.node_ids)
-    if what == "clusters_per_llc":
-        if not topo.has_clusters:
-            return 1
-        return min(len({topo.cpu(c).cluster for c in g}) for g in topo.groups("llc"))
+    """A count by levels' plurals (lab.levels): "llcs" (the machine's LLCs),
+    "llcs_per_socket" (the fewest in any socket); and "cpus", "threads_per_core"."""
     if what == "cpus":
         return topo.n_cpus
     if what == "threads_per_core":
         return topo.threads_per_core
-    raise ValueError(f"unknown count {what!r}")
+    inner, _, outer = what.partition("_per_")
+    child = levels.BY_KEY.get(inner)
+    parent = levels.BY_KEY.get(f"{outer}s") if outer else levels.BY_NAME["machine"]
+    if child is None or parent is None or child.attr is None:
+        raise ValueError(f"unknown count {what!r}")
+    if child.name not in topo.levels:
+        return 1  # a level the machine lacks (clusters): one per parent, as the kernel sees it
+    return min(len({levels.group_key(child.name, topo.cpu(c)) for c in g}) for g in topo.groups(parent.name))
 
 
 def at_least(what: str, n: int) -> Requirement:

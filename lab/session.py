@@ -4,17 +4,14 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import re
-import shlex
 import shutil
 import sys
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import atomic
 from . import host as host_mod
+from . import rundir
 from . import scheduler as scheduler_mod
 from .errors import UserError, storage_error
 from .kernel.artifact import KernelArtifact
@@ -22,6 +19,7 @@ from .paths import runs_dir
 from .plan import SchedulerRef, VmOptions, VmPlan
 from .progress import Progress
 from .render import qemu as render
+from .rundir import RunDir
 from .scheduler import Scheduler
 from .topology import Topology
 
@@ -121,10 +119,6 @@ def features(kernel: KernelArtifact) -> frozenset[str]:
     return frozenset(out)
 
 
-def _slug(s: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", s)[:40]
-
-
 def runs_folder(base: Path | None = None) -> Path:
     """The runs folder (*base*, else the default), made if needed: a bad one is refused
     before anything is built or booted."""
@@ -139,8 +133,7 @@ def runs_folder(base: Path | None = None) -> Path:
 
 def new_run_dir(kind: str, topo: Topology, kernel_label: str, base: Path | None = None) -> Path:
     base = runs_folder(base)
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    name = f"{stamp}-{_slug(kind)}-{_slug(topo.name)}-{_slug(kernel_label)}"
+    name = rundir.label(kind, topo.name, kernel_label)
     d, n = base / name, 1
     while True:  # mkdir is the test: two lab processes never share a run directory
         try:
@@ -157,7 +150,7 @@ def new_run_dir(kind: str, topo: Topology, kernel_label: str, base: Path | None 
     # Every run directory starts with the lab command that reproduces it.
     args = ARGV if ARGV is not None else sys.argv[1:]
     with _removed_on_failure(d):
-        atomic.write_text(d / "command", shlex.join(["lab", *args]) + "\n", "the run's command")
+        RunDir(d).write_command(args)
     return d
 
 

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Literal
 
 from . import cpulist
+from . import levels as lv
 from .errors import UserError
 from .limits import (
     MAX_CAPTURE_BYTES,
@@ -91,15 +92,10 @@ class CpuView:
     domains: list[Domain] = field(default_factory=list)
     capacity: int | None = None  # cpu_capacity (arm64; differs on big.LITTLE machines)
 
-    def siblings(self, kind: str) -> tuple[int, ...] | None:
-        """'thread', 'cluster', 'die', 'package' sibling lists, under any of their sysfs names."""
-        names = {
-            "thread": ("thread_siblings_list", "core_cpus_list"),
-            "cluster": ("cluster_cpus_list",),
-            "die": ("die_cpus_list",),
-            "package": ("package_cpus_list", "core_siblings_list"),
-        }[kind]
-        for n in names:
+    def siblings(self, level: str) -> tuple[int, ...] | None:
+        """The CPUs of this CPU's group at *level* ('core': its SMT siblings, 'cluster',
+        'socket', or 'die'), under any of the level's sysfs names (lab.levels)."""
+        for n in lv.sysfs_lists(level):
             if n in self.lists:
                 return self.lists[n]
         return None
@@ -494,7 +490,7 @@ def capture_view(files: dict[str, str], path: str, links: list[str] | None = Non
     if not any(cv.package is not None for cv in view.cpus.values()):
         hint = f"; symbolic links are not followed ({links[0]})" if links else ""
         raise UserError(f"{path}: capture has no CPU topology files (needs {REQUIRED}){hint}")
-    missing = [c for c in view.online if view.cpus.get(c) is None or view.cpus[c].siblings("thread") is None]
+    missing = [c for c in view.online if view.cpus.get(c) is None or view.cpus[c].siblings("core") is None]
     if missing:
         raise UserError(
             f"{path}: capture is missing topology/thread_siblings_list (or thread_siblings, core_cpus_list) "

@@ -213,8 +213,8 @@ def compare(
         same = got_d is not None and tuple(got_d) == want_d
         rows.append(Row(f"node {n} distances", " ".join(map(str, want_d)), "same" if same else (" ".join(map(str, got_d)) if got_d else "missing"),
                         "same" if same else "differs"))  # fmt: skip
-    rows.append(_group_row("SMT siblings", cpus, _lists(capture, cpus, lambda cv: cv.siblings("thread")),
-                           _lists(g, cpus, lambda cv: cv.siblings("thread"))))  # fmt: skip
+    rows.append(_group_row("SMT siblings", cpus, _lists(capture, cpus, lambda cv: cv.siblings("core")),
+                           _lists(g, cpus, lambda cv: cv.siblings("core"))))  # fmt: skip
     rows.append(_group_row("packages", cpus, _by_id(capture, cpus, "package"), _by_id(g, cpus, "package")))
     if any(capture.cpus[c].siblings("cluster") for c in cpus if c in capture.cpus):
         rows.append(_group_row("clusters", cpus, _lists(capture, cpus, lambda cv: cv.siblings("cluster")),

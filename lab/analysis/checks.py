@@ -35,6 +35,7 @@ from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any
 
+from .. import levels
 from ..topology import Topology
 from ..trace.events import (
     Event,
@@ -653,7 +654,7 @@ _COLUMNS: dict[str, tuple[str, tuple[str, ...], str, str]] = {
     "wakeup-latency": ("wakeup_latency", ("p50", "p90", "p99", "max"), "p99", "duration"),
     "affinity": ("affinity", ("violations",), "violations", "count"),
     "fairness": ("fairness", ("cv", "max/min"), "cv", "number"),
-    "migrations": ("migrations", ("total", "core", "cluster", "llc", "node", "socket", "machine"), "total", "rate"),
+    "migrations": ("migrations", ("total", *levels.NAMES), "total", "rate"),
 }
 _UNITS = {  # unit -> what the number is divided by (so '5us' is 5e-06 exactly, as figures are)
     "duration": {"": 1.0, "s": 1.0, "ms": 1e3, "us": 1e6},

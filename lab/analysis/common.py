@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from typing import Any
 
+from .. import levels as lv
 from ..topology import Topology
 
 CpuMap = Callable[[int], int]
@@ -85,10 +86,10 @@ def group_ids(topo: Topology, level: str) -> dict[int, int]:
     Nodes keep their real ids; other levels are numbered by position in
     ``topo.groups(level)`` (ordered by first CPU), which is stable for a spec.
     """
-    if level == "node":
-        return {c.id: c.node for c in topo.cpus}
     if level == "cpu":
         return {c.id: c.id for c in topo.cpus}
+    if lv.get(level).real_ids:
+        return {c.id: lv.group_key(level, c) for c in topo.cpus}
     out: dict[int, int] = {}
     for i, group in enumerate(topo.groups(level)):
         for cpu in group:

@@ -16,6 +16,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from .. import levels as lv
 from ..topology import Topology
 from ..trace.events import (
     Event,
@@ -641,8 +642,10 @@ class Migrations:
 
     def table(self, node: int = 0) -> MigrationTable:
         same_node = self.total - self.cross_node
-        core = self.by_level.get("core", 0)
-        llc = self.by_level.get("cluster", 0) + self.by_level.get("llc", 0)
+        def within(cls: str) -> int:
+            return sum(self.by_level.get(x.name, 0) for x in lv.LEVELS if x.within == cls)
+
+        core, llc = within("same core"), within("same LLC")
         return MigrationTable(
             node=node,
             samecore=core,

@@ -17,6 +17,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from .. import rundir
+
 
 class Monitor:
     """The QMP socket QEMU made at *path* (render.qemu.BootFiles.monitor, in the run dir)."""
@@ -151,6 +153,6 @@ def diagnose(mon: Monitor, run_dir: Path, system_map: Path | None = None) -> str
     text = mon.registers()
     if text is None:
         return "QEMU did not answer its monitor within 5 s (the emulator is stuck, not only the guest)"
-    dest = run_dir / "lost.registers"
+    dest = run_dir / rundir.LOST_REGISTERS
     dest.write_text(text)
     return f"{summary(parse_registers(text), symbol=Symbols(system_map))} (registers: {dest})"

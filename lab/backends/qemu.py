@@ -9,11 +9,9 @@ finishes, is killed and reported as LostGuest with the console tail.
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import os
 import re
-import shlex
 import signal
 import tarfile
 import time
@@ -21,7 +19,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
-from .. import cpulist, integrity, proc
+from .. import cpulist, integrity, proc, rundir
 from .. import host as host_mod
 from .. import progress as progress_mod
 from ..errors import InfraError, LostGuest, UserError
@@ -30,6 +28,7 @@ from ..kernel.artifact import KernelArtifact
 from ..plan import VmPlan
 from ..progress import Progress
 from ..render import qemu as render
+from ..rundir import RunDir
 from . import monitor
 
 log = logging.getLogger(__name__)
@@ -232,7 +231,7 @@ def boot(
     files = prepare(plan, kernel, run_dir, job)
     assert files.console and files.agent_log and files.results and files.monitor
     argv = render.argv(plan, files)
-    (run_dir / "qemu.argv").write_text(shlex.join(argv) + "\n")
+    RunDir(run_dir).write_argv(argv)
     console = run_dir / files.console
     with Stages(progress_mod.of(progress), plan, kernel, job) as stages:
 
@@ -308,10 +307,10 @@ def _boot(
         break
     wall = time.monotonic() - t0
     if returncode not in (0, None):
-        msg = (run_dir / "qemu.stderr").read_text(errors="replace").strip().splitlines()
+        msg = (run_dir / rundir.QEMU_STDERR).read_text(errors="replace").strip().splitlines()
         msg = [m for m in msg if "TCG doesn't support" not in m]
         raise InfraError(
-            f"QEMU exited with status {returncode}: {msg[-1] if msg else 'no message'} (argv: {run_dir / 'qemu.argv'})"
+            f"QEMU exited with status {returncode}: {msg[-1] if msg else 'no message'} (argv: {run_dir / rundir.QEMU_ARGV})"
         )
     return collect(plan, run_dir, files, said, argv, wall, lost_boots=lost_boots)
 
@@ -347,7 +346,7 @@ def collect(
     checked whole (nothing is judged on part of them), and boot.json."""
     assert files.console and files.agent_log and files.results
     console = run_dir / files.console
-    out_dir = run_dir / "out"
+    out_dir = run_dir / rundir.OUT
     lines = [line for _, line in said.events]
     stream = integrity.check_stream(run_dir / files.results, lines)
     ignored = _extract(run_dir / files.results, out_dir)  # what arrived is kept, complete or not
@@ -366,7 +365,7 @@ def collect(
     }  # fmt: skip
     if lost_boots:
         doc["lost_boots"] = lost_boots  # booted again: see BOOT_ATTEMPTS
-    (run_dir / "boot.json").write_text(json.dumps(doc, indent=1))
+    RunDir(run_dir).write_boot(doc)
     if stream.problem:  # nothing is judged on part of the results
         raise InfraError(f"{stream.problem} ({run_dir / files.results}; the agent's log: {run_dir / files.agent_log})")
     return result
@@ -574,5 +573,5 @@ def interactive(plan: VmPlan, kernel: KernelArtifact, run_dir: Path, layers: tup
     job = GuestJob(layers=tuple(x for x in layers if x is not None))
     files = prepare(plan, kernel, run_dir, job, interactive=True)
     argv = render.argv(plan, files)
-    (run_dir / "qemu.argv").write_text(shlex.join(argv) + "\n")
+    RunDir(run_dir).write_argv(argv)
     return proc.run(argv, cwd=run_dir, capture=False, check=False).returncode

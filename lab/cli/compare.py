@@ -77,7 +77,7 @@ def compare_cmd(what, topo, kernels, repeat: int, as_json: bool, stored: bool, *
     if as_json:
         click.echo(json.dumps(doc, indent=1))
     else:
-        from ..render import compare as render
+        from ..report import compare as render
 
         click.echo(render.text(doc), nl=False)
     if not doc["verdict"]["a"]["runs"] or not doc["verdict"]["b"]["runs"]:
@@ -93,7 +93,7 @@ def _run_interleaved(scenario_name: str, topo, vms, repeat: int) -> dict:
     from .. import compare, progress, runner, session, topology
     from .. import scenario as sc
     from ..errors import UserError
-    from ..render import compare as render
+    from ..report import compare as render
 
     s = sc.load(scenario_name)
     topo = topo or topology.load(s.topologies[0])

@@ -8,6 +8,7 @@ from typing import Any
 
 import click
 
+from ..report import verdicts
 from .common import RUNS, console, text_format_option
 from .vm import scheduler_option, vm_options
 
@@ -258,21 +259,8 @@ def _standing(outs, repeat: int, per_verdict: int):
     return next((o for o in reversed(outs) if o.status == v.status), outs[-1])
 
 
-def _mark(status: str) -> str:
-    return f"[{ {'PASS': 'green', 'INCONCLUSIVE': 'yellow'}.get(status, 'red') }]{status}[/]"
-
-
-def _fig(v) -> str:
-    if isinstance(v, float):
-        return f"{v:.3g}"
-    if isinstance(v, (list, tuple)):
-        return ",".join(map(str, v))
-    return str(v)
-
-
 def _show(o) -> None:
     from rich.markup import escape
-    from rich.table import Table
 
     c = console()
     for n in o.notes:
@@ -283,24 +271,7 @@ def _show(o) -> None:
         if o.run_dir:
             c.print(f"run dir: {o.run_dir}", markup=False, highlight=False)
         return
-    t = Table(title=f"lab run {o.scenario} --topology {o.topology} --kernel {o.kernel}", title_justify="left")
-    t.add_column("expectation")
-    t.add_column("result")
-    t.add_column("figures")
-    for e in o.expectations:
-        t.add_row(escape(e.name), _mark(e.status), escape("  ".join(f"{k}={_fig(v)}" for k, v in e.figures.items())))
-    c.print(t)
-    for e in o.expectations:
-        if e.status != "PASS":
-            c.print(f"{_mark(e.status)} {escape(e.name)}")
-            if e.inconclusive:
-                c.print(f"  cause: {escape(e.inconclusive)}")
-            elif e.note:
-                c.print(f"  why: {escape(e.note)}")
-            for line in e.evidence[:12]:
-                c.print(f"  {line}", markup=False, highlight=False)
-            if len(e.evidence) > 12:
-                c.print(f"  ... {len(e.evidence) - 12} more in results.json")
+    verdicts.show(c, o.expectations, f"lab run {o.scenario} --topology {o.topology} --kernel {o.kernel}")
     if o.checks:
         from ..analysis.checks import format_checks
 
@@ -308,12 +279,12 @@ def _show(o) -> None:
             c.print(line, markup=False, highlight=False)
     tm = o.timing
     if o.status == "INCONCLUSIVE":
-        c.print(f"{_mark(o.status)}: the emulation, not the scheduler, decided this outcome: {escape(o.message)}")
+        c.print(f"{verdicts.mark(o.status)}: the emulation, not the scheduler, decided this outcome: {escape(o.message)}")
     if not tm:
-        c.print(f"{_mark(o.status)}  (rechecked) run dir {o.run_dir}")
+        c.print(f"{verdicts.mark(o.status)}  (rechecked) run dir {o.run_dir}")
         return
     c.print(
-        f"{_mark(o.status)}  boot to agent {tm.get('boot_to_agent_s', 0):.1f}s, "
+        f"{verdicts.mark(o.status)}  boot to agent {tm.get('boot_to_agent_s', 0):.1f}s, "
         f"VM {tm.get('vm_s', 0):.1f}s, total {tm.get('wall_s', 0):.1f}s; run dir {o.run_dir}"
     )
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import click
 
+from .. import rundir
 from .common import OUTPUT, RUNS, SECONDS, TOPOLOGY, console, text_format_option
 from .vm import vm_options
 
@@ -273,7 +274,7 @@ def diff(capture: Path, vm, as_json: bool, timeout: float, runs) -> None:
     atomic.write_text(run_dir / f"{name}.toml", text, "the imported spec")
     with p.step("diff", name):
         res = backends.boot(s.plan, s.kernel, run_dir, timeout=timeout, progress=p)
-    guest = sysfs.read_snapshot(res.out_dir / "guest")
+    guest = sysfs.read_snapshot(res.out_dir / rundir.GUEST)
     d = topodiff.compare(view, tp, s.plan, guest, cluster_level=s.cluster_level)
     doc = {
         "capture": str(capture),

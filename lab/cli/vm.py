@@ -11,8 +11,10 @@ import time
 
 import click
 
+from .. import rundir
 from ..image.tools import DEFAULT_TOOLS
 from ..render.qemu import HOTPLUG_BRINGUP_ABOVE
+from ..rundir import RunDir
 from .common import CPU_MODEL, QEMU_CHOICE, RUNS, SECONDS, TOOLS, TOPOLOGY, console
 
 KERNEL_HELP = "debian (Debian's prebuilt, the default), a recipe, a store id, or a path to a bzImage/Image."
@@ -244,7 +246,7 @@ def guest_script(cmd: tuple[str, ...] | list[str]) -> str:
 def verify(topology, vm, as_json: bool, strict: bool, timeout: float, runs) -> None:
     """Boot TOPOLOGY and check that the guest kernel sees it: nodes, distances,
     siblings, caches and every CPU's sched-domain tree.  Exit 1 on a mismatch."""
-    from .. import atomic, backends, expect, progress, session, sysfs
+    from .. import backends, expect, progress, session, sysfs
 
     t0 = time.monotonic()
     p = progress.for_cli()  # stderr only: stdout is the table or the JSON
@@ -252,7 +254,7 @@ def verify(topology, vm, as_json: bool, strict: bool, timeout: float, runs) -> N
     run_dir = session.open_run("verify", s)
     with p.step("verify", topology.name):
         res = backends.boot(s.plan, s.kernel, run_dir, timeout=timeout, progress=p)
-    view = sysfs.read_snapshot(res.out_dir / "guest")
+    view = sysfs.read_snapshot(res.out_dir / rundir.GUEST)
     vd = expect.verify(topology, s.plan, view, cluster_level=s.cluster_level)
     wall = time.monotonic() - t0
     ok = vd.ok(strict)
@@ -275,7 +277,7 @@ def verify(topology, vm, as_json: bool, strict: bool, timeout: float, runs) -> N
         "run_dir": str(run_dir),
         "ok": ok,
     }
-    atomic.write_text(run_dir / "verify.json", json.dumps(doc, indent=1), "the verify report")
+    RunDir(run_dir).write_verify(doc)
     if as_json:
         click.echo(json.dumps(doc, indent=1))
     else:

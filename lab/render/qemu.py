@@ -13,7 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from .. import emulators
+from .. import emulators, rundir
+from .. import levels as lv
 from ..errors import UserError
 from ..host import Host
 from ..plan import KernelRef, VmOptions, VmPlan
@@ -352,10 +353,11 @@ def _x86(topo: Topology, version, acc: str, cpu_model: str, host: Host, notes: l
     if acc == "kvm" and vendor == "amd":
         cpu += ",topoext=on"
     dies, cores = x86_dies_cores(topo)
-    per = f"modules={modules},cores={cores // modules}" if modules > 1 else f"cores={cores}"
-    smp = f"{topo.n_cpus},sockets={s.sockets},dies={dies},{per},threads={s.threads_per_core}"
-    if dies == 1:
-        smp = f"{topo.n_cpus},sockets={s.sockets},{per},threads={s.threads_per_core}"
+    # -smp counts per level (LEVELS names the word): dies (one per LLC) and modules
+    # (clusters) only when there are several.
+    counts = {"socket": s.sockets, "llc": dies, "cluster": modules, "core": cores // modules}
+    smp = lv.smp("x86_64", topo.n_cpus, {k: n for k, n in counts.items() if n > 1 or k in ("socket", "core")},
+                 s.threads_per_core)  # fmt: skip
     # Nodes are whole sockets (or span several): one "-numa cpu" per socket.  Nodes
     # inside a socket are groups of dies (one die per LLC): one per (socket, die).  A die
     # that spans nodes (sub-NUMA clustering: one L3 per socket) is split per core: QEMU
@@ -461,10 +463,9 @@ def _arm64(topo: Topology, version, acc: str, cpu_model: str):
         )
     if topo.has_clusters and version < QEMU_ARM_CLUSTERS:
         raise UserError(f"{topo.name}: arm64 clusters need QEMU {_v(QEMU_ARM_CLUSTERS)}")
-    smp = (
-        f"{topo.n_cpus},sockets={s.sockets},clusters={s.llcs_per_socket * s.clusters_per_llc},"
-        f"cores={s.cores_per_cluster},threads={s.threads_per_core}"
-    )
+    # arm64's -smp has no dies: a socket's LLCs and their clusters are all clusters.
+    counts = {"socket": s.sockets, "cluster": s.llcs_per_socket * s.clusters_per_llc, "core": s.cores_per_cluster}
+    smp = lv.smp("arm64", topo.n_cpus, counts, s.threads_per_core)
     guest_node = {n: i for i, n in enumerate(topo.node_ids)}
     numa_cpu = []
     seen = set()
@@ -493,18 +494,18 @@ class BootFiles:
     path stays under the 108 bytes a unix socket path may have."""
 
     kernel: Path  # what -kernel gets (see backends.qemu.boot_image())
-    initrd: Path = Path("initrd.cpio")
+    initrd: Path = Path(rundir.INITRD)
     dtb: Path | None = None  # arm64: the device tree with the spec's caches and CPU order
-    console: Path | None = Path("console.log")  # None: the console is this terminal
-    agent_log: Path | None = Path("agent.log")  # virtio-serial port lab.log
-    results: Path | None = Path("results.tar")  # virtio-serial port lab.out
-    monitor: Path | None = Path("qmp.sock")  # QMP, asked where the vCPUs are if the guest is lost
+    console: Path | None = Path(rundir.CONSOLE)  # None: the console is this terminal
+    agent_log: Path | None = Path(rundir.AGENT_LOG)  # virtio-serial port lab.log
+    results: Path | None = Path(rundir.RESULTS_TAR)  # virtio-serial port lab.out
+    monitor: Path | None = Path(rundir.QMP)  # QMP, asked where the vCPUs are if the guest is lost
 
 
 def boot_files(p: VmPlan, kernel: Path, *, interactive: bool = False) -> BootFiles:
     """The files of a boot of *p* with the kernel image *kernel*: a batch boot reports
     over virtio-serial; an interactive one has the console on this terminal."""
-    dtb = Path("machine.dtb") if p.dt_caches else None
+    dtb = Path(rundir.DTB) if p.dt_caches else None
     if interactive:
         return BootFiles(kernel, dtb=dtb, console=None, agent_log=None, results=None, monitor=None)
     return BootFiles(kernel, dtb=dtb)

@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import IO, Any
 
-from .. import __version__, atomic
+from .. import __version__, atomic, rundir
 from ..errors import UserError, storage_error
 from ..limits import size as show_size
 
@@ -61,11 +61,8 @@ MAX_MANIFEST_BYTES = 16 << 20
 
 # The run directory's files a bundle carries (everything else lab writes there is
 # transient: the results tar, sockets, the initramfs).
-RUN_FILES = (
-    "command", "plan.json", "qemu.argv", "boot.json", "console.log", "console.tail", "qemu.stderr",
-    "agent.log", "job.sh", "results.json", "junit.xml", "lost.registers",
-)  # fmt: skip
-RUN_DIRS = ("out", "guest")
+RUN_FILES = rundir.FILES
+RUN_DIRS = rundir.DIRS
 # What the manifest's keys that name a member may name: (folder, ending).
 MEMBER_KEYS = {"topology": ("topology", ".toml"), "scenario": ("scenario", ".py")}
 
@@ -149,7 +146,7 @@ def make(run_dir: Path, out: Path) -> dict[str, Any]:
         "scenario_name": results.get("scenario"),
         "topology_name": plan.topo.name,
         "status": results.get("status"),
-        "command": _read_text(run_dir / "command").strip(),
+        "command": _read_text(run_dir / rundir.COMMAND).strip(),
         "accel": plan.accel,
         "accel_reason": plan.accel_reason,
         "qemu_version": ".".join(map(str, plan.qemu_version)),

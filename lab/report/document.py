@@ -10,7 +10,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .. import levels as lv
 from ..errors import UserError
+from ..rundir import RunDir
 from ..topology import Topology
 
 # How many tasks get a colour of their own in the timeline (the busiest); the rest are
@@ -77,11 +79,7 @@ def migration_class(level: str, src_node: int, dst_node: int) -> str:
     """A migration's class by the smallest level both CPUs share (lab.analysis's level)."""
     if src_node != dst_node:
         return "cross-node"
-    if level in ("cpu", "core"):
-        return "same core"
-    if level in ("cluster", "llc"):
-        return "same LLC"
-    return "same node"
+    return "same core" if level == "cpu" else lv.get(level).within
 
 
 def load_run(run_dir: Path, topo: Topology | None = None, source: str = "", stored: bool = False) -> RunDoc:
@@ -91,6 +89,7 @@ def load_run(run_dir: Path, topo: Topology | None = None, source: str = "", stor
     the stored one."""
     from ..plan import VmPlan, read_plan_json
 
+    rd = RunDir(run_dir)
     if topo is None:
         plan = VmPlan.read(run_dir)  # names a folder that is no run directory first
     from ..integrity import read_record, unfinished
@@ -111,12 +110,12 @@ def load_run(run_dir: Path, topo: Topology | None = None, source: str = "", stor
     elif stored or str(res.get("verdict_source", "")).startswith("stored"):
         verdict_note = f"verdict as stored in results.json, not re-judged{'' if stored else ' (' + str(res.get('verdict_source')) + ')'}"
     if topo is not None:
-        plan = VmPlan.from_dict(read_plan_json(run_dir / "plan.json"), topo, where=str(run_dir / "plan.json"))
+        plan = VmPlan.from_dict(read_plan_json(rd.plan), topo, where=str(rd.plan))
     info = res.get("kernel_info")
     kernel = {**(plan.kernel.to_dict() if plan.kernel else {}), **(info if isinstance(info, dict) else {})}
     kernel.pop("image", None)
-    command = (run_dir / "command").read_text(errors="replace").strip() if (run_dir / "command").is_file() else ""
-    migr, tl = _trace(run_dir / "out", plan)
+    command = rd.read_command()
+    migr, tl = _trace(rd.out, plan)
     return RunDoc(
         scenario=str(res.get("scenario", "?")),
         topology=plan.topo,
@@ -256,7 +255,7 @@ def load_compare(path: Path) -> CompareDoc:
     for side in ("a", "b"):
         found = None
         for d in doc["sides"][side].get("run_dirs") or []:
-            if d and (Path(d) / "results.json").is_file() and (Path(d) / "plan.json").is_file():
+            if d and RunDir(Path(d)).is_run():
                 try:
                     # the runs as the comparison counted them: its verdicts are the document's
                     found = load_run(Path(d), source=d, stored=True)

@@ -11,8 +11,13 @@ import textwrap
 from html import escape
 from typing import Any
 
+from .. import levels
 from ..topology import Topology
+from . import verdicts
+from .compare import num, p_text, pct
+from .compare import text as compare_text_of
 from .document import MIGRATION_CLASSES, CompareDoc, RunDoc, Timeline
+from .verdicts import ascii_table, figures
 
 WIDTH = 80  # a mail's line
 FORMATS = ("text", "markdown", "html")
@@ -27,23 +32,29 @@ def render(doc: RunDoc | CompareDoc, fmt: str) -> str:
 # ---- shared words ------------------------------------------------------------------------------
 
 
+def _level_counts(t: Topology, smallest: str) -> list[str]:
+    """"2 sockets", "4 nodes", ... for each level the machine has, large to small, down to
+    *smallest* (lab.levels' words)."""
+    out = []
+    for x in reversed(levels.GROUPED):
+        if x.name in t.levels:
+            out.append(f"{len(t.groups(x.name))} {x.plural}")
+        if x.name == smallest:
+            break
+    return out
+
+
 def machine_line(t: Topology) -> str:
     """The machine in one line: name, CPU, and the count at each level."""
-    n = {lv: len(t.groups(lv)) for lv in ("socket", "node", "llc", "cluster", "core")}
     fam = f" family {t.family:#x}" if t.family is not None else ""
-    parts = [f"{n['socket']} sockets", f"{n['node']} nodes", f"{n['llc']} LLCs"]
-    if t.has_clusters:
-        parts.append(f"{n['cluster']} clusters")
-    parts += [f"{n['core']} cores", f"{t.n_cpus} CPUs" + (f" (SMT{t.threads_per_core})" if t.smt else "")]
+    parts = _level_counts(t, "core")
+    parts += [f"{t.n_cpus} CPUs" + (f" (SMT{t.threads_per_core})" if t.smt else "")]
     return f"{t.name} ({t.vendor}{fam}, {t.arch}): " + ", ".join(parts)
 
 
 def machine_counts(t: Topology) -> str:
     """The machine in one line of a mail: its name and the count at each level."""
-    n = {lv: len(t.groups(lv)) for lv in ("socket", "node", "llc", "cluster")}
-    parts = [t.name, f"{n['socket']} sockets", f"{n['node']} nodes", f"{n['llc']} LLCs"]
-    if t.has_clusters:
-        parts.append(f"{n['cluster']} clusters")
+    parts = [t.name, *_level_counts(t, "cluster")]
     parts.append(f"{t.n_cpus} CPUs" + (f" (SMT{t.threads_per_core})" if t.smt else ""))
     return ", ".join(parts)
 
@@ -60,19 +71,6 @@ def kernel_line(k: dict[str, Any]) -> str:
     if k.get("git_describe"):
         out += f", tree at {k['git_describe']}, uncommitted diff {k.get('diff_sha256', '?')}"
     return out
-
-
-def fig(v: Any) -> str:
-    if isinstance(v, float):
-        return f"{v:.4g}"
-    if isinstance(v, (list, tuple)):
-        return ",".join(map(str, v))
-    return str(v)
-
-
-def figures(e: dict[str, Any]) -> str:
-    f = e.get("figures") or {}
-    return "  ".join(f"{k}={fig(v)}" for k, v in f.items()) if isinstance(f, dict) else ""
 
 
 def verdict_line(doc: RunDoc) -> str:
@@ -112,22 +110,6 @@ def _command(cmd: str) -> list[str]:
     return [ln[:WIDTH] for ln in lines]
 
 
-def ascii_table(headers: list[str], rows: list[list[str]], widths: list[int], right: tuple[int, ...] = ()) -> list[str]:
-    """A plain ASCII table whose columns are *widths* wide (cells wrap inside them)."""
-    def line(cells: list[str]) -> list[str]:
-        wrapped = [textwrap.wrap(c, w, break_on_hyphens=False) or [""] for c, w in zip(cells, widths, strict=True)]
-        out = []
-        for i in range(max(map(len, wrapped))):
-            parts = []
-            for j, (col, w) in enumerate(zip(wrapped, widths, strict=True)):
-                cell = col[i] if i < len(col) else ""
-                parts.append(cell.rjust(w) if j in right else cell.ljust(w))
-            out.append("  ".join(parts).rstrip())
-        return out
-
-    return [*line(headers), "  ".join("-" * w for w in widths), *(x for r in rows for x in line(r))]
-
-
 def text(doc: RunDoc) -> str:
     out = [f"lab run {doc.scenario} on {doc.topology.name}: {doc.status}", ""]
     out += _field("Machine", machine_counts(doc.topology))
@@ -137,22 +119,7 @@ def text(doc: RunDoc) -> str:
     out += _field("Verdict", verdict_line(doc))
     out += ["Command:", *_command(doc.command or "?"), ""]
     if doc.expectations:
-        rows = [[str(e.get("name", "")), str(e.get("status", "")), figures(e)] for e in doc.expectations]
-        wide = any(e.get("status") == "INCONCLUSIVE" for e in doc.expectations)
-        out += ascii_table(["expectation", "result", "figures"], rows, [32, 12, 32] if wide else [36, 6, 34])
-        for e in doc.expectations:
-            if e.get("status") not in ("FAIL", "INCONCLUSIVE"):
-                continue
-            out += ["", *textwrap.wrap(f"{e.get('status')} {e.get('name')}", WIDTH)]
-            if e.get("inconclusive"):
-                out += textwrap.wrap(f"cause: {e['inconclusive']}", WIDTH, initial_indent="  ", subsequent_indent="    ")
-            elif e.get("note"):
-                out += textwrap.wrap(f"why: {e['note']}", WIDTH, initial_indent="  ", subsequent_indent="    ")
-            ev = [str(x) for x in e.get("evidence") or []]
-            for x in ev[:12]:
-                out += textwrap.wrap(x, WIDTH, initial_indent="  ", subsequent_indent="    ") or [""]
-            if len(ev) > 12:
-                out.append(f"  ... {len(ev) - 12} more in results.json")
+        out += verdicts.text(doc.expectations, WIDTH)
         out.append("")
     if doc.migrations:
         out += ["Migrations (sched_migrate_task, every task), by the level the CPUs share:"]
@@ -215,15 +182,9 @@ PALETTE = ("#0072b2", "#e69f00", "#009e73", "#cc79a7", "#56b4e9", "#d55e00",
            "#f0e442", "#8c564b", "#7f7f7f", "#bcbd22", "#17becf", "#9467bd")  # fmt: skip
 OTHER = "#c8c8c8"
 CLASS_COLOUR = {"same core": "#2ca02c", "same LLC": "#1f77b4", "same node": "#ff7f0e", "cross-node": "#d62728"}
-# lstopo's colours for each kind of box.
-BOX = {
-    "machine": ("#ffffff", "Machine"),
-    "socket": ("#dedede", "Package"),
-    "node": ("#efdfde", "NUMANode"),
-    "llc": ("#ffffff", "L3"),
-    "cluster": ("#e8e8f0", "Cluster"),
-    "core": ("#bebebe", "Core"),
-}
+# lstopo's colours for each kind of box, and its names (lab.levels' hwloc types).
+BOX_COLOUR = {"machine": "#ffffff", "socket": "#dedede", "node": "#efdfde", "llc": "#ffffff", "cluster": "#e8e8f0", "core": "#bebebe"}
+BOX = {x.name: (BOX_COLOUR.get(x.name, "#ffffff"), x.hwloc) for x in levels.LEVELS}
 PU = (42, 22)  # a CPU's box
 PAD, HEAD, GAP = 5, 16, 5
 
@@ -259,15 +220,15 @@ def _children_key(t: Topology) -> list[str]:
     return [lv for lv in reversed(t.levels) if lv != "machine"]
 
 
-def _tree(t: Topology, cpus: list, levels: list[str]) -> list[tuple[str, int, Any]]:
-    """cpus grouped at levels[0], recursively: (level, group id, children or cpus)."""
-    if not levels:
+def _tree(t: Topology, cpus: list, order: list[str]) -> list[tuple[str, int, Any]]:
+    """cpus grouped at order[0], recursively: (level, group id, children or cpus)."""
+    if not order:
         return [("cpu", c.id, None) for c in sorted(cpus, key=lambda c: c.index)]
-    lv = levels[0]
+    lv = order[0]
     groups: dict[int, list] = {}
     for c in sorted(cpus, key=lambda c: c.index):
-        groups.setdefault(getattr(c, lv), []).append(c)
-    return [(lv, gid, _tree(t, cs, levels[1:])) for gid, cs in groups.items()]
+        groups.setdefault(levels.group_key(lv, c), []).append(c)
+    return [(lv, gid, _tree(t, cs, order[1:])) for gid, cs in groups.items()]
 
 
 def _layout(node: tuple[str, int, Any]) -> tuple[float, float, list]:
@@ -315,10 +276,10 @@ def _draw(node, x: float, y: float, out: list[str], t: Topology) -> None:
         label = f"{label} P#{gid}"
     elif level == "llc":
         label = f"L3 (LLC #{gid})"
-    elif level == "cluster":
-        label = f"Cluster #{gid}"
-    else:
+    elif level == "core":
         label = f"Core {gid}"
+    else:  # a cluster, or any other level of lab.levels: its hwloc name and number
+        label = f"{label} #{gid}"
     out.append(f'<g class="{level}"><rect x="{x:.0f}" y="{y:.0f}" width="{w:.0f}" height="{h:.0f}" rx="3" fill="{fill}" '
                f'stroke="#777"/><text x="{x + 4:.0f}" y="{y + 12:.0f}" font-size="{9 if level == "core" else 11}">{escape(label)}</text>')  # fmt: skip
     for kid, ((dx, dy), _size) in zip(kids, placed, strict=True):
@@ -578,15 +539,11 @@ def replay_table(before: dict[str, Any], after: dict[str, Any], notes: list[str]
 
 
 def compare_text(c: CompareDoc) -> str:
-    """lab compare's own mail text (lab.render.compare)."""
-    from ..render import compare as compare_render
-
-    return compare_render.text(c.doc)
+    """lab compare's own mail text (lab.report.compare)."""
+    return compare_text_of(c.doc)
 
 
 def _stats(st: dict[str, Any]) -> str:
-    from ..render.compare import num
-
     if not st or st.get("n", 0) == 0:
         return "-"
     sd = f" ± {num(st['stddev'])}" if st.get("stddev") is not None else ""
@@ -594,16 +551,12 @@ def _stats(st: dict[str, Any]) -> str:
 
 
 def _rates(c: CompareDoc) -> list[tuple[str, str, str, str]]:
-    from ..render.compare import p_text
-
     d = c.doc
     rows = [("verdict", d["verdict"])] + [(str(e.get("name")), e) for e in d["expectations"]]
     return [(n, f"{r['a']['passed']}/{r['a']['runs']}", f"{r['b']['passed']}/{r['b']['runs']}", p_text(r["test"])) for n, r in rows]
 
 
 def _figure_rows(c: CompareDoc) -> list[tuple[str, str, str, str, str]]:
-    from ..render.compare import p_text, pct
-
     return [
         (f"{f['expectation']}: {f['figure']}", _stats(f["a"]), _stats(f["b"]), pct(f.get("change_pct")), p_text(f["test"]))
         for f in c.doc["figures"]

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import progress as progress_mod
+from .. import rundir
 from ..errors import UserError
 from .bundle import Bundle, extract
 
@@ -48,7 +49,7 @@ def open_bundle(path: Path, target: Path | None = None) -> Bundle:
 
 
 def results_of(b: Bundle) -> dict[str, Any]:
-    p = b.run_dir / "results.json"
+    p = b.run_dir / rundir.RESULTS
     try:
         d = json.loads(p.read_text())
     except (OSError, ValueError) as e:
@@ -147,9 +148,9 @@ def qemu_notes_after(plan: dict[str, Any], now: Any) -> list[str]:
 
 def _plan(b: Bundle) -> dict[str, Any]:
     try:
-        d = json.loads((b.run_dir / "plan.json").read_text())
+        d = json.loads((b.run_dir / rundir.PLAN).read_text())
     except (OSError, ValueError) as e:
-        raise UserError(f"{b.run_dir}/plan.json: the bundle's plan cannot be read ({e})") from None
+        raise UserError(f"{b.run_dir}/{rundir.PLAN}: the bundle's plan cannot be read ({e})") from None
     return d if isinstance(d, dict) else {}
 
 

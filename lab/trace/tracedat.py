@@ -23,7 +23,7 @@ from __future__ import annotations
 import struct
 from pathlib import Path
 
-from .. import atomic
+from .. import atomic, rundir
 from ..errors import UserError
 from ..limits import read_file
 
@@ -43,8 +43,8 @@ def raw_dirs(out_dir: Path) -> dict[str, Path]:
 
 
 def dat_name(phase: str) -> str:
-    """trace.dat for the main phase, trace.PHASE.dat for the others."""
-    return "trace.dat" if phase == "main" else f"trace.{phase}.dat"
+    """trace.dat for the main phase, trace.PHASE.dat for the others (lab.rundir)."""
+    return rundir.trace_name(phase)
 
 
 def _read(p: Path) -> bytes:
@@ -133,4 +133,4 @@ def assemble(raw: Path, dest: Path, *, arch_long: int = 8, little_endian: bool =
 def assemble_run(run_dir: Path) -> list[Path]:
     """trace.dat (and trace.PHASE.dat) of every phase the guest dumped raw (both of
     lab's guest arches are little-endian and 64-bit)."""
-    return [assemble(raw, run_dir / dat_name(phase)) for phase, raw in raw_dirs(run_dir / "out").items()]
+    return [assemble(raw, run_dir / dat_name(phase)) for phase, raw in raw_dirs(run_dir / rundir.OUT).items()]

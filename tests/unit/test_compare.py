@@ -13,7 +13,7 @@ from click.testing import CliRunner
 from lab import compare
 from lab.cli import main
 from lab.errors import UserError
-from lab.render import compare as render
+from lab.report import compare as render
 
 RUNS = Path(__file__).parent.parent / "fixtures" / "runs"
 GOLDEN = Path(__file__).parent.parent / "golden" / "compare"
@@ -241,7 +241,7 @@ def test_each_run_records_the_lab_run_line_that_repeats_it(tmp_path, monkeypatch
 def test_a_number_leaves_a_space_in_its_column(v):
     """Each number column is 9 wide and a number takes at most 8: a mean of 111793.4 as
     '1.118e+05' (9) ran into the maximum before it ('1205601.118e+05')."""
-    from lab.render.compare import _NUM, num
+    from lab.report.compare import _NUM, num
 
     s = num(v)
     assert 0 < len(s) < _NUM, s
