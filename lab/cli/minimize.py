@@ -107,7 +107,7 @@ def minimize_cmd(source: Path, n_runs: int | None, budget: str | None, output: P
     The search (minimize.json, minimize.txt, the candidate specs) is kept in a
     directory of its own; run directories go where `lab run` puts them ($LAB_RUNS: --runs
     here is the number of runs)."""
-    from .. import minimize, progress, session
+    from .. import minimize, progress, session, topology
     from ..errors import UserError
     from ..report import bundle
 
@@ -118,7 +118,7 @@ def minimize_cmd(source: Path, n_runs: int | None, budget: str | None, output: P
     n = n_runs or s.verdict_runs
     minimize.check_budget(budget_s, minimize._wall(rec, minimize.DEFAULT_RUN_COST_S), n)
     spec = minimize.load_spec(spec_file)
-    topo = minimize.model(spec, spec_file)
+    topo = topology.load(spec_file)  # its name: the file's when the spec names none
     runs = None
     session.runs_folder(runs)
     p = progress.for_cli()

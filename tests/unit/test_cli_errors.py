@@ -77,6 +77,8 @@ def _matrix_axes(path: str) -> dict[str, list[list[str]]]:
             "shard": [[*mx, "--shard", sh] for sh in ("3/2", "0/2", "a/b", "1/0", "", "2")],
             "output": [[*mx, "-o", o] for o in ("{garbage}", "{garbage}/x")],
             "connect": [[*mx, "--connect", "qemu:///system"]],  # without --backend libvirt
+            # a budget below the cheapest cell: tests/unit/test_matrix_budget.py (it needs the kernel's id)
+            "budget": [[*mx, "--budget", b] for b in ("", "ten", "-5m", "0", "5x")],
         }
     else:
         cases |= {
