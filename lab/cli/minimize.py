@@ -31,7 +31,9 @@ def _vm_runner(s, vm, base_name: str, workdir: Path, runs, p):
             data = dict(spec)
             data["name"] = names[key]
             data["description"] = f"lab minimize / attribute of {base_name}: {label}"
-            data["provenance"] = {**(spec.get("provenance") or {}), "derived_from": base_name}
+            prov = dict(spec.get("provenance") or {})
+            was = f"; {base_name}'s notes: {prov['notes']}" if prov.get("notes") else ""
+            data["provenance"] = {**prov, "derived_from": base_name, "notes": f"{base_name} changed by lab ({label}){was}"}
             (workdir / "specs").mkdir(exist_ok=True)
             (workdir / "specs" / f"{names[key]}.toml").write_text(minimize.to_toml(data))
         topo = topology.load(workdir / "specs" / f"{names[key]}.toml")
