@@ -351,7 +351,7 @@ class Judged:
                 "run_dirs": [r.get("run_dir") for r in self.records]}  # fmt: skip
 
 
-def _wall(rec: Mapping[str, Any], default: float) -> float:
+def wall_s(rec: Mapping[str, Any], default: float) -> float:
     w = (rec.get("timing") or {}).get("wall_s")
     return float(w) if isinstance(w, (int, float)) and not isinstance(w, bool) and math.isfinite(w) and w > 0 else default
 
@@ -367,7 +367,7 @@ class Budget:
         return self.seconds is None or self.spent + runs * self.run_cost <= self.seconds
 
     def add(self, rec: Mapping[str, Any]) -> None:
-        self.spent += _wall(rec, self.run_cost)
+        self.spent += wall_s(rec, self.run_cost)
 
     def to_dict(self) -> dict[str, Any]:
         return {"seconds": self.seconds, "spent_s": round(self.spent, 1), "run_estimate_s": round(self.run_cost, 1)}
@@ -442,7 +442,7 @@ def minimize(spec: dict[str, Any], original_run: dict[str, Any], run: Runner, *,
     refuse_input(original_run, str(original_run.get("run_dir") or "the run"))
     if runs < 1:
         raise UserError(f"--runs {runs}: give at least 1")
-    budget = Budget(budget_s, _wall(original_run, DEFAULT_RUN_COST_S))
+    budget = Budget(budget_s, wall_s(original_run, DEFAULT_RUN_COST_S))
     check_budget(budget_s, budget.run_cost, runs)
     base = Judged([dict(original_run)])
     if runs > 1:

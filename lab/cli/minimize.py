@@ -118,7 +118,7 @@ def minimize_cmd(source: Path, n_runs: int | None, budget: str | None, output: P
         raise UserError(f"-o {output}: " + ("a directory; give a file name" if output.is_dir() else "its folder does not exist"))
     rec, spec_file, s, opts = _input(source)
     n = n_runs or s.verdict_runs
-    minimize.check_budget(budget_s, minimize._wall(rec, minimize.DEFAULT_RUN_COST_S), n)
+    minimize.check_budget(budget_s, minimize.wall_s(rec, minimize.DEFAULT_RUN_COST_S), n)
     spec = minimize.load_spec(spec_file)
     topo = topology.load(spec_file)  # its name: the file's when the spec names none
     runs = None
