@@ -274,7 +274,7 @@ def variations(spec: Mapping[str, Any], *, steps: bool = False, merges: bool = F
         add(f"vendor {other}", "vendor", "simplify", lambda: _vendor(spec, other))
     else:
         add("vendor switched", "vendor", "simplify", None,
-            f"QEMU gives {arch} vendor {vendor or '?'} no other vendor lab models (x86 only: amd <-> intel)")  # fmt: skip
+            f"lab switches vendors on x86 only (amd <-> intel); this {arch} machine's {vendor or '?'} is kept")  # fmt: skip
     return out
 
 
