@@ -306,6 +306,130 @@ def can_start(running: list[Cost], c: Cost, *, jobs: int, host_cpus: int, mem_mb
     return threads <= host_cpus and (mem_mb <= 0 or mem <= mem_mb)
 
 
+# ---- a time budget --------------------------------------------------------------------------
+#
+# `lab matrix --budget T` runs the cells that fit in T, chosen from each cell's cost:
+# measured (the wall time of its last run, kept in lab's cache, COSTS_FILE, by every
+# matrix that runs a cell) or else estimated from its vCPUs and its scenario's length.
+# Cells a matrix reuses (OUT/cells, same inputs) cost nothing and are not chosen among.
+# The choice (``choose``): first a cover, so every scenario, topology and kernel of the
+# cells to run has a cell if one fits (greedily: the most values not yet covered per
+# second, then a changed cell, then the matrix's order); then the cells that changed since
+# their last run (never run, another kernel digest, another scenario source: ``changed``),
+# then the rest, each in the matrix's order while it fits.  A cell left out is a SKIP saying
+# why ("left out by --budget ..."), in the table, matrix.json and junit.xml.  With
+# --shard I/N the budget is the shard's: each shard chooses among its own cells.
+
+COSTS_FILE = "matrix-costs.json"
+BOOT_S_PER_VCPU = 1.5  # an estimate's boot share: TCG brings vCPUs up one by one
+SCENARIO_SHARE = 0.1  # and its workload's: a tenth of the scenario's timeout
+
+
+def estimate_s(vcpus: int, scenario_timeout: float, repeat: int = 1) -> float:
+    """A cell never measured: its boot (per vCPU) and a tenth of its scenario's timeout, per run."""
+    return round((BOOT_S_PER_VCPU * vcpus + SCENARIO_SHARE * scenario_timeout) * repeat, 1)
+
+
+def costs_file() -> Path:
+    from . import paths
+
+    return paths.cache_dir() / COSTS_FILE
+
+
+def read_costs(path: Path) -> dict[str, Any]:
+    """The measured cells: cell id -> {"run_s", "scenario", "kernel_id", "when"}; an
+    unreadable file is no measurement (never an error: it is a cache)."""
+    try:
+        d = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    cells = d.get("cells") if isinstance(d, dict) else None
+    return {k: v for k, v in cells.items() if isinstance(v, dict)} if isinstance(cells, dict) else {}
+
+
+def record_cost(path: Path, cell: Cell, wall_s: float, repeat: int, scenario_hash: str, kernel_id: str) -> None:
+    """Keep *cell*'s cost per run and the inputs it ran with (read, merged, written
+    atomically: two matrices at once lose at most one's record)."""
+    cells = read_costs(path)
+    cells[cell.id] = {"run_s": round(wall_s / max(1, repeat), 1), "scenario": scenario_hash, "kernel_id": kernel_id,
+                      "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}  # fmt: skip
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic.write_text(path, json.dumps({"format": 1, "cells": cells}, indent=1, sort_keys=True), "the matrix's cell costs")
+    except (OSError, LabError):
+        pass  # a cache that cannot be written costs estimates next time, not this matrix
+
+
+def changed(previous: dict[str, Any] | None, scenario_hash: str, kernel_id: str) -> str:
+    """Why a cell is new since its last run ("" when it is not)."""
+    if previous is None:
+        return "never run"
+    why = []
+    if previous.get("kernel_id") != kernel_id:
+        why.append("kernel changed")
+    if previous.get("scenario") != scenario_hash:
+        why.append("scenario source changed")
+    return ", ".join(why)
+
+
+@dataclass(frozen=True)
+class Pick:
+    """A cell to choose or leave out: its cost in seconds, whether measured, and why it is
+    new since its last run ("" when unchanged)."""
+
+    cell: Cell
+    cost_s: float
+    measured: bool
+    changed: str = ""
+
+
+def _dur_text(s: float) -> str:
+    return f"{s:.0f}s" if s < 120 else f"{s / 60:.1f}m"
+
+
+def choose(picks: list[Pick], budget_s: float, budget_text: str = "") -> tuple[list[Pick], list[tuple[Pick, str]], list[str]]:
+    """The cells that fit in *budget_s* (see the section's comment): (chosen, in the
+    given order; left out, each with why; the scenarios, topologies and kernels no chosen
+    cell covers).  A budget below the cheapest cell is refused, naming its cost."""
+    budget_text = budget_text or _dur_text(budget_s)
+    if not picks:
+        return [], [], []
+    cheapest = min(picks, key=lambda p: p.cost_s)
+    if budget_s < cheapest.cost_s:
+        how = "measured" if cheapest.measured else "estimated"
+        raise UserError(f"--budget {budget_text} is too small for one cell: the cheapest, {cheapest.cell.id}, "
+                        f"costs {_dur_text(cheapest.cost_s)} ({how})")  # fmt: skip
+
+    def values(p: Pick) -> set[tuple[str, str]]:
+        return {("scenario", p.cell.scenario), ("topology", p.cell.topology), ("kernel", p.cell.kernel)}
+
+    index = {p.cell.id: i for i, p in enumerate(picks)}
+    need: set[tuple[str, str]] = set().union(*(values(p) for p in picks))
+    chosen: list[Pick] = []
+    left = budget_s
+    while need:
+        fits = [p for p in picks if p not in chosen and p.cost_s <= left and values(p) & need]
+        if not fits:
+            break
+        best = max(fits, key=lambda p: (len(values(p) & need) / max(p.cost_s, 1e-9), bool(p.changed), -index[p.cell.id]))
+        chosen.append(best)
+        left -= best.cost_s
+        need -= values(best)
+    for p in sorted((p for p in picks if p not in chosen), key=lambda p: (not p.changed, index[p.cell.id])):
+        if p.cost_s <= left:
+            chosen.append(p)
+            left -= p.cost_s
+    out = []
+    for p in picks:
+        if p in chosen:
+            continue
+        how = "measured" if p.measured else "estimated"
+        what = f"changed ({p.changed})" if p.changed else "unchanged since its last run"
+        out.append((p, f"{what}, costs {_dur_text(p.cost_s)} ({how}); {_dur_text(max(left, 0))} of {budget_text} was left"))
+    uncovered = [f"{k} {v}" for k, v in sorted(need)]
+    return sorted(chosen, key=lambda p: index[p.cell.id]), out, uncovered
+
+
 # ---- results --------------------------------------------------------------------------------
 
 
@@ -436,6 +560,7 @@ SKIP_CAUSES: tuple[tuple[str, Callable[[str], bool]], ...] = (
     ("kernel arch", lambda m: m.startswith("kernel ") and ", the topology is " in m),
     ("kernel config", lambda m: m.startswith("kernel ") and " lacks " in m),
     ("host", lambda m: m.startswith("cannot run here")),
+    ("budget", lambda m: m.startswith("left out by --budget")),
 )
 
 
@@ -540,8 +665,14 @@ class Runner:
         self, m: Matrix, out: Path, *, jobs: int | None = None, shard: tuple[int, int] | None = None,
         rerun: bool = False, connect: tuple[str, ...] = (), progress: Progress | None = None,
         child: Callable[[Cell, str, str | None], list[str]] | None = None,
+        budget_s: float | None = None, budget_text: str = "", costs: Path | None = None,
     ) -> None:  # fmt: skip
         self.m, self.out, self.jobs_asked, self.shard, self.rerun = m, out, jobs, shard, rerun
+        self.budget_s, self.budget_text = budget_s, budget_text
+        self.costs_path = costs if costs is not None else costs_file()
+        # A stand-in child (a test's) is no `lab run`: its time is no cell's cost, unless asked.
+        self.record_costs = costs is not None or child is None
+        self.budget_doc: dict[str, Any] | None = None
         self.connect = connect
         self.progress = progress_of(progress)
         self.child_argv = child or self.lab_run_argv
@@ -589,6 +720,7 @@ class Runner:
         cells = self.cells()
         h = host_mod.probe()
         todo: list[tuple[Cell, Cost, str, str]] = []  # cell, cost, key, kernel id
+        vcpus: dict[str, int] = {}
         with self.progress.step("matrix", f"preparing {len(cells)} cells"):
             for c in cells:
                 if c.skip:
@@ -611,6 +743,9 @@ class Runner:
                     self._record(old)
                     continue
                 todo.append((c, cost_of(sess.plan), key, kid))
+                vcpus[c.id] = topo.n_cpus
+        if self.budget_s is not None:
+            todo = self._within_budget(todo, vcpus)
         mem = mem_available_mb()
         self.jobs = default_jobs(h.cpus, mem, [t[1] for t in todo]) if self.jobs_asked is None else self.jobs_asked
         self.host = {"cpus": h.cpus, "mem_available_mb": mem, "jobs": self.jobs}
@@ -618,6 +753,35 @@ class Runner:
         self._schedule(todo, h.cpus, mem)
         self._write()
         return self.ordered()
+
+    def _within_budget(self, todo: list[tuple[Cell, Cost, str, str]], vcpus: dict[str, int]) -> list[tuple[Cell, Cost, str, str]]:
+        """The cells of *todo* that --budget chooses; the others recorded as SKIPs saying why."""
+        from . import scenario as sc
+
+        assert self.budget_s is not None
+        known = read_costs(self.costs_path)
+        timeouts: dict[str, float] = {}
+        picks = []
+        for c, _cost, _key, kid in todo:
+            if c.scenario not in timeouts:
+                timeouts[c.scenario] = float(sc.load(self.m.sources.get(c.scenario, c.scenario)).timeout)
+            prev = known.get(c.id)
+            run_s = prev.get("run_s") if prev else None
+            measured = isinstance(run_s, (int, float)) and not isinstance(run_s, bool) and run_s > 0
+            cost = float(run_s) * self.m.repeat if measured else estimate_s(vcpus[c.id], timeouts[c.scenario], self.m.repeat)  # type: ignore[arg-type]
+            picks.append(Pick(c, cost, measured, changed(prev, self.m.inputs[f"scenario:{c.scenario}"], kid)))
+        text = self.budget_text or _dur_text(self.budget_s)
+        chosen, out, uncovered = choose(picks, self.budget_s, text)
+        for p, why in out:
+            self._record(CellResult(p.cell, "SKIP", f"left out by --budget {text}: {why}"))
+        self.budget_doc = {
+            "seconds": self.budget_s, "chosen": [p.cell.id for p in chosen],
+            "estimated_s": round(sum(p.cost_s for p in chosen), 1),
+            "left_out": [{"id": p.cell.id, "why": why} for p, why in out], "uncovered": uncovered,
+            "costs": {p.cell.id: {"cost_s": p.cost_s, "measured": p.measured, "changed": p.changed} for p in picks},
+        }  # fmt: skip
+        ids = {p.cell.id for p in chosen}
+        return [t for t in todo if t[0].id in ids]
 
     def _kernel_id(self, spec: str, arch: str) -> str:
         from .kernel import resolve
@@ -743,6 +907,8 @@ class Runner:
         res.started_s = round(r.started - self.t0, 1)
         res.key, res.kernel_id, res.log = r.key, res.kernel_id or r.kernel_id, str(log_f)
         res.connect = r.connect or ""
+        if self.record_costs and res.status in ("PASS", "FAIL", "INCONCLUSIVE") and res.wall_s:  # a judged run: what the cell costs
+            record_cost(self.costs_path, r.cell, res.wall_s, self.m.repeat, self.m.inputs.get(f"scenario:{r.cell.scenario}", ""), res.kernel_id)
         if not res.run_dirs:
             runs = self.out / "runs" / r.cell.slug
             res.run_dirs = sorted(str(d) for d in runs.iterdir()) if runs.is_dir() else []
@@ -761,6 +927,7 @@ class Runner:
             "planned": [{"id": c.id, "shard": self.m.shard_of(c, n), "skip": c.skip} for c in self.m.cells],
             "host": getattr(self, "host", {}), "wall_s": round(time.monotonic() - self.t0, 1), "expected": len(self.cells()),
             "counts": counts(results), "cells": [r.to_dict() for r in results],
+            **({"budget": self.budget_doc} if self.budget_doc is not None else {}),
         }  # fmt: skip
 
     def _write(self, finished: bool = True) -> None:

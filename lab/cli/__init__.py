@@ -228,13 +228,27 @@ def main(verbose: bool) -> None:
 
 
 def _register() -> None:
-    from . import bisect, compare, domains, kernel, matrix, qemu, report, scheduler, topo, vm
+    from . import (
+        bisect,
+        compare,
+        domains,
+        kernel,
+        matrix,
+        minimize,
+        qemu,
+        report,
+        scheduler,
+        topo,
+        vm,
+    )
 
     main.add_command(topo.topo)
     main.add_command(compare.compare_cmd)
     main.add_command(bisect.bisect_cmd)
     main.add_command(bisect.bisect_step_cmd)
     main.add_command(domains.domains_cmd)
+    main.add_command(minimize.minimize_cmd)
+    main.add_command(minimize.attribute_cmd)
     main.add_command(kernel.kernel)
     main.add_command(scheduler.scheduler)
     main.add_command(qemu.qemu)

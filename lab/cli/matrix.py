@@ -80,8 +80,12 @@ def _args(axes) -> list[str]:
 @click.option("-o", "--output", type=click.Path(path_type=Path), default=None,
               help="Output directory (default: runs/matrix); cells judged there before with the same inputs are reused.")
 @click.option("--connect", multiple=True, metavar="URI", help="With --backend libvirt: a libvirt URI; repeat to spread the cells over hosts.")
+@click.option("--budget", default=None, metavar="T",
+              help="Run only the cells that fit in T (e.g. 30m; per shard with --shard), chosen from their measured or "
+                   "estimated cost: every scenario, topology and kernel once, then what changed since its last run; "
+                   "the rest are SKIPs saying why.")
 @click.pass_context
-def matrix(ctx, axes, jobs, shard, rerun, output, connect) -> None:
+def matrix(ctx, axes, jobs, shard, rerun, output, connect, budget) -> None:
     """Run scenarios x topologies x kernels, each cell a `lab run`: a summary table, and
     junit.xml, matrix.json and summary.md in the output directory.
 
@@ -97,11 +101,15 @@ def matrix(ctx, axes, jobs, shard, rerun, output, connect) -> None:
             raise UserError(f"lab matrix {ctx.invoked_subcommand}: give {', '.join(given)} after `{ctx.invoked_subcommand}`")
         return
     sh = mx.parse_shard(shard) if shard is not None else None
+    from ..minimize import parse_duration
+
+    budget_s = parse_duration(budget) if budget is not None else None
     _check_backend(axes["backend"], connect)
     m = _expand(axes)
     out = _outdir(output or paths.runs_dir() / "matrix")
     p = progress.for_cli()
-    runner = mx.Runner(m, out, jobs=jobs, shard=sh, rerun=rerun, connect=tuple(connect), progress=p)
+    runner = mx.Runner(m, out, jobs=jobs, shard=sh, rerun=rerun, connect=tuple(connect), progress=p,
+                       budget_s=budget_s, budget_text=budget or "")  # fmt: skip
     try:
         results = runner.run()
     except KeyboardInterrupt as e:
@@ -110,6 +118,12 @@ def matrix(ctx, axes, jobs, shard, rerun, output, connect) -> None:
         raise
     doc = runner.document()
     _show(doc["identity"], results, out, doc)
+    b = doc.get("budget")
+    if b:
+        left = f"{len(b['left_out'])} left out (SKIP above, and in {out / mx.MATRIX_FILE})"
+        unc = f"; no cell fits for {', '.join(b['uncovered'])}" if b["uncovered"] else ""
+        console().print(f"--budget {budget}: {len(b['chosen'])} cells chosen, estimated {mx._dur_text(b['estimated_s'])}; {left}{unc}",
+                        markup=False, highlight=False, soft_wrap=True)  # fmt: skip
     sys.exit(mx.exit_code(results))
 
 

@@ -77,6 +77,8 @@ def _matrix_axes(path: str) -> dict[str, list[list[str]]]:
             "shard": [[*mx, "--shard", sh] for sh in ("3/2", "0/2", "a/b", "1/0", "", "2")],
             "output": [[*mx, "-o", o] for o in ("{garbage}", "{garbage}/x")],
             "connect": [[*mx, "--connect", "qemu:///system"]],  # without --backend libvirt
+            # a budget below the cheapest cell: tests/unit/test_matrix_budget.py (it needs the kernel's id)
+            "budget": [[*mx, "--budget", b] for b in ("", "ten", "-5m", "0", "5x")],
         }
     else:
         cases |= {
@@ -180,6 +182,20 @@ CASES: dict[str, dict[str, list[list[str]]]] = {
         "timeout": [["domains", "--topology", "xeon-2s22c-mini", "--timeout", t] for t in SECONDS],
         "runs": [["domains", "--topology", "xeon-2s22c-mini", "--runs", r] for r in RUNS_DIRS],
         **{k: v for k, v in _vm("domains", "--topology", "xeon-2s22c-mini").items() if k != "kernel_spec"},
+    },
+    "minimize": {
+        # the fixture run's data passes under today's scenario: nothing to keep
+        "source": [["minimize", r] for r in ("{missing}", "{dir}", "{garbage}", "{tarjunk}", "{run}", "{bundle}", "{run_badplan}")]
+        + [["minimize"]],
+        "n_runs": [["minimize", "{run}", "--runs", n] for n in ("0", "100", "x", "")],
+        "budget": [["minimize", "{run}", "--budget", b] for b in ("", "ten", "-5m", "0", "5x")],
+        "output": [["minimize", "{run}", "-o", o] for o in ("{dir}", "{missing}/x.tar.gz")],
+    },
+    "attribute": {
+        "scenario_name": [["attribute", "nope"], ["attribute", "{garbage}.py"], ["attribute"]],
+        "topo": [["attribute", "llc-spread-pinned", "-t", t] for t in TOPOLOGIES],
+        "n_runs": [["attribute", "llc-spread-pinned", "--runs", n] for n in ("0", "100", "x", "")],
+        **_vm("attribute", "llc-spread-pinned"),
     },
     "bisect-step": {"state_file": [["bisect-step", f] for f in ("{missing}", "{dir}")] + [["bisect-step"]]},
     "scenarios": {"": [["scenarios", "extra"]], "table_format": [["scenarios", "--format", "html"]]},

@@ -1,0 +1,115 @@
+"""lab matrix --budget: the cells chosen to fit a time from their costs (lab/matrix.py's
+"a time budget" section).  choose() is tested with known costs; the Runner with the
+stand-in `lab run` of test_matrix.py and a costs file of the test's own."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from test_matrix import fake  # noqa: F401  (a fixture)
+
+from lab import matrix as mx
+from lab.errors import UserError
+
+
+def P(s: str, t: str, k: str, cost: float, measured: bool = True, changed: str = "") -> mx.Pick:
+    return mx.Pick(mx.Cell(s, t, k), cost, measured, changed)
+
+
+def test_choose_covers_every_value_then_changed_cells_then_the_rest():
+    picks = [
+        P("a", "t1", "k1", 100), P("a", "t2", "k1", 300), P("a", "t1", "k2", 100),
+        P("b", "t1", "k1", 50), P("b", "t2", "k2", 200, changed="kernel changed"), P("b", "t1", "k2", 60),
+    ]  # fmt: skip
+    chosen, out, uncovered = mx.choose(picks, 400)
+    # The cover, greedily by values not yet covered per second: b@t1@k1 (3 in 50 s), then
+    # a@t1@k2 (a and k2 in 100 s), then b@t2@k2 (t2 in 200 s): 350 s.  Then the changed
+    # cells (none left), then in order: nothing else fits the 50 s left.
+    assert [p.cell.id for p in chosen] == ["a@t1@k2", "b@t1@k1", "b@t2@k2"]
+    assert uncovered == []
+    why = dict((p.cell.id, w) for p, w in out)
+    assert why == {
+        "a@t1@k1": "unchanged since its last run, costs 100s (measured); 50s of 6.7m was left",
+        "a@t2@k1": "unchanged since its last run, costs 5.0m (measured); 50s of 6.7m was left",
+        "b@t1@k2": "unchanged since its last run, costs 60s (measured); 50s of 6.7m was left",
+    }
+
+
+def test_changed_cells_come_before_unchanged_ones():
+    picks = [P("a", "t", "k", 10), P("a", "t", "k2", 10), P("a", "t", "k3", 10, changed="never run"),
+             P("a", "t", "k4", 10, changed="scenario source changed")]  # fmt: skip
+    # The cover takes all four kernels if it can; with 25 s it takes two: the first by
+    # order among equals prefers a changed cell.
+    chosen, out, uncovered = mx.choose(picks, 25)
+    assert [p.cell.id for p in chosen] == ["a@t@k3", "a@t@k4"]
+    assert uncovered == ["kernel k", "kernel k2"]
+    chosen, _, _ = mx.choose(picks, 35)
+    assert [p.cell.id for p in chosen] == ["a@t@k", "a@t@k3", "a@t@k4"]
+
+
+def test_a_budget_below_the_cheapest_cell_names_its_cost():
+    picks = [P("a", "t", "k", 300, measured=False), P("b", "t", "k", 90)]
+    with pytest.raises(UserError, match=r"--budget 1m is too small for one cell: the cheapest, b@t@k, costs 90s \(measured\)"):
+        mx.choose(picks, 60, "1m")
+
+
+def test_changed_says_why():
+    assert mx.changed(None, "s", "k") == "never run"
+    assert mx.changed({"scenario": "s", "kernel_id": "k"}, "s", "k") == ""
+    assert mx.changed({"scenario": "s0", "kernel_id": "k0"}, "s", "k") == "kernel changed, scenario source changed"
+
+
+def test_estimates_and_the_costs_file(tmp_path):
+    assert mx.estimate_s(32, 900) == 1.5 * 32 + 90
+    assert mx.estimate_s(4, 300, repeat=2) == 2 * (6 + 30)
+    f = tmp_path / "costs.json"
+    assert mx.read_costs(f) == {}
+    f.write_text("not json")
+    assert mx.read_costs(f) == {}
+    mx.record_cost(f, mx.Cell("a", "t", "k"), 120.0, 2, "sh", "kid")
+    got = mx.read_costs(f)["a@t@k"]
+    assert (got["run_s"], got["scenario"], got["kernel_id"]) == (60.0, "sh", "kid")
+
+
+def test_runner_runs_what_fits_records_costs_and_says_what_it_left_out(tmp_path, fake):  # noqa: F811
+    child, _, ran, _ = fake
+    costs = tmp_path / "costs.json"
+    m = mx.expand("soft-affinity,llc-spread-pinned", "xeon-2s22c-mini,zen3-2s-mini", "debian")
+    # Nothing measured: estimates from vCPUs and the scenarios' timeouts.
+    runnable = [c for c in m.cells if not c.skip]
+    assert len(runnable) == 3
+    est = {c.id: mx.estimate_s(__import__("lab.topology", fromlist=["load"]).load(c.topology).n_cpus,
+                               __import__("lab.scenario", fromlist=["load"]).load(c.scenario).timeout) for c in runnable}  # fmt: skip
+    cheapest = min(est.values())
+    with pytest.raises(UserError, match="too small for one cell"):
+        mx.Runner(m, tmp_path / "o0", child=child, costs=costs, budget_s=cheapest - 1).run()
+    # 108 s each for soft-affinity (timeout 600 s), 138 s for llc-spread-pinned (900 s):
+    # the cover takes soft-affinity on xeon (3 values), then llc-spread-pinned on zen3
+    # (2 values for 138 s beat 1 for 108 s), and soft-affinity on zen3 no longer fits.
+    budget = est["soft-affinity@xeon-2s22c-mini@debian"] + est["llc-spread-pinned@zen3-2s-mini@debian"] + 1
+    r = mx.Runner(m, tmp_path / "o1", child=child, costs=costs, budget_s=budget, budget_text="B")
+    res = {x.cell.id: x for x in r.run()}
+    doc = json.loads((tmp_path / "o1" / "matrix.json").read_text())
+    assert sorted(ran()) == ["llc-spread-pinned@zen3-2s-mini", "soft-affinity@xeon-2s22c-mini"]
+    assert doc["budget"]["uncovered"] == [] and doc["budget"]["estimated_s"] == budget - 1
+    assert doc["budget"]["left_out"] == [{"id": "soft-affinity@zen3-2s-mini@debian",
+                                          "why": "changed (never run), costs 108s (estimated); 1s of B was left"}]  # fmt: skip
+    left = res["soft-affinity@zen3-2s-mini@debian"]
+    assert left.status == "SKIP" and left.message.startswith("left out by --budget B: changed (never run)")
+    assert mx.skip_cause(left)[0] == "budget"
+    # The cells that ran are measured now (their wall times, in the costs file); the one
+    # left out is still estimated and new.
+    assert set(mx.read_costs(costs)) == set(doc["budget"]["chosen"])
+    r2 = mx.Runner(m, tmp_path / "o2", child=child, costs=costs, budget_s=200)
+    assert all(x.status == "PASS" for x in r2.run() if not x.cell.skip)
+    c2 = r2.budget_doc["costs"]
+    assert c2["soft-affinity@zen3-2s-mini@debian"] == {"cost_s": 108.0, "measured": False, "changed": "never run"}
+    assert all(c2[c]["measured"] and c2[c]["changed"] == "" for c in doc["budget"]["chosen"])
+
+
+def test_a_stand_in_child_records_no_cost(tmp_path, fake, monkeypatch):  # noqa: F811
+    child, _, _, _ = fake
+    monkeypatch.setenv("LAB_CACHE", str(tmp_path / "cache"))
+    mx.Runner(mx.expand("soft-affinity", "xeon-2s22c-mini", "debian"), tmp_path / "o", child=child).run()
+    assert not (tmp_path / "cache" / mx.COSTS_FILE).exists()
