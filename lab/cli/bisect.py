@@ -106,7 +106,7 @@ def bisect_cmd(scenario_name, topo, tree, good, bad, repeat, confidence, max_run
             "scenario": _abs(scenario_name), "topology": session.topology_arg(topo), "runs": runs,
             "recipe": _abs(recipe) if recipe else None,
             "clone": str(clone), "steps": str(steps_log),
-            "vm": {**vm_kw, "accel": vm.accel},  # the step runs lab again: the options as given
+            "vm": vm.to_dict(),  # the step runs lab again: the options as given (VmOptions.from_dict)
         }  # fmt: skip
         if confidence is not None:
             with p.step("ends", f"good {good_sha[:12]} and bad {bad_sha[:12]}, interleaved, until their pass rates are told apart"):
@@ -160,6 +160,7 @@ def bisect_step_cmd(state_file: Path) -> None:
     125 skip, 255 (git aborts the bisection) when lab itself cannot go on."""
     from .. import bisect, proc, progress, topology
     from .. import scenario as sc
+    from ..plan import VmOptions
 
     try:
         state = json.loads(state_file.read_text())
@@ -172,9 +173,9 @@ def bisect_step_cmd(state_file: Path) -> None:
         p = progress.for_cli()
         with p.step(f"bisect step {done + 1}" + (f" (~{left} more)" if left is not None else ""), f"{sha[:12]} {bisect.subject(clone, sha)}"):
             if state.get("sequential"):
-                st = bisect.judge_seq(s, topo, _vm(**state["vm"]), clone, sha, state["sequential"], state["recipe"], progress=p)
+                st = bisect.judge_seq(s, topo, VmOptions.from_dict(state["vm"]), clone, sha, state["sequential"], state["recipe"], progress=p)
             else:
-                st = bisect.judge(s, topo, _vm(**state["vm"]), clone, sha, state["runs"], state["recipe"], progress=p)
+                st = bisect.judge(s, topo, VmOptions.from_dict(state["vm"]), clone, sha, state["runs"], state["recipe"], progress=p)
         bisect.record(Path(state["steps"]), st)
         p.note(f"{sha[:12]}: {st.describe()} -> git bisect {({0: 'good', 1: 'bad'}).get(st.exit_code, 'skip')}")
     except KeyboardInterrupt:
