@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Any
+from typing import Any, cast
 
 import click
 
@@ -163,16 +163,19 @@ def _tree_loop(s, topo, vm, tree, recipe, *, watch: bool, repeat: int = 1, per_v
 
     from .. import iterate, progress, runner, session
     from .. import watch as watch_mod
+    from ..backends import base
     from ..errors import LabError
 
     c = console(stderr=as_json)
     p = progress.for_cli()
     tree = iterate.check_tree(tree, topo.arch)
     iterate.tree_recipe(tree, topo.arch, recipe)  # a bad --recipe is refused before any work
-    if vm.backend == "vng" and recipe:
+    backend = base.get(vm.backend)
+    own_build = cast("base.TreeBuilder", backend) if backend.CAPABILITIES.builds_tree else None
+    if own_build is not None and recipe:
         from ..errors import UserError
 
-        raise UserError("--recipe builds with lab's build; with --backend vng the tree is built by vng --build (vng's config + lab's fragments)")
+        raise UserError(f"--recipe builds with lab's build; with --backend {vm.backend} the tree is built by {own_build.TREE_BUILD}")
     last = None
     fp = iterate.fingerprint(tree)
     while True:
@@ -180,15 +183,13 @@ def _tree_loop(s, topo, vm, tree, recipe, *, watch: bool, repeat: int = 1, per_v
         t0 = time.monotonic()
         try:
             with p.step("build", f"{tree} ({info.get('git_describe')}, diff {info.get('diff_sha256')})"):
-                if vm.backend == "vng":  # vng's own build: its config + lab's fragments, checked (backends.vng)
-                    from ..backends import vng as vng_backend
-
-                    art = vng_backend.build_tree(tree, topo.arch)
+                if own_build is not None:  # the backend's own build (vng's: its config + lab's fragments, checked)
+                    art = own_build.build_tree(tree, topo.arch)
                 else:
                     art = iterate.tree_kernel(tree, topo.arch, recipe, progress=p.callback())
             build_s = time.monotonic() - t0
             sess = session.prepare(topo, dataclasses.replace(vm, kernel=art.id), runs=runs, progress=p,
-                                   artifact=art if vm.backend == "vng" else None)  # fmt: skip
+                                   artifact=art if own_build is not None else None)  # fmt: skip
             outs = _run_repeated(s, sess, repeat, as_json, kernel_info=info, json_lines=watch, per_verdict=per_verdict, progress=p)
             edit_to_verdict = time.monotonic() - t0
             for o in outs:  # the loop's own figures go into each run's results.json too
