@@ -36,9 +36,9 @@ def test_the_shipped_backends_are_the_registry_s_and_keep_the_protocol():
         assert b.NAME == name and isinstance(b.CAPABILITIES, base.Capabilities)
         assert all(callable(getattr(b, f)) for f in ("adapt", "dry_run", "boot"))
         if b.CAPABILITIES.interactive:
-            assert callable(getattr(b, "interactive"))
+            assert callable(b.interactive)
         if b.CAPABILITIES.builds_tree:
-            assert callable(getattr(b, "build_tree")) and getattr(b, "TREE_BUILD")
+            assert callable(b.build_tree) and b.TREE_BUILD
     assert base.with_capability("remote") == ("libvirt",) and base.with_capability("interactive") == ("qemu",)
 
 
