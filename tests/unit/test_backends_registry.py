@@ -76,3 +76,25 @@ def test_a_registered_backend_runs_matrix_cells(null_backend):
 def test_without_its_registry_line_it_is_unknown():
     r = CliRunner().invoke(main, ["boot", "zen3-2s-mini", "--backend", "null", "--", "true"])
     assert r.exit_code == 2 and "'null' is not one of 'qemu', 'libvirt', 'vng'" in r.output
+
+
+def test_only_the_registry_and_the_backends_name_a_backend():
+    """No dispatch on a backend's name outside its own modules: everything reads the
+    registry (before, session, backends/__init__, cli/vm, cli/topo, cli/run, cli/matrix
+    and matrix each tested the name)."""
+    import re
+
+    lab = Path(__file__).resolve().parents[2] / "lab"
+    own = {"backends/base.py", "backends/qemu.py", "backends/libvirt.py", "backends/vng.py", "render/libvirt.py", "render/vng.py",
+           "proc.py", "emulators.py"}  # fmt: skip  (proc: the vng program's install hint; emulators: libvirt's schemas)
+    named = [f"{p.relative_to(lab)}:{i}" for p in sorted(lab.rglob("*.py")) if str(p.relative_to(lab)) not in own
+             for i, line in enumerate(p.read_text().splitlines(), 1)
+             if re.search(r"""["'](libvirt|vng)["']|[=!]= ["']qemu["']""", line)]  # fmt: skip
+    assert named == []
+
+
+def test_a_trivial_backend_is_one_small_module():
+    """The diff of adding tests/unit/_null_backend.py: the module (under 25 lines) and the
+    one registry line the fixture adds."""
+    lines = (Path(__file__).parent / "_null_backend.py").read_text().splitlines()
+    assert len(lines) <= 25
