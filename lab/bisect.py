@@ -29,8 +29,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import paths, proc
+from . import bisect_seq, iterate, lock, paths, proc, session, topology
+from . import scenario as sc
 from .errors import BuildError, InfraError, UserError
+from .plan import VmOptions
+from .progress import Progress
 
 GOOD, BAD, SKIP = 0, 1, 125
 STEPS = "steps.jsonl"
@@ -399,6 +402,138 @@ def run_bisect(clone: Path, good: str, bad: str, step_argv: list[str], steps_log
         return Result(None, m2[1].split(), read_steps(steps_log), blog)
     tail = proc.tail(out, 5)
     raise InfraError(f"git bisect run stopped without an answer (exit {cp.returncode}): {tail}")
+
+
+# --- the driver (`lab bisect` and its step under git bisect run) ------------------------------
+
+
+@dataclass
+class Bisection:
+    """A finished bisection: its answer, the report (mail text) and where it is kept."""
+
+    result: Result
+    text: str
+    run_dir: Path
+
+
+def _abs(arg: str) -> str:
+    """A name as it is; a file (a scenario or recipe path) as its absolute path."""
+    p = Path(arg)
+    return str(p.resolve()) if ("/" in arg or p.suffix) and p.exists() else arg
+
+
+def drive(
+    scenario_name: str, topo: topology.Topology | None, tree: Path, good: str, bad: str, vm: VmOptions, *,
+    repeat: int | None = None, confidence: float | None = None, max_runs: int | None = None, recipe: str | None = None,
+    progress: Progress,
+) -> Bisection:  # fmt: skip
+    """Find the first commit between *good* and *bad* of *tree* where *scenario_name*
+    fails on *topo* (None: the scenario's first): every input checked before any work,
+    both ends judged (by a majority of *repeat* runs, or with *confidence* by the SPRT
+    of lab.bisect_seq, up to *max_runs* runs), then ``git bisect run`` with lab's step.
+    Bad input is a UserError; an end that cannot be judged an InfraError."""
+    import sys
+    import time
+
+    t0 = time.monotonic()
+    if confidence is not None:
+        bisect_seq.check_confidence(confidence)
+        if repeat is not None:
+            raise UserError("--repeat and --confidence: give one (a fixed majority of N runs, or a sequential test)")
+        max_runs = max_runs if max_runs is not None else bisect_seq.DEFAULT_MAX_RUNS
+    elif max_runs is not None:
+        raise UserError("--max-runs goes with --confidence (the fixed majority's runs are --repeat)")
+    s = sc.load(scenario_name)
+    topo = topo or topology.load(s.topologies[0])
+    unmet = s.unmet(topo)
+    if unmet:
+        raise UserError(f"{s.name} cannot run on {topo.name}: the topology lacks {'; '.join(unmet)}")
+    runs = repeat if repeat is not None else s.verdict_runs
+    if runs % 2 == 0:
+        raise UserError(f"--repeat {runs}: give an odd number of runs per commit (a majority must exist)")
+    tree = check_tree(tree)
+    iterate.tree_recipe(tree, topo.arch, recipe)  # a bad --recipe is refused before any work
+    good_sha = commit(tree, good, "--good")
+    bad_sha = commit(tree, bad, "--bad")
+    check_range(tree, good_sha, bad_sha)
+    check_kernel(tree, good_sha, "--good")
+    check_kernel(tree, bad_sha, "--bad")
+
+    p = progress
+    with lock.cache_lock(f"bisect-{workspace_name(tree)}", f"bisecting {tree}", timeout=24 * 3600.0):
+        with p.step("clone", f"lab's clone of {tree}"):
+            clone = workspace(tree)
+        d = session.new_run_dir("bisect", topo, tree.name)
+        steps_log = d / STEPS
+        state: dict[str, Any] = {
+            # The step runs in the clone (git bisect run's working directory): files by absolute path.
+            "scenario": _abs(scenario_name), "topology": session.topology_arg(topo), "runs": runs,
+            "recipe": _abs(recipe) if recipe else None,
+            "clone": str(clone), "steps": str(steps_log),
+            "vm": vm.to_dict(),  # the step runs lab again: the options as given (VmOptions.from_dict)
+        }  # fmt: skip
+        if confidence is not None:
+            assert max_runs is not None
+            with p.step("ends", f"good {good_sha[:12]} and bad {bad_sha[:12]}, interleaved, until their pass rates are told apart"):
+                seq_ends, g_st, b_st = measure_ends(s, topo, vm, clone, good_sha, bad_sha, confidence, max_runs, recipe, progress=p)
+            for st in (g_st, b_st):
+                if st is not None:
+                    record(steps_log, st)
+            if seq_ends.state != "ready":
+                err = InfraError if seq_ends.unjudged else UserError
+                raise err(f"{s.name} on {topo.name}: {seq_ends.why} (steps: {steps_log})")
+            state["sequential"] = {"p_good": seq_ends.p_good, "p_bad": seq_ends.p_bad, "confidence": confidence, "max_runs": max_runs}
+            p.note(f"ends told apart ({seq_ends.rates()}); bisecting in {clone}")
+        (d / STATE).write_text(json.dumps(state, indent=1))
+        for role, sha in (("good end", good_sha), ("bad end", bad_sha)) if confidence is None else ():
+            with p.step(role, f"{sha[:12]} {subject(tree, sha)}"):
+                st = judge(s, topo, vm, clone, sha, runs, recipe, progress=p, role=role)
+            record(steps_log, st)
+            what = f"the {role.split()[0]} commit {sha[:12]} ({st.subject})"
+            want = "PASS" if role == "good end" else "FAIL"
+            if st.status in ("PASS", "FAIL") and st.status != want:
+                run = next((r for r in st.runs if r.get("status") == st.status), {})
+                raise UserError(f"{what} {'fails' if want == 'PASS' else 'passes'} {s.name} on {topo.name} "
+                                f"({st.describe()}; run dir {run.get('run_dir')}): nothing to bisect")  # fmt: skip
+            if st.status != want:
+                raise InfraError(f"{what} cannot be judged, so lab cannot bisect: {st.describe()} (steps: {steps_log})")
+        if confidence is None:
+            p.note(f"both ends hold (good {good_sha[:12]} PASS, bad {bad_sha[:12]} FAIL); bisecting in {clone}")
+        step_argv = [sys.executable, "-m", "lab", "bisect-step", str(d / STATE)]
+        result = run_bisect(clone, good_sha, bad_sha, step_argv, steps_log)
+    (d / "bisect.log").write_text(result.log + "\n")
+    wall = time.monotonic() - t0
+    text = report(result, scenario=s.name, topology=topo.name, wall_s=wall, run_dir=str(d))
+    (d / "report.txt").write_text(text)
+    doc: dict[str, Any] = {"first_bad": result.first_bad, "candidates": result.candidates, "wall_s": round(wall, 1)}
+    conf = confidence_of(result.steps)
+    if conf is not None:
+        doc["confidence"] = round(conf[0], 6) if result.first_bad else None
+        doc["sequential"] = state["sequential"]
+    (d / "result.json").write_text(json.dumps(doc, indent=1))
+    return Bisection(result, text, d)
+
+
+def step(state_file: Path, progress: Progress) -> Step:
+    """One step of ``git bisect run``: judge the clone's HEAD as the state file (drive())
+    says, record it in the steps log, say git's answer on *progress*."""
+    state = json.loads(state_file.read_text())
+    clone = Path(state["clone"])
+    s = sc.load(state["scenario"])
+    topo = topology.load(state["topology"])
+    vm = VmOptions.from_dict(state["vm"])
+    sha = proc.run(["git", "-C", clone, "rev-parse", "HEAD"]).stdout.decode().strip()
+    done = len(read_steps(Path(state["steps"]))) - 2
+    left = steps_left(clone)
+    p = progress
+    with p.step(f"bisect step {done + 1}" + (f" (~{left} more)" if left is not None else ""), f"{sha[:12]} {subject(clone, sha)}"):
+        if state.get("sequential"):
+            st = judge_seq(s, topo, vm, clone, sha, state["sequential"], state["recipe"], progress=p)
+        else:
+            st = judge(s, topo, vm, clone, sha, state["runs"], state["recipe"], progress=p)
+    record(Path(state["steps"]), st)
+    p.note(f"{sha[:12]}: {st.describe()} -> git bisect {({0: 'good', 1: 'bad'}).get(st.exit_code, 'skip')}")
+    return st
 
 
 # --- the report -------------------------------------------------------------------------------

@@ -47,6 +47,7 @@ from pathlib import Path
 from typing import Any
 
 from . import atomic, junit, proc, rundir
+from .backends import base
 from .errors import LabError, UserError, unknown
 from .plan import VmOptions
 from .progress import Progress
@@ -56,7 +57,6 @@ FORMAT = 1
 MATRIX_FILE = "matrix.json"
 JUNIT_FILE = rundir.JUNIT  # the matrix's own, beside its cells' run directories
 SUMMARY_FILE = "summary.md"
-BACKENDS = ("qemu", "libvirt", "vng")
 STATUSES = ("PASS", "FAIL", "INCONCLUSIVE", "ERROR", "SKIP")
 QEMU_OVERHEAD_MB = 256  # QEMU's own memory beside the guest's (TCG's code cache included)
 STOP_GRACE_S = 60.0  # an interrupted cell's lab run: time to stop QEMU and write its results
@@ -208,8 +208,8 @@ def expand(
     from . import scenario as sc
     from . import topology
 
-    if backend not in BACKENDS:
-        raise unknown("backend", backend, list(BACKENDS))
+    if backend not in base.names():
+        raise unknown("backend", backend, list(base.names()))
     s_names, t_names, k_names = scenario_names(scenarios), topology_names(topologies), split(kernels, "kernels")
     scen = {n: sc.load(n) for n in s_names}
     sources = {s.name: (n if n in sc.names() else str(Path(n).resolve())) for n, s in scen.items()}
@@ -694,7 +694,7 @@ class Runner:
                 "--json", *o.to_args(always=("accel", "cpu_model", "tcg_threads", "bringup"), skip=("kernel", "backend", "connect"))]  # fmt: skip
         if self.m.repeat > 1:
             argv += ["--repeat", str(self.m.repeat)]
-        if self.m.backend != "qemu":
+        if self.m.backend != VmOptions.backend:
             argv += ["--backend", self.m.backend]
         if connect:
             argv += ["--connect", connect]

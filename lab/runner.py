@@ -7,7 +7,7 @@ saying RUNNING and where lab is (prepare, boot, job, check), and again at the en
 a run that fails, is interrupted (SIGINT, SIGTERM, SIGHUP: "interrupted by SIGINT
 during boot") or whose data is incomplete (lab.integrity) says so, and one whose
 lab was killed still says RUNNING, which `lab recheck` reports as not finished.
-QEMU is always stopped (backends.qemu).
+the VM is always stopped (backends.base: every backend).
 """
 
 from __future__ import annotations
@@ -197,7 +197,7 @@ def run_once(
             (run_dir / rundir.JOB).write_text(job)
             t_boot = time.monotonic()
             from . import backends
-            from .backends.qemu import GuestJob
+            from .backends.guest import GuestJob
 
             stage("boot")
             gj = GuestJob(job, sconfig, layers=tuple(layers), files=sfiles)

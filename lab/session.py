@@ -92,18 +92,10 @@ def prepare(
 
 def for_backend(plan: VmPlan, kernel: KernelArtifact | None = None) -> VmPlan:
     """*plan* as its backend runs it: refused naming what the backend cannot express
-    (and the version that can), notes for what it runs differently."""
-    if plan.options.backend == "libvirt":
-        from .backends import libvirt
-        from .render import libvirt as render_libvirt
+    (and the version that can), notes for what it runs differently (Backend.adapt)."""
+    from .backends import base  # the backends' modules come in only when one is asked for
 
-        return render_libvirt.adapt(plan, libvirt.library_version(), tcg_wrapper=libvirt.tcg_wrapper_usable(plan))
-    if plan.options.backend == "vng":
-        from .render import vng
-
-        config = {sym: kernel.config_value(sym) for sym in vng.VNG_NEEDS} if kernel is not None else None
-        return vng.adapt(plan, config)
-    return plan
+    return base.get(plan.options.backend).adapt(plan, kernel)
 
 
 def features(kernel: KernelArtifact) -> frozenset[str]:

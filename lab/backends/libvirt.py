@@ -2,7 +2,7 @@
 
 The domain is rendered from the same plan and files as the QEMU backend
 (render.libvirt), the guest agent and its virtio-serial ports are the same, and so is
-everything after the VM ends (qemu.collect): only starting and stopping differ.
+everything after the VM ends (guest.collect): only starting and stopping differ.
 
 The domain is transient and started with VIR_DOMAIN_START_AUTODESTROY: libvirtd
 destroys it when lab's connection closes, so a lab killed even by SIGKILL leaves no
@@ -40,10 +40,26 @@ from .. import integrity, proc
 from ..errors import InfraError, LostGuest, UserError
 from ..kernel.artifact import KernelArtifact
 from ..plan import VmPlan
+from ..progress import Progress
+from ..progress import of as progress_of
 from ..render import libvirt as render
-from . import qemu
+from ..render import qemu as render_qemu
+from . import guest
+from .base import Capabilities
 
 DEFAULT_URI = "qemu:///system"
+
+NAME = "libvirt"
+CAPABILITIES = Capabilities(remote=True, run_dir_named=True)
+
+
+def adapt(plan: VmPlan, kernel: KernelArtifact | None = None) -> VmPlan:
+    """*plan* as this host's libvirt library runs it (a boot checks the daemon's own)."""
+    return render.adapt(plan, library_version(), tcg_wrapper=tcg_wrapper_usable(plan))
+
+
+def dry_run(plan: VmPlan, kernel: KernelArtifact) -> str:
+    return dry_run_xml(plan, kernel).rstrip("\n")
 
 
 def _module() -> Any:
@@ -80,7 +96,7 @@ def connect(name: str) -> Any:
         raise UserError(f"cannot connect to libvirt at {name}: {e.get_error_message() or e}") from None
 
 
-def domain_xml(plan: VmPlan, files: qemu.render.BootFiles, run_dir: Path, emulator: str | None = None) -> str:
+def domain_xml(plan: VmPlan, files: render_qemu.BootFiles, run_dir: Path, emulator: str | None = None) -> str:
     tag = f"{socket.gethostname()}-{os.getpid()}"
     return render.domain_xml(
         plan, files, name=render.domain_name(run_dir, tag), run_dir=run_dir.resolve(), owner=(os.getuid(), os.getgid()),
@@ -164,7 +180,7 @@ def tcg_wrapper(conn: Any, plan: VmPlan, where: str) -> str:
 
 def dry_run_xml(plan: VmPlan, kernel: KernelArtifact) -> str:
     """The domain XML a boot of *plan* starts, naming its run directory $RUN_DIR."""
-    files = replace(qemu.render.boot_files(plan, qemu.boot_image(kernel, plan.topo.n_cpus)), monitor=None)
+    files = replace(render_qemu.boot_files(plan, guest.boot_image(kernel, plan.topo.n_cpus)), monitor=None)
     return render.domain_xml(plan, files, name=render.domain_name("RUN"), owner=(os.getuid(), os.getgid()))
 
 
@@ -172,29 +188,39 @@ def boot(
     plan: VmPlan,
     kernel: KernelArtifact,
     run_dir: Path,
-    job: qemu.GuestJob | None = None,
+    job: guest.GuestJob | None = None,
     *,
     timeout: float = 600,
     on_event: Callable[[float, str], None] | None = None,
-) -> qemu.BootResult:
-    """Start *plan* as a transient domain, run *job*, wait, collect.  Always destroys it."""
+    progress: Progress | None = None,
+) -> guest.BootResult:
+    """Start *plan* as a transient domain, run *job*, wait, collect (a step of
+    *progress*).  Always destroys it."""
+    with progress_of(progress).step("boot", f"{plan.topo.name} as a libvirt domain ({uri(plan)})"):
+        return _boot(plan, kernel, run_dir, job, timeout=timeout, on_event=on_event)
+
+
+def _boot(
+    plan: VmPlan, kernel: KernelArtifact, run_dir: Path, job: guest.GuestJob | None, *, timeout: float,
+    on_event: Callable[[float, str], None] | None,
+) -> guest.BootResult:  # fmt: skip
     libvirt = _module()
     where = uri(plan)
     conn = connect(where)
     try:
         render.adapt(plan, _version(conn.getLibVersion()))  # the daemon's version, not only ours
         emulator = tcg_wrapper(conn, plan, where) if plan.accel == "tcg" and plan.tcg_threads != "multi" else None
-        job = job or qemu.GuestJob()
+        job = job or guest.GuestJob()
         job = replace(job, config={**job.config, "LAB_HOST_ENDS": "1"})  # see ended() below
-        files = replace(qemu.prepare(plan, kernel, run_dir, job), monitor=None)  # libvirt owns QEMU's monitor
+        files = replace(guest.prepare(plan, kernel, run_dir, job), monitor=None)  # libvirt owns QEMU's monitor
         assert files.console and files.agent_log and files.results
         xml = domain_xml(plan, files, run_dir, emulator)
         (run_dir / "domain.xml").write_text(xml)
         console = run_dir / files.console
-        said = qemu.AgentLog(run_dir / files.agent_log, plan, console, on_event)
+        said = guest.AgentLog(run_dir / files.agent_log, plan, console, on_event)
 
         def lost(what: str) -> LostGuest:
-            return LostGuest(f"{what}{said.last_word()} (console: {console})", qemu.console_tail(console))
+            return LostGuest(f"{what}{said.last_word()} (console: {console})", guest.console_tail(console))
 
         t0 = time.monotonic()
         dom = None
@@ -231,14 +257,14 @@ def boot(
                 except libvirt.libvirtError:  # a transient domain is gone once it stops
                     return 0
 
-            qemu.watch(ended, pid, said, lost, ready_within=qemu.boot_timeout(plan), finish_within=timeout)
+            guest.watch(ended, pid, said, lost, ready_within=guest.boot_timeout(plan), finish_within=timeout)
         finally:
             if dom is not None:
                 _destroy(libvirt, dom)
             if results is not None:
                 results.close()
         wall = time.monotonic() - t0
-        return qemu.collect(plan, run_dir, files, said, ["virsh", "-c", where, "create", str(run_dir / "domain.xml")], wall)
+        return guest.collect(plan, run_dir, files, said, ["virsh", "-c", where, "create", str(run_dir / "domain.xml")], wall)
     finally:
         _close(libvirt, conn)
 

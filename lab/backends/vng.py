@@ -5,7 +5,7 @@ command in it.  lab's command unpacks lab's initramfs layers into a tmpfs and ru
 lab's agent there as init (render.vng.agent_script): the job, the workloads and the
 agent are the ones the QEMU backend boots, and the results come back on lab's own
 virtio-serial ports (added with --qemu-opts), so everything after the VM ends is the
-QEMU backend's (qemu.collect).  vng's own output (its console included) goes to
+QEMU backend's (guest.collect).  vng's own output (its console included) goes to
 console.log.
 """
 
@@ -24,8 +24,12 @@ from .. import proc
 from ..errors import InfraError, LostGuest, UserError
 from ..kernel.artifact import KernelArtifact
 from ..plan import VmPlan
+from ..progress import Progress
+from ..progress import of as progress_of
+from ..render import qemu as render_qemu
 from ..render import vng as render
-from . import qemu
+from . import guest
+from .base import Capabilities
 
 # vng's guest init (systemd-tmpfiles, udev, mounts over 9p) before lab's agent, under TCG.
 VNG_BOOT_EXTRA_S = 120
@@ -47,8 +51,23 @@ def _env(vng: Path) -> dict[str, str]:
     return {"PATH": f"{vng.parent}{os.pathsep}{os.environ.get('PATH', '')}"}
 
 
+NAME = "vng"
+CAPABILITIES = Capabilities(builds_tree=True, run_dir_named=True)
+TREE_BUILD = "vng --build (vng's config + lab's fragments)"  # build_tree()
+
+
+def adapt(plan: VmPlan, kernel: KernelArtifact | None = None) -> VmPlan:
+    """*plan* as vng runs it, checked against the kernel's config (None: no kernel yet)."""
+    config = {sym: kernel.config_value(sym) for sym in render.VNG_NEEDS} if kernel is not None else None
+    return render.adapt(plan, config)
+
+
+def dry_run(plan: VmPlan, kernel: KernelArtifact) -> str:
+    return shlex.join(dry_run_argv(plan, kernel))
+
+
 def dry_run_argv(plan: VmPlan, kernel: KernelArtifact) -> list[str]:
-    files = qemu.render.boot_files(plan, Path(kernel.image))
+    files = render_qemu.boot_files(plan, Path(kernel.image))
     return render.argv(plan, files, vng=str(vng_bin()), agent="sh $RUN_DIR/vng-agent.sh")
 
 
@@ -56,29 +75,39 @@ def boot(
     plan: VmPlan,
     kernel: KernelArtifact,
     run_dir: Path,
-    job: qemu.GuestJob | None = None,
+    job: guest.GuestJob | None = None,
     *,
     timeout: float = 600,
     on_event: Callable[[float, str], None] | None = None,
-) -> qemu.BootResult:
-    """Run *plan* through vng, run *job* in it, wait, collect.  Always stops vng and its QEMU."""
+    progress: Progress | None = None,
+) -> guest.BootResult:
+    """Run *plan* through vng, run *job* in it, wait, collect (a step of *progress*).
+    Always stops vng and its QEMU."""
+    with progress_of(progress).step("boot", f"{plan.topo.name} through virtme-ng"):
+        return _boot(plan, kernel, run_dir, job, timeout=timeout, on_event=on_event)
+
+
+def _boot(
+    plan: VmPlan, kernel: KernelArtifact, run_dir: Path, job: guest.GuestJob | None, *, timeout: float,
+    on_event: Callable[[float, str], None] | None,
+) -> guest.BootResult:  # fmt: skip
     vng = vng_bin()
     run_dir = run_dir.resolve()
     run_dir.mkdir(parents=True, exist_ok=True)
     # vng boots the bzImage itself (its initramfs loads the kernel's modules): no PVH vmlinux.
-    files = replace(qemu.render.boot_files(plan, Path(kernel.image)), monitor=None, dtb=None)
+    files = replace(render_qemu.boot_files(plan, Path(kernel.image)), monitor=None, dtb=None)
     assert files.console and files.agent_log and files.results
     for f in (files.console, files.agent_log, files.results):
         (run_dir / f).unlink(missing_ok=True)
-    layers = qemu.initrd_layers(run_dir / files.initrd, plan, kernel, job or qemu.GuestJob())
+    layers = guest.initrd_layers(run_dir / files.initrd, plan, kernel, job or guest.GuestJob())
     (run_dir / "vng-agent.sh").write_text(render.agent_script(layers))
     argv = render.argv(plan, files, vng=str(vng), run_dir=run_dir, agent=f"sh {shlex.quote(str(run_dir / 'vng-agent.sh'))}")
     (run_dir / "vng.argv").write_text(shlex.join(argv) + "\n")
     console = run_dir / files.console
-    said = qemu.AgentLog(run_dir / files.agent_log, plan, console, on_event)
+    said = guest.AgentLog(run_dir / files.agent_log, plan, console, on_event)
 
     def lost(what: str) -> LostGuest:
-        return LostGuest(f"{what}{said.last_word()} (vng's output: {console})", qemu.console_tail(console))
+        return LostGuest(f"{what}{said.last_word()} (vng's output: {console})", guest.console_tail(console))
 
     t0 = time.monotonic()
     with open(console, "wb") as out:
@@ -86,20 +115,20 @@ def boot(
         try:
             with proc.signals_held():
                 p = proc.popen(
-                    argv, cwd=run_dir, env=_env(vng), stdin=qemu.subprocess_devnull(), stdout=out, stderr=out,
-                    start_new_session=True, preexec_fn=qemu._die_with_parent,
+                    argv, cwd=run_dir, env=_env(vng), stdin=guest.subprocess_devnull(), stdout=out, stderr=out,
+                    start_new_session=True, preexec_fn=guest.die_with_parent,
                 )  # fmt: skip
-            qemu.watch(
-                p.poll, p.pid, said, lost, ready_within=qemu.boot_timeout(plan) + VNG_BOOT_EXTRA_S, finish_within=timeout
+            guest.watch(
+                p.poll, p.pid, said, lost, ready_within=guest.boot_timeout(plan) + VNG_BOOT_EXTRA_S, finish_within=timeout
             )
         finally:
             if p is not None:
                 proc.stop_group(p)
     wall = time.monotonic() - t0
     if said.ready_s is None:
-        tail = qemu.console_tail(console, 5).splitlines()
+        tail = guest.console_tail(console, 5).splitlines()
         raise InfraError(f"vng ended before lab's agent started: {tail[-1] if tail else 'no output'} (vng's output: {console})")
-    return qemu.collect(plan, run_dir, files, said, argv, wall)
+    return guest.collect(plan, run_dir, files, said, argv, wall)
 
 
 # ---- --kernel-tree: the developer's tree built by `vng --build` -------------------------

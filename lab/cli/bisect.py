@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
-from typing import Any
 
 import click
 
@@ -24,12 +22,6 @@ def _vm(**vm_kw):
     from .vm import make_vm_options
 
     return make_vm_options(kernel_spec="debian", **vm_kw)
-
-
-def _abs(arg: str) -> str:
-    """A name as it is; a file (a scenario or recipe path) as its absolute path."""
-    p = Path(arg)
-    return str(p.resolve()) if ("/" in arg or p.suffix) and p.exists() else arg
 
 
 @click.command("bisect")
@@ -64,92 +56,13 @@ def bisect_cmd(scenario_name, topo, tree, good, bad, repeat, confidence, max_run
     Prints the first bad commit with both sides' evidence.  Exit 0 found, 2 bad input
     (including ends that do not bisect), 3 error (an end that cannot be judged, or
     skipped commits that hide the answer)."""
-    import time
+    from .. import bisect, progress
 
-    from .. import bisect, bisect_seq, iterate, lock, progress, session, topology
-    from .. import scenario as sc
-    from ..errors import InfraError, UserError
-
-    t0 = time.monotonic()
-    if confidence is not None:
-        bisect_seq.check_confidence(confidence)
-        if repeat is not None:
-            raise UserError("--repeat and --confidence: give one (a fixed majority of N runs, or a sequential test)")
-        max_runs = max_runs if max_runs is not None else bisect_seq.DEFAULT_MAX_RUNS
-    elif max_runs is not None:
-        raise UserError("--max-runs goes with --confidence (the fixed majority's runs are --repeat)")
-    s = sc.load(scenario_name)
-    topo = topo or topology.load(s.topologies[0])
-    unmet = s.unmet(topo)
-    if unmet:
-        raise UserError(f"{s.name} cannot run on {topo.name}: the topology lacks {'; '.join(unmet)}")
-    runs = repeat if repeat is not None else s.verdict_runs
-    if runs % 2 == 0:
-        raise UserError(f"--repeat {runs}: give an odd number of runs per commit (a majority must exist)")
-    tree = bisect.check_tree(tree)
-    iterate.tree_recipe(tree, topo.arch, recipe)  # a bad --recipe is refused before any work
-    good_sha = bisect.commit(tree, good, "--good")
-    bad_sha = bisect.commit(tree, bad, "--bad")
-    bisect.check_range(tree, good_sha, bad_sha)
-    bisect.check_kernel(tree, good_sha, "--good")
-    bisect.check_kernel(tree, bad_sha, "--bad")
     vm = _vm(**vm_kw)
-
-    p = progress.for_cli()
-    with lock.cache_lock(f"bisect-{bisect.workspace_name(tree)}", f"bisecting {tree}", timeout=24 * 3600.0):
-        with p.step("clone", f"lab's clone of {tree}"):
-            clone = bisect.workspace(tree)
-        d = session.new_run_dir("bisect", topo, tree.name)
-        steps_log = d / bisect.STEPS
-        state = {
-            # The step runs in the clone (git bisect run's working directory): files by absolute path.
-            "scenario": _abs(scenario_name), "topology": session.topology_arg(topo), "runs": runs,
-            "recipe": _abs(recipe) if recipe else None,
-            "clone": str(clone), "steps": str(steps_log),
-            "vm": {**vm_kw, "accel": vm.accel},  # the step runs lab again: the options as given
-        }  # fmt: skip
-        if confidence is not None:
-            with p.step("ends", f"good {good_sha[:12]} and bad {bad_sha[:12]}, interleaved, until their pass rates are told apart"):
-                seq_ends, g_st, b_st = bisect.measure_ends(s, topo, vm, clone, good_sha, bad_sha, confidence, max_runs, recipe, progress=p)
-            for st in (g_st, b_st):
-                if st is not None:
-                    bisect.record(steps_log, st)
-            if seq_ends.state != "ready":
-                err = InfraError if seq_ends.unjudged else UserError
-                raise err(f"{s.name} on {topo.name}: {seq_ends.why} (steps: {steps_log})")
-            state["sequential"] = {"p_good": seq_ends.p_good, "p_bad": seq_ends.p_bad, "confidence": confidence, "max_runs": max_runs}
-            p.note(f"ends told apart ({seq_ends.rates()}); bisecting in {clone}")
-        (d / bisect.STATE).write_text(json.dumps(state, indent=1))
-        ends = {}
-        for role, sha in (("good end", good_sha), ("bad end", bad_sha)) if confidence is None else ():
-            with p.step(role, f"{sha[:12]} {bisect.subject(tree, sha)}"):
-                st = bisect.judge(s, topo, vm, clone, sha, runs, recipe, progress=p, role=role)
-            bisect.record(steps_log, st)
-            ends[role] = st
-            what = f"the {role.split()[0]} commit {sha[:12]} ({st.subject})"
-            want = "PASS" if role == "good end" else "FAIL"
-            if st.status in ("PASS", "FAIL") and st.status != want:
-                run = next((r for r in st.runs if r.get("status") == st.status), {})
-                raise UserError(f"{what} {'fails' if want == 'PASS' else 'passes'} {s.name} on {topo.name} "
-                                f"({st.describe()}; run dir {run.get('run_dir')}): nothing to bisect")  # fmt: skip
-            if st.status != want:
-                raise InfraError(f"{what} cannot be judged, so lab cannot bisect: {st.describe()} (steps: {steps_log})")
-        if confidence is None:
-            p.note(f"both ends hold (good {good_sha[:12]} PASS, bad {bad_sha[:12]} FAIL); bisecting in {clone}")
-        step_argv = [sys.executable, "-m", "lab", "bisect-step", str(d / bisect.STATE)]
-        result = bisect.run_bisect(clone, good_sha, bad_sha, step_argv, steps_log)
-    (d / "bisect.log").write_text(result.log + "\n")
-    wall = time.monotonic() - t0
-    text = bisect.report(result, scenario=s.name, topology=topo.name, wall_s=wall, run_dir=str(d))
-    (d / "report.txt").write_text(text)
-    doc: dict[str, Any] = {"first_bad": result.first_bad, "candidates": result.candidates, "wall_s": round(wall, 1)}
-    conf = bisect.confidence_of(result.steps)
-    if conf is not None:
-        doc["confidence"] = round(conf[0], 6) if result.first_bad else None
-        doc["sequential"] = state["sequential"]
-    (d / "result.json").write_text(json.dumps(doc, indent=1))
-    click.echo(text, nl=False)
-    if result.first_bad is None:
+    done = bisect.drive(scenario_name, topo, tree, good, bad, vm, repeat=repeat, confidence=confidence, max_runs=max_runs,
+                        recipe=recipe, progress=progress.for_cli())  # fmt: skip
+    click.echo(done.text, nl=False)
+    if done.result.first_bad is None:
         sys.exit(3)
 
 
@@ -158,25 +71,10 @@ def bisect_cmd(scenario_name, topo, tree, good, bad, repeat, confidence, max_run
 def bisect_step_cmd(state_file: Path) -> None:
     """lab bisect's step under git bisect run: judge the clone's HEAD; exit 0 good, 1 bad,
     125 skip, 255 (git aborts the bisection) when lab itself cannot go on."""
-    from .. import bisect, proc, progress, topology
-    from .. import scenario as sc
+    from .. import bisect, progress
 
     try:
-        state = json.loads(state_file.read_text())
-        clone = Path(state["clone"])
-        s = sc.load(state["scenario"])
-        topo = topology.load(state["topology"])
-        sha = proc.run(["git", "-C", clone, "rev-parse", "HEAD"]).stdout.decode().strip()
-        done = len(bisect.read_steps(Path(state["steps"]))) - 2
-        left = bisect.steps_left(clone)
-        p = progress.for_cli()
-        with p.step(f"bisect step {done + 1}" + (f" (~{left} more)" if left is not None else ""), f"{sha[:12]} {bisect.subject(clone, sha)}"):
-            if state.get("sequential"):
-                st = bisect.judge_seq(s, topo, _vm(**state["vm"]), clone, sha, state["sequential"], state["recipe"], progress=p)
-            else:
-                st = bisect.judge(s, topo, _vm(**state["vm"]), clone, sha, state["runs"], state["recipe"], progress=p)
-        bisect.record(Path(state["steps"]), st)
-        p.note(f"{sha[:12]}: {st.describe()} -> git bisect {({0: 'good', 1: 'bad'}).get(st.exit_code, 'skip')}")
+        st = bisect.step(state_file, progress.for_cli())
     except KeyboardInterrupt:
         sys.exit(255)
     except Exception as e:  # noqa: BLE001 - anything else must stop git, not read as "bad"

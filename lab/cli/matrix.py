@@ -8,6 +8,7 @@ from pathlib import Path
 
 import click
 
+from ..backends import base
 from .common import console
 from .vm import RUN_OPTIONS
 
@@ -39,7 +40,7 @@ def axis_options(f):
         click.option("--scenarios", default="all", show_default=True, metavar="S1,S2|all", help="Scenarios."),
         click.option("--repeat", type=click.IntRange(1, 100), default=1, show_default=True,
                      help="Runs per cell, each its own verdict; the cell passes when all pass."),
-        click.option("--backend", default="qemu", show_default=True, metavar="qemu|libvirt|vng", help="How each cell's VM is run."),
+        click.option("--backend", default="qemu", show_default=True, metavar="|".join(base.names()), help="How each cell's VM is run."),
     )  # fmt: skip
     for opt in reversed(opts):
         command = opt(command)
@@ -65,7 +66,7 @@ def _args(axes) -> list[str]:
     out = ["--topologies", axes["topologies"], "--kernels", axes["kernels"], "--scenarios", axes["scenarios"]]
     if axes["repeat"] > 1:
         out += ["--repeat", str(axes["repeat"])]
-    if axes["backend"] != "qemu":
+    if axes["backend"] != VmOptions.backend:
         out += ["--backend", axes["backend"]]
     opts: VmOptions = axes["options"]
     return [*out, *opts.to_args(skip=("kernel", "backend", "connect"))]
@@ -147,10 +148,10 @@ def _check_backend(backend: str, connect) -> None:
     from ..errors import UserError
     from .run import run_cmd
 
-    if backend != "qemu" and "backend" not in {p.name for p in run_cmd.params}:
-        raise UserError(f"--backend {backend}: this lab's `lab run` has only the qemu backend")
-    if connect and backend != "libvirt":
-        raise UserError("--connect URI goes with --backend libvirt")
+    if backend != base.DEFAULT and "backend" not in {p.name for p in run_cmd.params}:
+        raise UserError(f"--backend {backend}: this lab's `lab run` has only the {base.DEFAULT} backend")
+    if connect and backend not in base.with_capability("remote"):
+        raise UserError(f"--connect URI goes with --backend {'|'.join(base.with_capability('remote'))}")
 
 
 def _show(ident, results, out: Path, doc) -> None:

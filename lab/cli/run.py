@@ -156,107 +156,60 @@ def _run_repeated(
     return outcomes
 
 
+class _LoopView:
+    """`lab run --kernel-tree`'s view of the loop (tree_loop.LoopView): on the console, or
+    with --json the verdicts on stdout (one line each under --watch) and the rest on stderr."""
+
+    def __init__(self, as_json: bool) -> None:
+        self.as_json = as_json
+        self.c = console(stderr=as_json)
+
+    def judged(self, info, build_s: float, edit_to_verdict_s: float, changes: list[str]) -> None:
+        self.c.print(f"judged {info['tree']} at {info['git_describe']} (uncommitted diff {info['diff_sha256']}); "
+                     f"build {build_s:.1f}s, edit to verdict {edit_to_verdict_s:.1f}s", soft_wrap=True)  # fmt: skip
+        for line in changes:
+            self.c.print(f"  changed: {line}", markup=False, highlight=False)
+
+    def error(self, e, info, previous) -> None:
+        from rich.markup import escape
+
+        from .. import iterate
+
+        if self.as_json:  # the verdict stream gets the error too, as one line
+            click.echo(json.dumps({"status": "ERROR", "message": " ".join(str(e).split()), "kernel_info": info,
+                                   "previous_verdict": previous}))  # fmt: skip
+        self.c.print("[red]error[/]: " + escape(" ".join(str(e).split())), highlight=False, soft_wrap=True)
+        if e.detail:
+            self.c.print(e.detail.rstrip(), markup=False, highlight=False, soft_wrap=True)
+        if previous is not None:
+            self.c.print(f"previous verdict kept: {iterate.describe_verdict(previous)}", markup=False, highlight=False, soft_wrap=True)
+
+    def watching(self, tree, mode: str, why: str) -> None:
+        how = "" if mode == "inotify" else f" (polling every 5 s: {why})"
+        self.c.print(f"watching {tree} for changes{how}; Ctrl-C to stop", markup=False, highlight=False, soft_wrap=True)
+
+    def rebuilding(self, changed: list[str]) -> None:
+        more = f" and {len(changed) - 3} more" if len(changed) > 3 else ""
+        what = ", ".join(changed[:3]) + more if changed else "the tree changed while lab was busy"
+        self.c.print(f"rebuilding: {what}", markup=False, highlight=False, soft_wrap=True)
+
+
 def _tree_loop(
     s, topo, vm, tree, recipe, *, watch: bool, repeat: int = 1, per_verdict: int = 1, as_json: bool = False, runs=None,
     jobs: int | None = None,
 ) -> int:
-    """Build the developer's tree, run, show the verdict; with watch, again on every change.
+    """lab.tree_loop with this command's runs (a verdict's up to *jobs* side by side) and view."""
+    from .. import progress, tree_loop
 
-    A build that fails shows the compiler's errors and the log, and says which verdict
-    still stands (the last one for this tree, from this run or an earlier one).  With
-    --json the verdicts go to stdout as JSON (one line each under --watch) and the rest
-    to stderr."""
-    import dataclasses
-    import time
-
-    from rich.markup import escape
-
-    from .. import iterate, progress, runner, session
-    from .. import watch as watch_mod
-    from ..errors import LabError
-
-    c = console(stderr=as_json)
+    view = _LoopView(as_json)
     p = progress.for_cli()
-    tree = iterate.check_tree(tree, topo.arch)
-    iterate.tree_recipe(tree, topo.arch, recipe)  # a bad --recipe is refused before any work
-    if vm.backend == "vng" and recipe:
-        from ..errors import UserError
 
-        raise UserError("--recipe builds with lab's build; with --backend vng the tree is built by vng --build (vng's config + lab's fragments)")
-    last = None
-    fp = iterate.fingerprint(tree)
-    while True:
-        info = iterate.describe(tree)
-        t0 = time.monotonic()
-        try:
-            with p.step("build", f"{tree} ({info.get('git_describe')}, diff {info.get('diff_sha256')})"):
-                if vm.backend == "vng":  # vng's own build: its config + lab's fragments, checked (backends.vng)
-                    from ..backends import vng as vng_backend
+    def run(sess, info):
+        return _run_repeated(s, sess, repeat, as_json, kernel_info=info, json_lines=watch, per_verdict=per_verdict, progress=p,
+                             jobs=jobs)  # fmt: skip
 
-                    art = vng_backend.build_tree(tree, topo.arch)
-                else:
-                    art = iterate.tree_kernel(tree, topo.arch, recipe, progress=p.callback())
-            build_s = time.monotonic() - t0
-            sess = session.prepare(topo, dataclasses.replace(vm, kernel=art.id), runs=runs, progress=p,
-                                   artifact=art if vm.backend == "vng" else None)  # fmt: skip
-            outs = _run_repeated(s, sess, repeat, as_json, kernel_info=info, json_lines=watch, per_verdict=per_verdict, progress=p,
-                                 jobs=jobs)  # fmt: skip
-            edit_to_verdict = time.monotonic() - t0
-            for o in outs:  # the loop's own figures go into each run's results.json too
-                o.timing.update(build_s=round(build_s, 2), edit_to_verdict_s=round(edit_to_verdict, 2))
-                if o.run_dir:
-                    runner.write_results(o, o.run_dir)
-            o = _standing(outs, repeat, per_verdict)
-            c.print(f"judged {info['tree']} at {info['git_describe']} (uncommitted diff {info['diff_sha256']}); "
-                    f"build {build_s:.1f}s, edit to verdict {edit_to_verdict:.1f}s", soft_wrap=True)
-            for line in iterate.verdict_changes(last, o):
-                c.print(f"  changed: {line}", markup=False, highlight=False)
-            if o.status in runner.JUDGED:
-                iterate.save_verdict(tree, topo.arch, recipe, o, info)
-                last = o
-            rc = runner.EXIT[o.status]
-        except LabError as e:
-            prev = iterate.last_verdict(tree, topo.arch, recipe)
-            if not watch:
-                if prev is not None:  # printed after the error and its evidence
-                    e.detail = (e.detail.rstrip() + "\n" if e.detail else "") + (
-                        f"previous verdict for this tree kept: {iterate.describe_verdict(prev)}"
-                    )
-                raise
-            if as_json:  # the verdict stream gets the error too, as one line
-                click.echo(json.dumps({"status": "ERROR", "message": " ".join(str(e).split()), "kernel_info": info,
-                                       "previous_verdict": prev}))  # fmt: skip
-            c.print("[red]error[/]: " + escape(" ".join(str(e).split())), highlight=False, soft_wrap=True)
-            if e.detail:
-                c.print(e.detail.rstrip(), markup=False, highlight=False, soft_wrap=True)
-            if prev is not None:
-                c.print(f"previous verdict kept: {iterate.describe_verdict(prev)}", markup=False, highlight=False, soft_wrap=True)
-            rc = e.exit_code
-        if not watch:
-            return rc
-
-        def said(mode: str, why: str) -> None:
-            how = "" if mode == "inotify" else f" (polling every 5 s: {why})"
-            c.print(f"watching {tree} for changes{how}; Ctrl-C to stop", markup=False, highlight=False, soft_wrap=True)
-
-        try:
-            fp, changed = watch_mod.wait_for_change(tree, lambda: iterate.fingerprint(tree), fp, on_mode=said)
-        except KeyboardInterrupt:
-            return rc
-        more = f" and {len(changed) - 3} more" if len(changed) > 3 else ""
-        what = ", ".join(changed[:3]) + more if changed else "the tree changed while lab was busy"
-        c.print(f"rebuilding: {what}", markup=False, highlight=False, soft_wrap=True)
-
-
-def _standing(outs, repeat: int, per_verdict: int):
-    """The run that stands for the tree: the worst of --repeat runs, or of the majority
-    verdict's runs one that agrees with the majority (an ERROR stands when one ran)."""
-    from .. import runner
-
-    if repeat > 1 or per_verdict == 1:
-        return max(outs, key=lambda x: runner.SEVERITY.get(x.status, 3))
-    v = runner.majority(outs, per_verdict)
-    return next((o for o in reversed(outs) if o.status == v.status), outs[-1])
+    return tree_loop.tree_loop(s, topo, vm, tree, recipe, watch=watch, run=run, view=view, progress=p, repeat=repeat,
+                               per_verdict=per_verdict, runs=runs)  # fmt: skip
 
 
 def _show(o) -> None:

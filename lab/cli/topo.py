@@ -11,7 +11,7 @@ import click
 
 from .. import rundir
 from .common import OUTPUT, RUNS, SECONDS, TOPOLOGY, console, text_format_option
-from .vm import vm_options
+from .vm import BackendChoice, vm_options
 
 
 @click.group()
@@ -114,7 +114,7 @@ def show(spec) -> None:
 
 @topo.command()
 @click.argument("spec", type=TOPOLOGY)
-@click.option("--format", "fmt", type=click.Choice(["qemu", "libvirt", "vng", "json"]), default="qemu", show_default=True)
+@click.option("--format", "fmt", type=BackendChoice(extra=("json",)), default="qemu", show_default=True)
 @vm_options
 def render(spec, fmt: str, vm) -> None:
     """The exact QEMU argv a boot of SPEC runs (as `lab boot --dry-run` prints it), the
@@ -125,15 +125,17 @@ def render(spec, fmt: str, vm) -> None:
         click.echo(json.dumps(spec.to_dict(), indent=1))
         return
     from .. import session
+    from ..backends import base
 
-    if fmt != "qemu":
+    if fmt != base.DEFAULT:
         vm = dataclasses.replace(vm, backend=fmt)
     s = session.prepare(spec, vm, build=False)
-    if fmt == "qemu":
+    if fmt == base.DEFAULT:  # the QEMU argv, of the plan --backend adapted
         click.echo(shlex.join(session.dry_run_argv(s)))
     else:
         click.echo(session.dry_run(s))
-        click.echo("# $RUN_DIR is the run directory", err=True)
+        if base.get(fmt).CAPABILITIES.run_dir_named:
+            click.echo("# $RUN_DIR is the run directory", err=True)
     # The plan depends on the kernel (bring-up, TCG threading, boot parameters): say which.
     click.echo(f"# planned for kernel {s.kernel.name} ({s.kernel.release}, {s.kernel.id}): give --kernel for another", err=True)
     for n in s.plan.notes:

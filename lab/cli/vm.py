@@ -8,14 +8,35 @@ import os
 import shlex
 import sys
 import time
+from typing import cast
 
 import click
 
 from .. import rundir
+from ..backends.base import names as backend_names
 from ..image.tools import DEFAULT_TOOLS
 from ..render.qemu import HOTPLUG_BRINGUP_ABOVE
 from ..rundir import RunDir
 from .common import CPU_MODEL, QEMU_CHOICE, RUNS, SECONDS, TOOLS, TOPOLOGY, console
+
+
+class BackendChoice(click.Choice):
+    """A backend's name (backends.base.REGISTRY, read when the option is parsed or its help
+    shown), and *extra* choices after them (lab topo render's json).  Here, not in
+    cli.common: lab.progress imports that one, and the backends import lab.progress."""
+
+    def __init__(self, extra: tuple[str, ...] = ()) -> None:
+        super().__init__(())
+        self.extra = extra
+
+    @property
+    def choices(self) -> tuple[str, ...]:
+        return (*backend_names(), *self.extra)
+
+    @choices.setter
+    def choices(self, value) -> None:  # click.Choice.__init__ sets it: the registry is the list
+        pass
+
 
 KERNEL_HELP = "debian (Debian's prebuilt, the default), a recipe, a store id, or a path to a bzImage/Image."
 
@@ -39,11 +60,12 @@ def make_vm_options(*, kernel_spec: str | None, accel: str | None, connect: str 
     compare's two kernels too): what was not given comes from the settings file
     (~/.config/lab/config.toml), else lab's default."""
     from .. import config
+    from ..backends import base
     from ..errors import UserError
     from ..plan import VmOptions
 
-    if connect and backend != "libvirt":
-        raise UserError(f"--connect {connect}: a libvirt URI, for --backend libvirt (not {backend})")
+    if connect and not base.get(backend).CAPABILITIES.remote:
+        raise UserError(f"--connect {connect}: a libvirt URI, for --backend {'|'.join(base.with_capability('remote'))} (not {backend})")
     if kernel_spec is None or accel is None:
         cfg = config.load()
         kernel_spec = kernel_spec or cfg.kernel or VmOptions.kernel
@@ -107,7 +129,7 @@ RUN_OPTIONS = (
 
 BACKEND_OPTIONS = (
     click.option(
-        "--backend", type=click.Choice(["qemu", "libvirt", "vng"]), default="qemu", show_default=True,
+        "--backend", type=BackendChoice(), default="qemu", show_default=True,
         help="What runs the VM: QEMU directly, a libvirt transient domain, or virtme-ng (README: Backends).",
     ),
     click.option(
@@ -139,7 +161,7 @@ def boot(topology, vm, dry_run: bool, timeout: float, tool_list: tuple[str, ...]
     translates CPU ids between the spec's numbering and the guest's.
     """
     from .. import backends, progress, runner, session
-    from ..backends import qemu as backend
+    from ..backends import base, guest
     from ..errors import UserError
     from ..image import tools as tools_mod
 
@@ -156,17 +178,18 @@ def boot(topology, vm, dry_run: bool, timeout: float, tool_list: tuple[str, ...]
         sys.exit(runner.EXIT["SKIP"])
     for n in s.plan.notes:
         click.echo(f"lab: {n}", err=True)
+    backend = base.get(vm.backend)
     if dry_run:
         click.echo(f"lab: planned for kernel {s.kernel.name} ({s.kernel.release}, {s.kernel.id})", err=True)
-        if vm.backend == "qemu":
-            click.echo(shlex.join(session.dry_run_argv(s)))
-            click.echo("lab: run in the run directory: the initramfs, logs and sockets are named relative to it", err=True)
-        else:
-            click.echo(session.dry_run(s))
+        click.echo(session.dry_run(s))
+        if backend.CAPABILITIES.run_dir_named:
             click.echo("lab: $RUN_DIR is the run directory", err=True)
+        else:
+            click.echo("lab: run in the run directory: the initramfs, logs and sockets are named relative to it", err=True)
         return
-    if not cmd and vm.backend != "qemu":
-        raise UserError(f"an interactive console is --backend qemu only; give a command after -- with --backend {vm.backend}")
+    if not cmd and not backend.CAPABILITIES.interactive:
+        only = "|".join(base.with_capability("interactive"))
+        raise UserError(f"an interactive console is --backend {only} only; give a command after -- with --backend {vm.backend}")
     run_dir = session.open_run("boot", s)
     click.echo(f"lab: {topology.name} on {s.kernel.name} ({s.kernel.release}), accel {s.plan.accel} ({s.plan.accel_reason}); run dir {run_dir}", err=True)
     note = s.plan.numbering_note()
@@ -174,12 +197,12 @@ def boot(topology, vm, dry_run: bool, timeout: float, tool_list: tuple[str, ...]
         click.echo(f"lab: {note}", err=True)
     layers = (runner.tools_layer(topology.arch, list(tools), p),) if tools else ()
     if not cmd:
-        rc = backend.interactive(s.plan, s.kernel, run_dir, layers=layers)
+        rc = cast("base.Interactive", backend).interactive(s.plan, s.kernel, run_dir, layers=layers)
         click.echo(f"lab: run dir {run_dir}", err=True)
         sys.exit(rc)
     # No topology snapshot: the user asked for their command, and every second counts here.
     sl, sconfig, sfiles = runner.scheduler_parts(s, p)
-    job = backend.GuestJob(
+    job = guest.GuestJob(
         guest_script(cmd), {"LAB_SNAPSHOT": "0", **sconfig}, layers=tuple(x for x in (*layers, *sl) if x is not None),
         label="command", files=sfiles,
     )  # fmt: skip

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from lab.backends import qemu as backend
+from lab.backends import guest as backend
 
 ELF = b"\x7fELF" + bytes(range(256)) * 40
 

@@ -83,17 +83,17 @@ def test_concurrent_boots_extract_the_vmlinux_once(tmp_path):
     bz.write_bytes(b"MZ" + lzma.compress(elf, format=lzma.FORMAT_XZ, preset=0))
     (tmp_path / "config").write_text("CONFIG_PVH=y\n")
     setup = """
-        from lab.backends import qemu
+        from lab.backends import guest
         from lab.kernel.artifact import KernelArtifact
-        unpack = qemu._decompress
+        unpack = guest._decompress
         def slow(kind, blob):  # as slow as a real kernel's 30 MB, so the boots overlap
             time.sleep(1)
             return unpack(kind, blob)
-        qemu._decompress = slow
+        guest._decompress = slow
     """
     code = f"""
         k = KernelArtifact("k", "x86_64", Path({str(bz)!r}), "r", None, Path({str(tmp_path / "config")!r}), frozenset(), "kid")
-        out = qemu.boot_image(k)
+        out = guest.boot_image(k)
         print(out, len(out.read_bytes()))
     """
     results = race(tmp_path, code, 4, env=_env(tmp_path), setup=setup)

@@ -404,7 +404,7 @@ def test_a_deleted_config_is_unknown_not_a_crash(tmp_path, monkeypatch):
 def test_the_extracted_vmlinux_follows_the_image_and_goes_with_its_kernel(tmp_path, monkeypatch):
     import lzma
 
-    from lab.backends import qemu
+    from lab.backends import guest
     from lab.kernel import store
 
     monkeypatch.setenv("LAB_CACHE", str(tmp_path))
@@ -413,11 +413,11 @@ def test_the_extracted_vmlinux_follows_the_image_and_goes_with_its_kernel(tmp_pa
     (d / "vmlinuz").write_bytes(b"MZ" + lzma.compress(elf1, format=lzma.FORMAT_XZ))
     edit_json(d / "metadata.json", image_size=(d / "vmlinuz").stat().st_size)
     k = store.get("ab" * 12)
-    first = qemu.boot_image(k)
+    first = guest.boot_image(k)
     assert first.read_bytes() == elf1
     (d / "vmlinuz").write_bytes(b"MZ" + lzma.compress(elf2, format=lzma.FORMAT_XZ))  # replaced in place
     edit_json(d / "metadata.json", image_size=(d / "vmlinuz").stat().st_size)
-    second = qemu.boot_image(store.get("ab" * 12))
+    second = guest.boot_image(store.get("ab" * 12))
     assert second != first and second.read_bytes() == elf2
     store.remove("ab" * 12)
     assert not list((tmp_path / "vmlinux").glob("*.elf"))

@@ -25,6 +25,7 @@ import pytest
 from click.testing import CliRunner
 
 from lab import integrity, runner, session, topology
+from lab.backends import guest
 from lab.backends import qemu as backend
 from lab.cli import main
 from lab.cli.common import to_ascii
@@ -314,13 +315,13 @@ def test_extract_keeps_what_arrived_and_only_plain_files(tmp_path):
     tar = tmp_path / "run" / "results.tar"
     tar.parent.mkdir()
     tar.write_bytes(tar_bytes({"rc": b"0\n", "a/b": b"x"}, extra=hostile))
-    ignored = backend._extract(tar, tmp_path / "run" / "out")
+    ignored = guest._extract(tar, tmp_path / "run" / "out")
     assert sorted(ignored) == ["../escape", "./dev", "./link", "./rc/inner", "/abs"]
     assert (tmp_path / "run" / "out" / "a" / "b").read_bytes() == b"x"
     assert not (tmp_path / "escape").exists() and not (tmp_path / "run" / "out" / "link").exists()
     cut = tmp_path / "cut.tar"
     cut.write_bytes(_cut_inside_a_member(tar_bytes(guest_files())))
-    backend._extract(cut, tmp_path / "cut")
+    guest._extract(cut, tmp_path / "cut")
     assert (tmp_path / "cut" / "stream.rc").exists() and not (tmp_path / "cut" / "trace.main.txt").exists()
 
 

@@ -6,7 +6,7 @@ import pytest
 
 from lab import host as host_mod
 from lab import topology
-from lab.backends import qemu as backend
+from lab.backends import guest as backend
 from lab.errors import InfraError
 from lab.plan import VmOptions
 from lab.render import qemu

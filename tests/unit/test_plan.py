@@ -144,3 +144,28 @@ def test_matrix_cells_run_on_the_qemu_the_matrix_was_given():
     argv = mx.Runner(m, Path("x")).lab_run_argv(m.cells[0], "k", None)
     assert argv[argv.index("--qemu") + 1] == "lab" and argv[argv.index("--append") + 1] == "x=1"
     assert VmOptions.from_args(argv[4:]).qemu == "lab"
+
+
+def test_options_round_trip_property():
+    """Any value of any option (spaces, quotes, '=', a leading '-', the default itself)
+    comes back from its command line and from its record (the bisect step's state)."""
+    import dataclasses
+
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from lab.plan import VmOptions
+
+    names = [f.name for f in dataclasses.fields(VmOptions)]
+    value = st.text(st.characters(blacklist_categories=("Cs",)), max_size=20)
+    opts = st.builds(VmOptions, **{n: value for n in names})
+
+    @settings(max_examples=300, deadline=None)
+    @given(opts)
+    def check(o):
+        assert VmOptions.from_args(o.to_args()) == o
+        assert VmOptions.from_args(["run", "x", *o.to_args(always=tuple(names)), "--json"]) == o
+        assert VmOptions.from_dict(o.to_dict()) == o
+
+    check()
+
