@@ -117,6 +117,7 @@ CASES: dict[str, dict[str, list[list[str]]]] = {
         "repeat": [["run", "llc-spread-pinned", "--repeat", n] for n in ("0", "-1", "1001", "", "2.5")],
         "runs_per_verdict": [["run", "llc-spread-pinned", "--runs-per-verdict", n] for n in ("0", "2", "100", "x")]
         + [["run", "llc-spread-pinned", "--runs-per-verdict", "3", "--repeat", "5"]],
+        "jobs": [["run", "llc-spread-pinned", "--jobs", n] for n in ("0", "-1", "65", "x", "", "1.5")],
         "kernel_tree": [["run", "llc-spread-pinned", "--kernel-tree", t] for t in ("{missing}", "{garbage}", "{dir}")]
         + [["run", "llc-spread-pinned", "--kernel-tree", "{dir}", "--kernel", "nope"]],
         "recipe": [["run", "llc-spread-pinned", "--recipe", "lab-6.1"]],
