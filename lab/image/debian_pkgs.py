@@ -14,8 +14,10 @@ stress-ng.  Debian builds them for every architecture, so lab takes Debian's:
   name.  perl, python3 and the like are followed no further: the stager checks
   every library a binary needs is in the tree, and says which one is not;
 - each package is fetched once (``apt-get download NAME=VERSION``) into
-  ``debs/`` and the closure is unpacked with ``dpkg-deb -x`` into
-  ``roots/<key>``, *key* a hash of the packages and their versions.
+  ``debs/``, checked against the SHA256 its package list gives
+  (``emulators._verified_deb``, as QEMU's fetch checks), and the closure is
+  unpacked with ``dpkg-deb -x`` into ``roots/<key>``, *key* a hash of the
+  packages and their versions.
 """
 
 from __future__ import annotations
@@ -51,6 +53,7 @@ class Package:
     version: str
     section: str
     depends: tuple[tuple[str, ...], ...]  # each group: alternatives, first preferred
+    sha256: str = ""  # the archive's, as its Packages index says: a download is checked against it
 
     @property
     def spec(self) -> str:
@@ -161,7 +164,7 @@ def parse_show(text: str) -> dict[str, Package]:
         if not name or name in out or "Version" not in fields:
             continue
         deps = parse_depends(fields.get("Pre-Depends", "")) + parse_depends(fields.get("Depends", ""))
-        out[name] = Package(name, fields["Version"], fields.get("Section", ""), deps)
+        out[name] = Package(name, fields["Version"], fields.get("Section", ""), deps, fields.get("SHA256", ""))
     return out
 
 
@@ -258,10 +261,16 @@ def download(arch: str, pkgs: Iterable[Package]) -> list[Path]:
         with tempfile.TemporaryDirectory(prefix=paths.tmp_prefix("debs"), dir=debs) as td:
             os.chmod(td, 0o777)  # apt-get download may drop privileges to _apt
             cp = proc.run(["apt-get", *apt_options(arch), "-q", "download", *(p.spec for p in todo)], cwd=td, check=False, timeout=1800)
-            for p in todo:
-                got = [f for f in Path(td).glob(f"{p.name}_*.deb")]
-                if cp.returncode == 0 and len(got) == 1:
-                    os.replace(got[0], _deb_path(arch, p))
+            from ..emulators import DebPackage, _verified_deb
+
+            for p in todo:  # the one .deb of each, with the archive's SHA256 (QEMU's fetch checks the same)
+                try:
+                    got = _verified_deb(Path(td), DebPackage(p.name, p.version, p.sha256, 0, ""))
+                except InfraError:
+                    if cp.returncode == 0:
+                        raise
+                    continue  # a refused download: those that came whole are kept, the refusal said below
+                os.replace(got, _deb_path(arch, p))
             if cp.returncode != 0:
                 _refused(arch, todo, cp.stderr.decode(errors="replace"))
     return [_deb_path(arch, p) for p in pkgs]

@@ -4,6 +4,7 @@ the one-line errors (a tool with no package of the arch, a refused download)."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import struct
 import subprocess
@@ -12,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from lab import arch as archs
-from lab.errors import UserError
+from lab.errors import InfraError, UserError
 from lab.image import debian_pkgs, tools
 from lab.image.tools import DEFAULT_TOOLS
 
@@ -171,6 +172,7 @@ Package: libnuma1
 Version: 2.0.16-1
 Section: libs
 Depends: libc6
+SHA256: 5f0b2f6b2a0c1d1e0f4c3b6a4f5d7e8c9b0a1f2e3d4c5b6a7980f1e2d3c4b5a6
 """
 
 
@@ -191,6 +193,7 @@ def test_parse_show_takes_the_candidate_and_the_fields():
     assert got["stress-ng"].depends == (("libc6",), ("libegl1",), ("libjpeg62-turbo", "libjpeg-virtual"), ("perl",), ("zlib1g",))
     assert got["libc6"].depends == (("libgcc-s1",),)  # Pre-Depends count
     assert got["numactl"].depends == (("libc6",), ("libnuma1",))
+    assert got["libnuma1"].sha256 == "5f0b2f6b2a0c1d1e0f4c3b6a4f5d7e8c9b0a1f2e3d4c5b6a7980f1e2d3c4b5a6"
     assert debian_pkgs.parse_depends("a (>= 1) | b:any, c [amd64] <!nocheck>") == (("a", "b"), ("c",))
 
 
@@ -296,6 +299,47 @@ def test_a_refused_download_is_one_line_naming_package_and_arch(fake_apt, monkey
     assert "\n" not in msg
     assert msg.startswith("apt-get download libnuma1:arm64 (2.0.16-1) refused: E: Failed to fetch")
     assert e.value.exit_code == 2
+
+
+def test_a_refused_download_keeps_the_debs_that_came_whole(fake_apt, monkeypatch):
+    body = b"numactl's deb"
+    pkgs = [
+        debian_pkgs.Package("numactl", "2.0.16-1", "admin", (), hashlib.sha256(body).hexdigest()),
+        debian_pkgs.Package("libnuma1", "2.0.16-1", "libs", (), hashlib.sha256(b"never came").hexdigest()),
+    ]
+
+    def run(argv, cwd=None, **kw):
+        (Path(cwd) / "numactl_2.0.16-1_arm64.deb").write_bytes(body)
+        err = "E: Failed to fetch http://deb.debian.org/debian/pool/main/n/numactl/libnuma1_2.0.16-1_arm64.deb  404  Not Found\n"
+        return subprocess.CompletedProcess(argv, 100, b"", err.encode())
+
+    monkeypatch.setattr(debian_pkgs.proc, "run", run)
+    with pytest.raises(UserError, match=r"^apt-get download libnuma1:arm64 \(2.0.16-1\) refused: "):
+        debian_pkgs.download("arm64", pkgs)
+    debs = debian_pkgs.base("arm64") / "debs"
+    assert sorted(p.name for p in debs.glob("*.deb")) == ["numactl_2.0.16-1.deb"]  # fetched once, not again
+
+
+def test_a_download_is_checked_against_the_archive_sha256(fake_apt, monkeypatch):
+    """Each .deb apt-get download leaves must carry the SHA256 the package lists give it
+    (emulators._verified_deb, as QEMU's fetch checks): a damaged one never enters the
+    cache of debs a sysroot is unpacked from."""
+    good = b"libnuma1's deb"
+    pkg = debian_pkgs.Package("libnuma1", "2.0.16-1", "libs", (), hashlib.sha256(good).hexdigest())
+    body = {"deb": b"damaged"}
+
+    def run(argv, cwd=None, **kw):
+        assert "download" in argv and "libnuma1=2.0.16-1" in argv
+        (Path(cwd) / "libnuma1_2.0.16-1_arm64.deb").write_bytes(body["deb"])
+        return subprocess.CompletedProcess(argv, 0, b"", b"")
+
+    monkeypatch.setattr(debian_pkgs.proc, "run", run)
+    with pytest.raises(InfraError, match=r"^apt-get download gave no libnuma1 2.0.16-1 with the archive's SHA256 in "):
+        debian_pkgs.download("arm64", [pkg])
+    assert not list((debian_pkgs.base("arm64") / "debs").glob("*.deb"))
+    body["deb"] = good
+    [deb] = debian_pkgs.download("arm64", [pkg])
+    assert deb == debian_pkgs.base("arm64") / "debs" / "libnuma1_2.0.16-1.deb" and deb.read_bytes() == good
 
 
 # --- the real thing: Debian's mirror, lab's private apt ------------------------------------
