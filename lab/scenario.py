@@ -53,6 +53,7 @@ import importlib.util
 import json
 import math
 import os
+import re
 import signal
 import sys
 import threading
@@ -145,6 +146,98 @@ def kernel_config(symbol: str, why: str, hint: str = "") -> Requirement:
         return None if value is None else value == "y"
 
     return Requirement(f"CONFIG_{symbol}=y ({why}{'; ' + hint if hint else ''})", kernel_test=test)
+
+
+# ---- parameters -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Param:
+    """A scenario's typed parameter (``lab run S -p threads=16``): its type is its
+    default's (int, float, bool or str); *min*/*max* bound a number, *choices* a string.
+    Values are checked before anything boots and recorded in plan.json."""
+
+    name: str
+    default: Any
+    help: str = ""
+    min: float | None = None
+    max: float | None = None
+    choices: tuple[str, ...] = ()
+
+    @property
+    def kind(self) -> str:
+        return {bool: "true or false", int: "a whole number", float: "a number"}.get(type(self.default), "a string")
+
+    def describe(self) -> str:
+        """e.g. 'threads: a whole number from 1 to 64 (default 16)'."""
+        rng = ""
+        if self.min is not None and self.max is not None:
+            rng = f" from {self.min:g} to {self.max:g}"
+        elif self.min is not None:
+            rng = f" of at least {self.min:g}"
+        elif self.max is not None:
+            rng = f" of at most {self.max:g}"
+        if self.choices:
+            rng = f" (one of {', '.join(self.choices)})"
+        return f"{self.name}: {self.kind}{rng} (default {fmt_param(self.default)})"
+
+    def value(self, raw: Any) -> Any:
+        """*raw* (text from the command line, or a value from a record) as this parameter's
+        type, checked; ValueError saying what is expected."""
+        t = type(self.default)
+        v: Any
+        if t is bool:
+            if isinstance(raw, bool):
+                v = raw
+            elif isinstance(raw, str) and raw.strip().lower() in ("true", "yes", "1", "on", "false", "no", "0", "off"):
+                v = raw.strip().lower() in ("true", "yes", "1", "on")
+            else:
+                raise ValueError(self.kind)
+        elif t is int:
+            if isinstance(raw, bool) or not isinstance(raw, (int, str)):
+                raise ValueError(self.kind)
+            if isinstance(raw, str):
+                if not re.fullmatch(r"[-+]?[0-9]{1,18}", raw.strip()):
+                    raise ValueError(self.kind)
+                raw = int(raw.strip())
+            v = raw
+        elif t is float:
+            if isinstance(raw, bool):
+                raise ValueError(self.kind)
+            try:
+                v = float(raw)
+            except (TypeError, ValueError):
+                raise ValueError(self.kind) from None
+            if not math.isfinite(v):
+                raise ValueError(self.kind)
+        else:
+            if not isinstance(raw, str) or "\n" in raw or "\0" in raw or len(raw) > 200:
+                raise ValueError("a one-line string of at most 200 characters")
+            v = raw
+            if self.choices and v not in self.choices:
+                raise ValueError(f"one of {', '.join(self.choices)}")
+        if t in (int, float) and ((self.min is not None and v < self.min) or (self.max is not None and v > self.max)):
+            raise ValueError(self.describe().split(": ", 1)[1].rsplit(" (default", 1)[0])
+        return v
+
+
+def fmt_param(v: Any) -> str:
+    """A parameter's value as -p takes it back."""
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    return f"{v:g}" if isinstance(v, float) else str(v)
+
+
+def parse_assignments(texts: list[str] | tuple[str, ...], flag: str = "-p") -> dict[str, str]:
+    """``NAME=VALUE`` arguments as a mapping (the last of a name wins); anything else is a
+    one-line UserError."""
+    out: dict[str, str] = {}
+    for t in texts:
+        name, eq, val = t.partition("=")
+        if not eq or not name.strip():
+            raise UserError(f"{flag} {t!r}: give NAME=VALUE, e.g. {flag} threads=16")
+        out[name.strip()] = val
+    return out
 
 
 # ---- expectations and results ---------------------------------------------------------------
@@ -426,6 +519,12 @@ class Scenario:
     # scenario_version; `lab recheck` notes the difference).
     version: ClassVar[int] = 1
     check_timeout: ClassVar[float] = CHECK_TIMEOUT_S  # seconds check() may take before the run is an ERROR
+    # Typed parameters with defaults (Param): `lab run S -p NAME=VALUE`, swept by `lab matrix
+    # -p NAME=A,B`; steps() and check() read them as self.p["NAME"].
+    params: ClassVar[list[Param]] = []
+    # Whether the --check expressions judged on this scenario's runs carry its claim (a
+    # data scenario's checks are its claim; a Python scenario's claim is its own check()).
+    checks_carry_claim: ClassVar[bool] = False
 
     path: ClassVar[str] = ""
 
@@ -452,6 +551,48 @@ class Scenario:
             if klacks:
                 why.append(f"kernel {kernel.name} ({kernel.release}) lacks {'; '.join(klacks)}")
         return "; ".join(why) or None
+
+    @property
+    def p(self) -> dict[str, Any]:
+        """The parameters' values: each declared one's default unless set_params() gave it."""
+        given = getattr(self, "_params", {})
+        return {q.name: given.get(q.name, q.default) for q in self.params}
+
+    def set_params(self, values: Mapping[str, Any], where: str = "-p") -> None:
+        """Set parameters from *values* (text from -p, or a record's values), each checked
+        against its declaration: an unknown name, a wrong type or a value out of range is a
+        one-line UserError naming it, before anything boots."""
+        declared = {q.name: q for q in self.params}
+        out: dict[str, Any] = dict(getattr(self, "_params", {}))
+        for name, raw in values.items():
+            if name not in declared:
+                if not declared:
+                    raise UserError(f"{where} {name}=...: scenario {self.name} has no parameters")
+                e = unknown(f"parameter of scenario {self.name}", name, list(declared))
+                raise UserError(f"{where} {name}=...: {e}; its parameters: {'; '.join(q.describe() for q in self.params)}")
+            try:
+                out[name] = declared[name].value(raw)
+            except ValueError as e:
+                shown = raw if isinstance(raw, str) else repr(raw)
+                raise UserError(f"{where} {name}={shown[:60]}: scenario {self.name}'s parameter {name} takes {e}") from None
+        self._params = out
+
+    def param_values(self) -> dict[str, Any]:
+        """Every parameter's value (defaults included), as plan.json records them."""
+        return self.p
+
+    def record(self) -> dict[str, Any] | None:
+        """What plan.json records of the scenario beside its name (None: nothing more than
+        results.json's name): the parameters' values, and for a data scenario its whole
+        definition (lab.datascenario)."""
+        if not self.params:
+            return None
+        return {"name": self.name, "params": self.param_values()}
+
+    def guest_files(self, topo: Topology) -> dict[str, bytes]:
+        """Files of the job layer (path -> bytes) the steps read: data passed to the guest
+        without a shell quoting it (a data scenario's argv lists)."""
+        return {}
 
     def steps(self, topo: Topology) -> str:
         """Shell run in the guest after lab's library is sourced ($LAB_OUT is the cwd)."""
@@ -480,7 +621,7 @@ def _files(directory: Path | None) -> dict[str, Path]:
     ($LAB_SCENARIOS or the settings file) and then lab's own (the first one wins)."""
     out: dict[str, Path] = {}
     for d in [directory] if directory is not None else paths.scenario_dirs():
-        for p in sorted(d.glob("*.py")):
+        for p in sorted([*d.glob("*.py"), *d.glob("*.toml")]):
             if not p.name.startswith("_"):
                 out.setdefault(p.stem.replace("_", "-"), p)
     return out
@@ -536,6 +677,8 @@ ATTRIBUTES: dict[str, tuple[Callable[[Any], bool], str]] = {
     "timeout": (_is_seconds, "seconds, above 0 and at most 86400"),
     "check_timeout": (_is_seconds, "seconds, above 0 and at most 86400"),
     "version": (lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1, "a whole number, 1 or more"),
+    "params": (lambda v: isinstance(v, (list, tuple)) and all(isinstance(x, Param) for x in v) and len({x.name for x in v}) == len(v),
+               "a list of Param(name, default, ...) with distinct names"),
 }
 
 
@@ -577,6 +720,11 @@ def load_file(path: Path) -> Scenario:
     if cls.steps is Scenario.steps or cls.check is Scenario.check:
         raise ScenarioError(f"{path}: {cls.__name__} must define steps() and check()")
     _validate(cls, path)
+    for q in cls.params:
+        try:
+            q.value(q.default)
+        except ValueError as e:
+            raise ScenarioError(f"{path}: {cls.__name__}.params: {q.name}'s default {q.default!r} is not {e}") from None
     cls.path = str(path)
     return cls()
 
@@ -585,14 +733,46 @@ def load(name_or_path: str, directory: Path | None = None) -> Scenario:
     """A scenario the user named: a catalog name, or a .py file's path (code the user chose
     to run).  Names read from records go through load_recorded() instead."""
     p = Path(name_or_path)
-    if p.suffix == ".py":
+    if p.suffix in (".py", ".toml"):
         if not p.exists():
             raise ScenarioError(f"{p}: no such scenario file")
-        return load_file(p)
+        return load_file(p) if p.suffix == ".py" else _load_toml(p)
     files = _files(directory)
     if name_or_path not in files:
         raise unknown("scenario", name_or_path, list(files))
-    return load_file(files[name_or_path])
+    f = files[name_or_path]
+    return load_file(f) if f.suffix == ".py" else _load_toml(f)
+
+
+def _load_toml(path: Path) -> Scenario:
+    from . import datascenario
+
+    return datascenario.load_toml(path)
+
+
+def recorded_in(run_dir: Path) -> Any:
+    """plan.json's ``scenario`` record of *run_dir* (None when it has none or no plan)."""
+    from .plan import PLAN_FILE
+
+    try:
+        d = json.loads((run_dir / PLAN_FILE).read_text())
+    except (OSError, ValueError):
+        return None
+    return d.get("scenario") if isinstance(d, dict) else None
+
+
+def from_run(name: Any, where: str, record: Any) -> Scenario:
+    """The scenario a run was made with: a data scenario rebuilt from the run's own record
+    (plan.json's ``scenario``: data, nothing imported), else load_recorded(name), with the
+    parameters' values the record holds."""
+    if isinstance(record, dict) and record.get("kind") == "data" and record.get("name") == name:
+        from . import datascenario
+
+        return datascenario.from_record(record, f"{where} (plan.json's scenario)")
+    s = load_recorded(name, where)
+    if isinstance(record, dict) and record.get("name") == name and isinstance(record.get("params"), dict):
+        s.set_params(record["params"], where=f"{where}: plan.json's params")
+    return s
 
 
 def load_recorded(name: Any, where: str) -> Scenario:

@@ -16,7 +16,7 @@ from .vm import scheduler_option, vm_options
 @text_format_option
 def scenarios_cmd() -> None:
     """The scenarios (lab's scenarios/ and your own folders: $LAB_SCENARIOS, or
-    `scenarios` in ~/.config/lab/config.toml) and what they reproduce."""
+    `scenarios` in ~/.config/lab/config.toml; Python or TOML files) and what they reproduce."""
     from rich.table import Table
 
     from .. import scenario as sc
@@ -29,16 +29,24 @@ def scenarios_cmd() -> None:
         t.add_column(col, no_wrap=col in ("scenario", "name", "seed", "default topology"))
     for name in sc.names():
         s = sc.load(name)
-        needs = "; ".join([r.description for r in s.requires] + ([f"tools: {', '.join(s.tools)}"] if s.tools else []))
+        needs = "; ".join([r.description for r in s.requires] + ([f"tools: {', '.join(s.tools)}"] if s.tools else [])
+                          + ([f"-p {' '.join(f'{q.name}={sc.fmt_param(q.default)}' for q in s.params)}"] if s.params else []))
+        label = f"{s.name} (TOML)" if str(s.path).endswith(".toml") else s.name
         if narrow:
-            t.add_row(f"{s.name}\nseed {s.seed}\non {s.topologies[0]}", f"{s.summary}\nneeds: {needs}")
+            t.add_row(f"{label}\nseed {s.seed or '-'}\non {s.topologies[0]}", f"{s.summary}\nneeds: {needs}")
         else:
-            t.add_row(s.name, s.seed, s.topologies[0], needs, s.summary)
+            t.add_row(label, s.seed or "-", s.topologies[0], needs, s.summary)
     c.print(t)
 
 
 @click.command("run")
-@click.argument("scenario_name", metavar="SCENARIO")
+@click.argument("scenario_name", metavar="[SCENARIO]", required=False)
+@click.option("--workload", "workloads", multiple=True, metavar="CMD",
+              help="Run this command in the guest instead of a scenario (repeatable: all at once, traced together), "
+                   "e.g. 'hackbench -g 4 -l 2000'; split like a shell's words on the host, never run through one; "
+                   "judged by the --check expressions.")
+@click.option("-p", "--param", "params", multiple=True, metavar="NAME=VALUE",
+              help="A scenario parameter (repeatable), e.g. -p threads=16; `lab scenarios` lists each scenario's.")
 @click.option("-t", "--topology", "topo_name", default=None, help="Topology (default: the scenario's first).")
 @vm_options
 @scheduler_option
@@ -57,8 +65,9 @@ def scenarios_cmd() -> None:
                    "'work-conservation < 2%', 'migrations node < 10/s', 'affinity == 0', 'fairness cv < 0.3' (repeatable).")
 @RUNS
 def run_cmd(
-    scenario_name: str, topo_name: str | None, vm, repeat: int, runs_per_verdict: int | None, as_json: bool, kernel_tree,
-    recipe: str | None, watch: bool, runs, check_exprs: tuple[str, ...] = (),
+    scenario_name: str | None, topo_name: str | None, vm, repeat: int, runs_per_verdict: int | None, as_json: bool, kernel_tree,
+    recipe: str | None, watch: bool, runs, check_exprs: tuple[str, ...] = (), workloads: tuple[str, ...] = (),
+    params: tuple[str, ...] = (),
 ) -> None:
     """Boot, run SCENARIO's workload with tracing on, and give a verdict with evidence.
 
@@ -72,8 +81,9 @@ def run_cmd(
     from .. import scenario as sc
     from ..errors import UserError
 
-    s = sc.load(scenario_name)
+    s = _scenario(scenario_name, workloads, check_exprs)
     runner.set_user_checks(s, check_exprs)  # a bad expression: one line, exit 2, before anything
+    s.set_params(sc.parse_assignments(params))  # a bad value: one line, before anything boots
     topo = topology.load(topo_name or s.topologies[0])
     why = s.skip_reason(topo)  # before a kernel is built or fetched; its own needs: runner.run_once
     if why:
@@ -98,6 +108,22 @@ def run_cmd(
     if repeat > 1:
         sys.exit(runner.EXIT[runner.worst(o.status for o in outcomes)])
     sys.exit(runner.EXIT[runner.majority(outcomes, per_verdict).status])
+
+
+def _scenario(name: str | None, workloads: tuple[str, ...], checks: tuple[str, ...]):
+    """The scenario `lab run` runs: SCENARIO (a name, a .py or .toml file), or the data
+    scenario of --workload commands judged by the --check expressions."""
+    from .. import datascenario
+    from .. import scenario as sc
+    from ..errors import UserError
+
+    if workloads:
+        if name is not None:
+            raise UserError(f"give a SCENARIO or --workload CMD, not both ({name!r} and --workload)")
+        return datascenario.from_workloads(workloads, checks)
+    if name is None:
+        raise UserError("lab run: give a SCENARIO (`lab scenarios` lists them) or --workload CMD with --check EXPR")
+    return sc.load(name)
 
 
 def _run_repeated(
