@@ -365,4 +365,23 @@ def recheck_cmd(run_dir, scenario_file) -> None:
     sys.exit(runner.EXIT[o.status])
 
 
-COMMANDS = [run_cmd, scenarios_cmd, recheck_cmd]
+@click.group("scenario")
+def scenario_group() -> None:
+    """Write scenarios: `lab scenario new NAME`."""
+
+
+@scenario_group.command("new")
+@click.argument("name")
+@click.option("--toml", "as_toml", is_flag=True, help="A TOML scenario (commands and checks, no Python).")
+@click.option("-o", "--dir", "directory", type=click.Path(path_type=__import__("pathlib").Path), default=".",
+              show_default=True, help="Where the file goes (a folder in $LAB_SCENARIOS makes it a catalog name).")
+def scenario_new_cmd(name: str, as_toml: bool, directory) -> None:
+    """Write a commented skeleton for scenario NAME (NAME.py, or NAME.toml with --toml) that
+    runs and passes as written: edit it into your own question, then `lab run ./FILE`."""
+    from .. import scaffold
+
+    dest = scaffold.write(name, directory, toml=as_toml)
+    click.echo(f"wrote {dest}; run it with: lab run {dest}")
+
+
+COMMANDS = [run_cmd, scenarios_cmd, recheck_cmd, scenario_group]
