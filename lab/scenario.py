@@ -497,7 +497,7 @@ class Scenario:
 
     name: ClassVar[str] = ""
     summary: ClassVar[str] = ""
-    seed: ClassVar[str] = ""  # which seed post it reproduces (shared/seeds/NNN_*.txt)
+    seed: ClassVar[str] = ""  # which seed post it reproduces (000-004: the README lists them by title, author, list and date)
     topologies: ClassVar[list[str]] = []  # the first is the default
     requires: ClassVar[list[Requirement]] = []
     events: ClassVar[list[str]] = ["sched:sched_switch", "sched:sched_wakeup", "sched:sched_wakeup_new", "sched:sched_migrate_task"]
