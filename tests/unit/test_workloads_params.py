@@ -294,3 +294,43 @@ def test_the_toml_skeleton_loads_and_passes_on_synthetic_figures(tmp_path):
     figs = {"main": {"starvation": {"longest_s": 0.05}, "wakeup_latency": {"p99_s": 0.002}}}
     exps += [runner.check_expectation(e, figs, claim=s.checks_carry_claim) for e in runner.user_checks(s)]
     assert sc.verdict_of(exps) == ("PASS", "") and len(exps) == 3
+
+
+# ---- a recorded run of a data scenario (the TOML skeleton, run once under TCG) ---------------
+
+TOML_RUN = RUNS / "my-check-toml-zen3-2s-mini-debian"
+
+
+def test_a_recorded_data_scenario_run_is_rechecked_from_its_own_record():
+    o = runner.recheck(TOML_RUN)
+    assert o.status == "PASS" and o.scenario == "my-check", o.message
+    assert [(e.name, e.status, e.claim) for e in o.expectations] == [
+        ("w1-stream ran: stream -t 4 -s 2", "PASS", False),
+        ("--check starvation < 2s", "PASS", True),
+        ("--check wakeup-latency p99 < 1s", "PASS", True),
+    ]
+    assert o.check_expressions == ["starvation < 2s", "wakeup-latency p99 < 1s"]  # each once
+
+
+def test_without_its_record_a_data_scenarios_name_is_only_a_catalog_name(tmp_path):
+    import shutil
+
+    d = tmp_path / "run"
+    shutil.copytree(TOML_RUN, d)
+    plan = json.loads((d / "plan.json").read_text())
+    del plan["scenario"]
+    (d / "plan.json").write_text(json.dumps(plan))
+    with pytest.raises(UserError, match="unknown scenario 'my-check'"):
+        runner.recheck(d)
+
+
+def test_a_bundle_of_a_data_scenario_replays_it_without_trust(tmp_path):
+    from lab.report import bundle, replay
+
+    bundle.make(TOML_RUN, tmp_path / "b.tar.gz")
+    b = bundle.extract(tmp_path / "b.tar.gz", tmp_path / "x")
+    assert b.manifest["scenario_params"] == {"threads": 4, "seconds": 2}
+    assert b.manifest["scenario_commands"] == [["stream", "-t", "4", "-s", "2"]]
+    s, which = replay.scenario_of(b)
+    assert isinstance(s, datascenario.DataScenario) and s.commands() == [["stream", "-t", "4", "-s", "2"]]
+    assert "the data scenario the bundle's plan.json defines" in which
