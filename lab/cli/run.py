@@ -373,14 +373,19 @@ def scenario_group() -> None:
 @scenario_group.command("new")
 @click.argument("name")
 @click.option("--toml", "as_toml", is_flag=True, help="A TOML scenario (commands and checks, no Python).")
-@click.option("-o", "--dir", "directory", type=click.Path(path_type=__import__("pathlib").Path), default=".",
+@click.option("-o", "--dir", "directory", default=".",
               show_default=True, help="Where the file goes (a folder in $LAB_SCENARIOS makes it a catalog name).")
 def scenario_new_cmd(name: str, as_toml: bool, directory) -> None:
     """Write a commented skeleton for scenario NAME (NAME.py, or NAME.toml with --toml) that
     runs and passes as written: edit it into your own question, then `lab run ./FILE`."""
-    from .. import scaffold
+    from pathlib import Path
 
-    dest = scaffold.write(name, directory, toml=as_toml)
+    from .. import scaffold
+    from ..errors import UserError
+
+    if not directory:
+        raise UserError("lab scenario new: -o '' names no folder (the default is the current one)")
+    dest = scaffold.write(name, Path(directory), toml=as_toml)
     click.echo(f"wrote {dest}; run it with: lab run {dest}")
 
 
