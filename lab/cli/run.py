@@ -113,14 +113,13 @@ def run_cmd(
 def _scenario(name: str | None, workloads: tuple[str, ...], checks: tuple[str, ...]):
     """The scenario `lab run` runs: SCENARIO (a name, a .py or .toml file), or the data
     scenario of --workload commands judged by the --check expressions."""
-    from .. import datascenario
     from .. import scenario as sc
     from ..errors import UserError
 
     if workloads:
         if name is not None:
             raise UserError(f"give a SCENARIO or --workload CMD, not both ({name!r} and --workload)")
-        return datascenario.from_workloads(workloads, checks)
+        return sc.from_workloads(workloads, checks)
     if name is None:
         raise UserError("lab run: give a SCENARIO (`lab scenarios` lists them) or --workload CMD with --check EXPR")
     return sc.load(name)

@@ -1,5 +1,5 @@
 """Issue 36 items 2, 4 and 5 without a VM: `lab run --workload CMD --check EXPR` and TOML
-scenarios (lab.datascenario: bad input, argv passed as data, the run's record), scenario
+scenarios (lab.scenario.DataScenario: bad input, argv passed as data, the run's record), scenario
 parameters (-p, validated before booting, recorded, swept by the matrix) and `lab scenario
 new` (each skeleton loads and passes as written).  The end-to-end run is
 tests/vm/test_workload_vm.py."""
@@ -13,7 +13,7 @@ from types import SimpleNamespace
 import pytest
 from click.testing import CliRunner
 
-from lab import datascenario, matrix, runner, scaffold, topology
+from lab import matrix, runner, scaffold, topology
 from lab import scenario as sc
 from lab.cli import main
 from lab.errors import UserError
@@ -69,11 +69,11 @@ def test_a_command_lab_cannot_pack_is_a_skip_before_booting(monkeypatch, tmp_pat
 
 
 def test_the_first_word_is_packed_unless_the_guest_has_it():
-    assert datascenario.tool_of(["hackbench", "-g", "2"]) == "hackbench"
-    assert datascenario.tool_of(["stream", "-t", "2"]) is None  # lab's own workload
-    assert datascenario.tool_of(["/usr/local/bin/x"]) is None  # a path in the guest: not packed
-    if datascenario._applets():
-        assert datascenario.tool_of(["sleep", "1"]) is None  # busybox's
+    assert sc.tool_of(["hackbench", "-g", "2"]) == "hackbench"
+    assert sc.tool_of(["stream", "-t", "2"]) is None  # lab's own workload
+    assert sc.tool_of(["/usr/local/bin/x"]) is None  # a path in the guest: not packed
+    if sc._applets():
+        assert sc.tool_of(["sleep", "1"]) is None  # busybox's
 
 
 # ---- commands as data, end to end in a shell ----------------------------------------------
@@ -84,7 +84,7 @@ NASTY = ["printf", "%s|", "two words", "it's", 'say "hi"', "$(touch pwned)", "*"
 def test_commands_are_split_on_the_host_and_pass_to_the_guest_as_bytes(tmp_path):
     import shlex
 
-    s = datascenario.from_workloads([shlex.join(NASTY)], ["starvation < 1s"])
+    s = sc.from_workloads([shlex.join(NASTY)], ["starvation < 1s"])
     assert s.commands() == [NASTY]
     files = s.guest_files(topology.load("zen3-2s-mini"))
     assert files["lab/workload/0/nargs"] == f"{len(NASTY)}\n".encode()
@@ -107,7 +107,7 @@ def test_commands_are_split_on_the_host_and_pass_to_the_guest_as_bytes(tmp_path)
 
 
 def test_the_job_starts_every_command_at_once_in_one_traced_phase():
-    s = datascenario.from_workloads(["hackbench -g 2 -l 200", "stream -t 2"], ["starvation < 1s"])
+    s = sc.from_workloads(["hackbench -g 2 -l 200", "stream -t 2"], ["starvation < 1s"])
     job = runner.job_script(s, topology.load("zen3-2s-mini"))
     assert "lab_argv_run w1-hackbench /lab/workload/0 &\nlab_argv_run w2-stream /lab/workload/1 &\nwait\nlab_trace_off main" in job
     assert "hackbench -g" not in job  # the commands are never in the script
@@ -121,7 +121,7 @@ def test_a_toml_scenario_loads_with_its_parameters(tmp_path):
     p = tmp_path / "hb.toml"
     p.write_text(GOOD)
     s = sc.load(str(p))
-    assert isinstance(s, datascenario.DataScenario) and s.name == "hb" and s.path == str(p)
+    assert isinstance(s, sc.DataScenario) and s.name == "hb" and s.path == str(p)
     assert [r.description for r in s.requires] == ["at least 2 sockets", "at least 2 llcs per socket"]
     assert s.commands() == [["hackbench", "-g", "2", "-l", "200"], ["stream", "-t", "2"]]
     s.set_params({"groups": "4"})
@@ -185,7 +185,7 @@ def test_a_recorded_runs_parameters_are_applied_on_recheck(tmp_path):
 
 
 def test_check_expressions_of_a_data_scenario_carry_its_claim():
-    e = runner.user_checks(datascenario.from_workloads(["true"], ["starvation < 1s"]))[0]
+    e = runner.user_checks(sc.from_workloads(["true"], ["starvation < 1s"]))[0]
     figs = {"main": {"starvation": {"longest_s": 0.2}}}
     x = runner.check_expectation(e, figs, claim=True)
     assert x.ok and x.claim and sc.verdict_of([x]) == ("PASS", "")
@@ -332,5 +332,5 @@ def test_a_bundle_of_a_data_scenario_replays_it_without_trust(tmp_path):
     assert b.manifest["scenario_params"] == {"threads": 4, "seconds": 2}
     assert b.manifest["scenario_commands"] == [["stream", "-t", "4", "-s", "2"]]
     s, which = replay.scenario_of(b)
-    assert isinstance(s, datascenario.DataScenario) and s.commands() == [["stream", "-t", "4", "-s", "2"]]
+    assert isinstance(s, sc.DataScenario) and s.commands() == [["stream", "-t", "4", "-s", "2"]]
     assert "the data scenario the bundle's plan.json defines" in which
