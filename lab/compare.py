@@ -131,7 +131,9 @@ def rejudge(run_dir: Path, rec: dict[str, Any], topo: Any = None) -> dict[str, A
     from . import scenario as sc
 
     name = rec.get("scenario")
-    if not isinstance(name, str) or name not in sc.names():
+    data = sc.recorded_in(run_dir)
+    is_data = isinstance(data, dict) and data.get("kind") == "data" and data.get("name") == name
+    if not isinstance(name, str) or (name not in sc.names() and not is_data):
         return {**rec, "verdict_source": f"stored (lab has no scenario {str(name)[:60]!r} to re-judge it)"}
     o = runner.recheck(run_dir, topo=topo)
     new = {k: v for k, v in o.to_dict().items() if k != "run_dir"}

@@ -101,6 +101,8 @@ class Matrix:
     cells: tuple[Cell, ...] = ()
     inputs: dict[str, str] = field(default_factory=dict, compare=False)  # name -> content hash
     sources: dict[str, str] = field(default_factory=dict, compare=False)  # scenario name -> as given (a name or a file)
+    # A scenario label (`soft-affinity loops=600`) -> the -p NAME=VALUE its cells run with.
+    params: dict[str, tuple[str, ...]] = field(default_factory=dict, compare=False)
 
     @property
     def runnable(self) -> list[Cell]:
@@ -199,12 +201,34 @@ def lab_source_hash() -> str:
     return f"{v}+{h.hexdigest()[:12]}"
 
 
+def sweep(params: list[str] | tuple[str, ...]) -> dict[str, list[str]]:
+    """``-p NAME=A,B,C`` arguments as NAME -> its values (in order, duplicates dropped)."""
+    from . import scenario as sc
+
+    return {k: split(v, f"p {k}=") for k, v in sc.parse_assignments(params).items()}
+
+
+def _with_params(s: Any, label: str, sweeps: dict[str, list[str]]) -> list[tuple[str, tuple[str, ...]]]:
+    """*s*'s rows: one per combination of the swept parameters it declares (each value
+    checked now, before anything boots), labelled 'NAME k=v ...'; one row when it declares none."""
+    import itertools
+
+    mine = [k for k in sweeps if k in {q.name for q in s.params}]
+    rows = []
+    for combo in itertools.product(*(sweeps[k] for k in mine)):
+        assign = tuple(f"{k}={v}" for k, v in zip(mine, combo, strict=True))
+        s.set_params(dict(a.split("=", 1) for a in assign))
+        rows.append((" ".join([label, *assign]), assign))
+    return rows
+
+
 def expand(
     scenarios: str, topologies: str, kernels: str, *, repeat: int = 1, options: VmOptions | None = None,
-    backend: str = "qemu",
+    backend: str = "qemu", params: list[str] | tuple[str, ...] = (),
 ) -> Matrix:
     """The cells of scenarios x topologies x kernels, in that order; every name checked
-    (an unknown one is refused with the nearest names), nothing built or booted."""
+    (an unknown one is refused with the nearest names), nothing built or booted.  *params*
+    (``NAME=A,B``) sweeps a parameter: each scenario that declares it is a row per value."""
     from . import scenario as sc
     from . import topology
 
@@ -213,14 +237,20 @@ def expand(
     s_names, t_names, k_names = scenario_names(scenarios), topology_names(topologies), split(kernels, "kernels")
     scen = {n: sc.load(n) for n in s_names}
     sources = {s.name: (n if n in sc.names() else str(Path(n).resolve())) for n, s in scen.items()}
+    sweeps = sweep(params)
+    unused = [k for k in sweeps if not any(k in {q.name for q in s.params} for s in scen.values())]
+    if unused:
+        raise UserError(f"-p {unused[0]}=...: no scenario of the matrix declares the parameter {unused[0]!r}")
+    rows = {n: _with_params(s, s.name, sweeps) for n, s in scen.items()}
+    swept = {label: assign for r in rows.values() for label, assign in r if assign}
     topos = {n: topology.load(n) for n in t_names}
     karch = {k: kernel_arch(k) for k in k_names}
-    inputs = {f"scenario:{s.name}": _sha(Path(s.path).read_bytes()) for s in scen.values()}
+    inputs = {f"scenario:{label}": _sha(Path(s.path).read_bytes()) for n, s in scen.items() for label, _ in rows[n]}
     for n in topos:
         inputs[f"topology:{n}"] = _sha(topology.resolve(n).read_bytes())
     inputs["lab"] = lab_source_hash()
     cells = []
-    for sn in s_names:
+    for sn, label in ((n, lb) for n in s_names for lb, _ in rows[n]):
         s = scen[sn]
         for tn in t_names:
             t = topos[tn]
@@ -231,10 +261,11 @@ def expand(
                     skip = f"{t.name} lacks {'; '.join(unmet)}"
                 elif karch[k] is not None and karch[k] != t.arch:
                     skip = f"kernel {k} is {karch[k]}, {t.name} is {t.arch}"
-                cells.append(Cell(s.name, tn, k, skip))
+                cells.append(Cell(label, tn, k, skip))
+    sources.update({label: sources[s.name] for n, s in scen.items() for label, _ in rows[n]})
     return Matrix(
-        tuple(s.name for s in scen.values()), tuple(t_names), tuple(k_names), repeat, options or VmOptions(), backend,
-        tuple(cells), inputs, sources,
+        tuple(label for r in rows.values() for label, _ in r), tuple(t_names), tuple(k_names), repeat, options or VmOptions(),
+        backend, tuple(cells), inputs, sources, swept,
     )  # fmt: skip
 
 
@@ -692,6 +723,8 @@ class Runner:
         # the kernel is the cell's, the backend and its URI the runner's.
         argv = [sys.executable, "-m", "lab", "run", scenario, "--topology", cell.topology, "--kernel", kernel_id,
                 "--json", *o.to_args(always=("accel", "cpu_model", "tcg_threads", "bringup"), skip=("kernel", "backend", "connect"))]  # fmt: skip
+        for a in self.m.params.get(cell.scenario, ()):  # a swept parameter's value (-p NAME=A,B)
+            argv += ["-p", a]
         if self.m.repeat > 1:
             argv += ["--repeat", str(self.m.repeat)]
         if self.m.backend != VmOptions.backend:

@@ -312,11 +312,16 @@ class VmPlan:
             what = f"no field {e}" if isinstance(e, KeyError) else str(e)
             raise UserError(f"{where}: not a plan lab can read ({what})") from None
 
-    def write(self, run_dir: Path) -> Path:
-        """plan.json, and numbering.json beside it (which files are in which numbering)."""
+    def write(self, run_dir: Path, scenario: dict[str, Any] | None = None) -> Path:
+        """plan.json, and numbering.json beside it (which files are in which numbering).
+        *scenario*: what the run's scenario records beside its name (its parameters, or a
+        data scenario's definition: Scenario.record()), as plan.json's ``scenario``."""
         from .atomic import write_text
 
-        out = write_text(run_dir / PLAN_FILE, json.dumps(self.to_dict(), indent=1) + "\n", "the run's plan")
+        d = self.to_dict()
+        if scenario is not None:
+            d["scenario"] = scenario
+        out = write_text(run_dir / PLAN_FILE, json.dumps(d, indent=1) + "\n", "the run's plan")
         write_text(run_dir / NUMBERING_FILE, json.dumps(self.numbering_record(), indent=1) + "\n", "the run's numbering")
         return out
 

@@ -162,7 +162,7 @@ def run_once(
     why = sess.skip or s.skip_reason(topo, sess.kernel)  # what is known before booting is a SKIP, not a boot
     if why:
         return RunOutcome(s.name, topo.name, sess.kernel.name, "SKIP", None, message=why)
-    run_dir = session.open_run(s.name, sess)
+    run_dir = session.open_run(s.name, sess, s.record())
     out = RunOutcome(s.name, topo.name, sess.kernel.name, "RUNNING", run_dir, notes=list(sess.plan.notes), scenario_version=s.version)
     out.kernel_info = {"id": sess.kernel.id, "release": sess.kernel.release, **(kernel_info or {})}
     out.integrity = {
@@ -200,7 +200,7 @@ def run_once(
             from .backends.guest import GuestJob
 
             stage("boot")
-            gj = GuestJob(job, sconfig, layers=tuple(layers), files=sfiles)
+            gj = GuestJob(job, sconfig, layers=tuple(layers), files={**sfiles, **s.guest_files(topo)})
             res = backends.boot(sess.plan, sess.kernel, run_dir, gj, timeout=s.timeout, on_event=said, progress=progress)
             out.timing["boot_to_agent_s"] = round(res.ready_s or 0, 2)
             out.timing["vm_s"] = round(res.wall_s, 2)
@@ -272,7 +272,7 @@ def judge(
         return
     exprs = user_checks(s)
     out.check_expressions = [e.text for e in exprs]
-    out.expectations += [check_expectation(e, out.checks) for e in exprs]
+    out.expectations += [check_expectation(e, out.checks, claim=s.checks_carry_claim) for e in exprs]
     if r.missing:  # judged on data the run does not have: no verdict
         out.integrity["missing_read"] = list(r.missing)
         shown = ", ".join(r.missing[:5]) + (f" and {len(r.missing) - 5} more" if len(r.missing) > 5 else "")
@@ -319,8 +319,13 @@ def run_checks(s: sc.Scenario, plan: VmPlan, run_dir: Path) -> dict[str, Any]:
 
 
 def user_checks(s: sc.Scenario) -> list[Any]:
-    """The --check expressions (lab.analysis.checks.CheckExpr) the user gave for *s*'s runs."""
-    return list(getattr(s, "_user_checks", ()))
+    """The check expressions (lab.analysis.checks.CheckExpr) judged on *s*'s runs: a data
+    scenario's own, then the --check ones the user gave (each once)."""
+    from .analysis import checks as ck
+
+    own = [ck.parse_check(t) for t in (s.own_checks() if hasattr(s, "own_checks") else [])]
+    texts = {e.text for e in own}
+    return own + [e for e in getattr(s, "_user_checks", ()) if e.text not in texts]
 
 
 def set_user_checks(s: sc.Scenario, texts: list[str] | tuple[str, ...], where: str = "") -> None:
@@ -341,7 +346,7 @@ def set_user_checks(s: sc.Scenario, texts: list[str] | tuple[str, ...], where: s
     s._user_checks = exprs  # type: ignore[attr-defined]
 
 
-def check_expectation(e: Any, checks: dict[str, Any]) -> sc.Expectation:
+def check_expectation(e: Any, checks: dict[str, Any], claim: bool = False) -> sc.Expectation:
     """A --check expression judged on every phase whose figure was measured: PASS when it
     holds in each; INCONCLUSIVE when no phase measured it (missing data is no verdict)."""
     vals: dict[str, float] = {}
@@ -358,7 +363,7 @@ def check_expectation(e: Any, checks: dict[str, Any]) -> sc.Expectation:
     failed = [p for p, v in vals.items() if not e.holds(v)]
     return sc.Expectation(
         name, not failed, figures={f"{e.name} {e.stat} ({p})": v for p, v in vals.items()},
-        evidence=[f"{p}: {e.name} {e.stat} = {vals[p]:.6g}, not {e.op} {e.value:g}" for p in failed] + why,
+        evidence=[f"{p}: {e.name} {e.stat} = {vals[p]:.6g}, not {e.op} {e.value:g}" for p in failed] + why, claim=claim,
     )  # fmt: skip
 
 
@@ -539,7 +544,11 @@ def recheck(run_dir: Path, scenario_file: str | None = None, topo: Topology | No
         return o
     # A scenario file the user gives is code they chose to run; the one results.json
     # names is data: a name in lab's catalog, never a path to import.
-    s = sc.load(scenario_file) if scenario_file else sc.load_recorded(name, f"{run_dir / rundir.RESULTS}: scenario")
+    where = f"{run_dir / rundir.RESULTS}: scenario"
+    s = sc.load(scenario_file) if scenario_file else sc.from_run(name, where, sc.recorded_in(run_dir))
+    rec = sc.recorded_in(run_dir)
+    if scenario_file and isinstance(rec, dict) and rec.get("name") == s.name and isinstance(rec.get("params"), dict) and s.params:
+        s.set_params(rec["params"], where=f"{run_dir / rundir.PLAN}: params")
     exprs = record.get("check_expressions") or []
     if not isinstance(exprs, list) or not all(isinstance(x, str) for x in exprs):
         raise UserError(f"{run_dir / rundir.RESULTS}: check_expressions must be a list of strings")

@@ -146,11 +146,12 @@ def new_run_dir(kind: str, topo: Topology, kernel_label: str, base: Path | None 
     return d
 
 
-def open_run(kind: str, s: Session) -> Path:
-    """A new run directory for *s*, holding the command that reproduces it and the plan."""
+def open_run(kind: str, s: Session, scenario: dict | None = None) -> Path:
+    """A new run directory for *s*, holding the command that reproduces it and the plan
+    (with *scenario*, the scenario's record: its parameters or its definition)."""
     d = new_run_dir(kind, s.topo, s.kernel_label, s.runs)
     with _removed_on_failure(d):
-        s.plan.write(d)
+        s.plan.write(d, scenario)
     return d
 
 

@@ -30,7 +30,7 @@ waker's cluster"; the others say the workload ran and was traced.
 
 from __future__ import annotations
 
-from lab.scenario import Expectation, Scenario, clusters, kernel_config
+from lab.scenario import Expectation, Param, Scenario, clusters, kernel_config
 
 PHASE = "main"
 COMM = "pingpong"
@@ -72,6 +72,7 @@ class ClusterWakeup(Scenario):
     workloads = True
     buffer_kb = 8192
     timeout = 300
+    params = [Param("seconds", SECONDS, "how long the ping-pong pairs run (traced)", min=1, max=120)]
 
     def steps(self, topo):
         return f"""
@@ -95,7 +96,7 @@ END {{ s = ""; for (i = 0; i < pairs; i++) {{ w = i % C + 1; e = (i + 1) % C + 1
       print s }}') || {{ echo "cannot split $PAIRS pairs over the clusters:$CL" >&2; exit 1; }}
 echo "$START" > start
 lab_trace_on
-lab_run pingpong pingpong -p "$PAIRS" -s {SECONDS} --cpus "$CPUS" --start "$START"
+lab_run pingpong pingpong -p "$PAIRS" -s {self.p['seconds']} --cpus "$CPUS" --start "$START"
 lab_trace_off
 """
 

@@ -52,7 +52,7 @@ import re
 from collections import Counter
 
 from lab import integrity
-from lab.scenario import Expectation, Requirement, Scenario, at_least
+from lab.scenario import Expectation, Param, Requirement, Scenario, at_least
 
 PHASES = ("hard", "none")
 SOFT_PHASES = ("soft", "soft1")  # on a kernel with soft affinity
@@ -323,9 +323,15 @@ class SoftAffinity(Scenario):
     workloads = False
     buffer_kb = 8192
     timeout = 600
+    # -p groups=N -p loops=N: hackbench's size per instance and phase (the defaults are
+    # the measured ones above; the verdict thresholds were measured at them).
+    params = [
+        Param("groups", GROUPS, "hackbench groups per instance (20 tasks each)", min=1, max=16),
+        Param("loops", LOOPS, "hackbench loops per phase", min=10, max=100000),
+    ]
 
     def steps(self, topo):
-        hb = f"hackbench -g {GROUPS} -f {FDS} -l {LOOPS}"
+        hb = f"hackbench -g {self.p['groups']} -f {FDS} -l {self.p['loops']}"
         # soft CPUS PIDFILE: run hackbench with CPUS as its preferred CPUs (the shell sets
         # its own /proc/self/preferred_cpus, then becomes hackbench), recording its pid.
         soft = f"""sh -c 'echo $$ > "$1"; echo "$0" > /proc/self/preferred_cpus && exec {hb}'"""

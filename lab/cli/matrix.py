@@ -22,12 +22,12 @@ def axis_options(f):
     gets them as one ``axes: dict``."""
 
     @functools.wraps(f)
-    def command(*args, topologies, kernels, scenarios, repeat, backend, accel, cpu_model, tcg_threads, bringup, append, qemu, **kw):
+    def command(*args, topologies, kernels, scenarios, repeat, backend, accel, cpu_model, tcg_threads, bringup, append, qemu, params=(), **kw):
         from ..plan import VmOptions
 
         axes = {
             "topologies": topologies, "kernels": kernels, "scenarios": scenarios, "repeat": repeat, "backend": backend,
-            "options": VmOptions(accel=accel or VmOptions.accel, cpu_model=cpu_model, tcg_threads=tcg_threads, bringup=bringup,
+            "params": tuple(params), "options": VmOptions(accel=accel or VmOptions.accel, cpu_model=cpu_model, tcg_threads=tcg_threads, bringup=bringup,
                                  append=append, qemu=qemu),
         }  # fmt: skip
         return f(*args, axes=axes, **kw)
@@ -41,6 +41,8 @@ def axis_options(f):
         click.option("--repeat", type=click.IntRange(1, 100), default=1, show_default=True,
                      help="Runs per cell, each its own verdict; the cell passes when all pass."),
         click.option("--backend", default="qemu", show_default=True, metavar="|".join(base.names()), help="How each cell's VM is run."),
+        click.option("-p", "--param", "params", multiple=True, metavar="NAME=A,B",
+                     help="Sweep a scenario parameter: each scenario declaring NAME is a row per value (repeatable: every combination)."),
     )  # fmt: skip
     for opt in reversed(opts):
         command = opt(command)
@@ -55,7 +57,7 @@ def _expand(axes):
         raise UserError("lab matrix: give --topologies (names, or all-minis)")
     return matrix.expand(
         axes["scenarios"], axes["topologies"], axes["kernels"], repeat=axes["repeat"], options=axes["options"],
-        backend=axes["backend"],
+        backend=axes["backend"], params=axes.get("params", ()),
     )  # fmt: skip
 
 
@@ -66,6 +68,8 @@ def _args(axes) -> list[str]:
     out = ["--topologies", axes["topologies"], "--kernels", axes["kernels"], "--scenarios", axes["scenarios"]]
     if axes["repeat"] > 1:
         out += ["--repeat", str(axes["repeat"])]
+    for p in axes.get("params", ()):
+        out += ["-p", p]
     if axes["backend"] != VmOptions.backend:
         out += ["--backend", axes["backend"]]
     opts: VmOptions = axes["options"]

@@ -17,7 +17,7 @@ from .vm import scheduler_option, vm_options
 @text_format_option
 def scenarios_cmd() -> None:
     """The scenarios (lab's scenarios/ and your own folders: $LAB_SCENARIOS, or
-    `scenarios` in ~/.config/lab/config.toml) and what they reproduce."""
+    `scenarios` in ~/.config/lab/config.toml; Python or TOML files) and what they reproduce."""
     from rich.table import Table
 
     from .. import scenario as sc
@@ -30,16 +30,24 @@ def scenarios_cmd() -> None:
         t.add_column(col, no_wrap=col in ("scenario", "name", "seed", "default topology"))
     for name in sc.names():
         s = sc.load(name)
-        needs = "; ".join([r.description for r in s.requires] + ([f"tools: {', '.join(s.tools)}"] if s.tools else []))
+        needs = "; ".join([r.description for r in s.requires] + ([f"tools: {', '.join(s.tools)}"] if s.tools else [])
+                          + ([f"-p {' '.join(f'{q.name}={sc.fmt_param(q.default)}' for q in s.params)}"] if s.params else []))
+        label = f"{s.name} (TOML)" if str(s.path).endswith(".toml") else s.name
         if narrow:
-            t.add_row(f"{s.name}\nseed {s.seed}\non {s.topologies[0]}", f"{s.summary}\nneeds: {needs}")
+            t.add_row(f"{label}\nseed {s.seed or '-'}\non {s.topologies[0]}", f"{s.summary}\nneeds: {needs}")
         else:
-            t.add_row(s.name, s.seed, s.topologies[0], needs, s.summary)
+            t.add_row(label, s.seed or "-", s.topologies[0], needs, s.summary)
     c.print(t)
 
 
 @click.command("run")
-@click.argument("scenario_name", metavar="SCENARIO")
+@click.argument("scenario_name", metavar="[SCENARIO]", required=False)
+@click.option("--workload", "workloads", multiple=True, metavar="CMD",
+              help="Run this command in the guest instead of a scenario (repeatable: all at once, traced together), "
+                   "e.g. 'hackbench -g 4 -l 2000'; split like a shell's words on the host, never run through one; "
+                   "judged by the --check expressions.")
+@click.option("-p", "--param", "params", multiple=True, metavar="NAME=VALUE",
+              help="A scenario parameter (repeatable), e.g. -p threads=16; `lab scenarios` lists each scenario's.")
 @click.option("-t", "--topology", "topo_name", default=None, help="Topology (default: the scenario's first).")
 @vm_options
 @scheduler_option
@@ -61,8 +69,9 @@ def scenarios_cmd() -> None:
                    "'work-conservation < 2%', 'migrations node < 10/s', 'affinity == 0', 'fairness cv < 0.3' (repeatable).")
 @RUNS
 def run_cmd(
-    scenario_name: str, topo_name: str | None, vm, repeat: int, runs_per_verdict: int | None, as_json: bool, kernel_tree,
-    recipe: str | None, watch: bool, runs, check_exprs: tuple[str, ...] = (), jobs: int | None = None,
+    scenario_name: str | None, topo_name: str | None, vm, repeat: int, runs_per_verdict: int | None, as_json: bool, kernel_tree,
+    recipe: str | None, watch: bool, runs, check_exprs: tuple[str, ...] = (), workloads: tuple[str, ...] = (),
+    params: tuple[str, ...] = (), jobs: int | None = None,
 ) -> None:
     """Boot, run SCENARIO's workload with tracing on, and give a verdict with evidence.
 
@@ -76,8 +85,9 @@ def run_cmd(
     from .. import scenario as sc
     from ..errors import UserError
 
-    s = sc.load(scenario_name)
+    s = _scenario(scenario_name, workloads, check_exprs)
     runner.set_user_checks(s, check_exprs)  # a bad expression: one line, exit 2, before anything
+    s.set_params(sc.parse_assignments(params))  # a bad value: one line, before anything boots
     topo = topology.load(topo_name or s.topologies[0])
     why = s.skip_reason(topo)  # before a kernel is built or fetched; its own needs: runner.run_once
     if why:
@@ -103,6 +113,21 @@ def run_cmd(
     if repeat > 1:
         sys.exit(runner.EXIT[runner.worst(o.status for o in outcomes)])
     sys.exit(runner.EXIT[runner.majority(outcomes, per_verdict).status])
+
+
+def _scenario(name: str | None, workloads: tuple[str, ...], checks: tuple[str, ...]):
+    """The scenario `lab run` runs: SCENARIO (a name, a .py or .toml file), or the data
+    scenario of --workload commands judged by the --check expressions."""
+    from .. import scenario as sc
+    from ..errors import UserError
+
+    if workloads:
+        if name is not None:
+            raise UserError(f"give a SCENARIO or --workload CMD, not both ({name!r} and --workload)")
+        return sc.from_workloads(workloads, checks)
+    if name is None:
+        raise UserError("lab run: give a SCENARIO (`lab scenarios` lists them) or --workload CMD with --check EXPR")
+    return sc.load(name)
 
 
 def _run_repeated(
@@ -273,4 +298,28 @@ def recheck_cmd(run_dir, scenario_file) -> None:
     sys.exit(runner.EXIT[o.status])
 
 
-COMMANDS = [run_cmd, scenarios_cmd, recheck_cmd]
+@click.group("scenario")
+def scenario_group() -> None:
+    """Write scenarios: `lab scenario new NAME`."""
+
+
+@scenario_group.command("new")
+@click.argument("name")
+@click.option("--toml", "as_toml", is_flag=True, help="A TOML scenario (commands and checks, no Python).")
+@click.option("-o", "--dir", "directory", default=".",
+              show_default=True, help="Where the file goes (a folder in $LAB_SCENARIOS makes it a catalog name).")
+def scenario_new_cmd(name: str, as_toml: bool, directory) -> None:
+    """Write a commented skeleton for scenario NAME (NAME.py, or NAME.toml with --toml) that
+    runs and passes as written: edit it into your own question, then `lab run ./FILE`."""
+    from pathlib import Path
+
+    from .. import scaffold
+    from ..errors import UserError
+
+    if not directory:
+        raise UserError("lab scenario new: -o '' names no folder (the default is the current one)")
+    dest = scaffold.write(name, Path(directory), toml=as_toml)
+    click.echo(f"wrote {dest}; run it with: lab run {dest}")
+
+
+COMMANDS = [run_cmd, scenarios_cmd, recheck_cmd, scenario_group]

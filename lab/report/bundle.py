@@ -151,6 +151,11 @@ def make(run_dir: Path, out: Path) -> dict[str, Any]:
         "accel_reason": plan.accel_reason,
         "qemu_version": ".".join(map(str, plan.qemu_version)),
     }
+    rec = sc_record(run_dir)
+    if rec is not None:  # the scenario's parameters (and a data scenario's commands), as plan.json has them
+        manifest["scenario_params"] = rec.get("params") or {}
+        if rec.get("kind") == "data":
+            manifest["scenario_commands"] = rec.get("commands") or []
     # The topology spec as the run loaded it.
     if plan.topo.path and Path(plan.topo.path).is_file():
         rel = f"topology/{Path(plan.topo.path).name}"
@@ -168,6 +173,13 @@ def make(run_dir: Path, out: Path) -> dict[str, Any]:
     manifest["kernel"] = _kernel_members(plan, results, members)
     members["host.json"] = json.dumps(_host(plan), indent=1).encode()
     return _write(out, manifest, members)
+
+
+def sc_record(run_dir: Path) -> dict[str, Any] | None:
+    from .. import scenario as sc
+
+    rec = sc.recorded_in(run_dir)
+    return rec if isinstance(rec, dict) else None
 
 
 def _scenario_file(name: str, command: str, run_dir: Path) -> Path | None:

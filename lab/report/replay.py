@@ -160,13 +160,29 @@ def scenario_of(b: Bundle, trust: bool = False, say=None) -> tuple[Any, str]:
     Without it lab replays its own scenario of the same name (saying whether its source is
     the bundle's, byte for byte), and refuses when it has none, naming the file and its
     sha256 to read before trusting it."""
-    import hashlib
 
     from .. import scenario as sc
 
     scen_file = b.file("scenario")
     name = b.manifest.get("scenario_name")
     digest = b.sha256("scenario")
+    rec = _plan(b).get("scenario")
+    if isinstance(rec, dict) and rec.get("kind") == "data" and rec.get("name") == name:
+        # A data scenario (TOML, --workload): its definition is in the run's plan.json, data
+        # that imports nothing, so it needs no --trust.
+        return sc.from_run(name, f"{b.root}/manifest.json: scenario_name", rec), (
+            f"scenario {name}: the data scenario the bundle's plan.json defines ({len(rec.get('commands') or [])} command(s))"
+        )
+    s, which = _python_scenario(b, trust, say, scen_file, name, digest, sc)
+    if isinstance(rec, dict) and rec.get("name") == s.name and isinstance(rec.get("params"), dict) and s.params:
+        s.set_params(rec["params"], where=f"{b.run_dir}/plan.json: params")
+        which += f"; parameters {' '.join(f'{k}={sc.fmt_param(v)}' for k, v in s.p.items())}"
+    return s, which
+
+
+def _python_scenario(b: Bundle, trust: bool, say, scen_file, name, digest, sc) -> tuple[Any, str]:
+    import hashlib
+
     if trust:
         if scen_file is None:
             raise UserError(f"{b.root}: the bundle carries no scenario source to trust")

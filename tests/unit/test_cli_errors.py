@@ -69,6 +69,8 @@ def _matrix_axes(path: str) -> dict[str, list[list[str]]]:
         "scenarios": [[*mx, "--scenarios", s] for s in ("nope", "{missing}.py", "{garbage}.py", "{dir}", "", "all,")],
         "repeat": [[*mx, "--repeat", n] for n in ("0", "101", "x", "")],
         "backend": [[*mx, "--backend", b] for b in ("nope", "")],
+        # a sweep no scenario declares, or a value of the wrong type or out of range
+        "params": [[*mx, "-p", x] for x in ("groups=0", "groups=x", "nope=1,2", "groups", "groups=", "groups=1,,2", "=3")],
         **vm,
     }
     if path == "matrix":
@@ -130,6 +132,17 @@ CASES: dict[str, dict[str, list[list[str]]]] = {
         # an expression that does not parse (the column, the checks), or whose events the scenario does not trace
         "check_exprs": [["run", "llc-spread-pinned", "--check", c] for c in ("starvaton < 1ms", "", "starvation <", "migrations < 1 kg", "x" * 5000)]
         + [["run", "llc-spread-pinned", "--check", "starvation < 100ms"], ["run", "llc-spread-pinned", "--check"]],
+        # an empty or unbalanced command, no --check to judge it by, or a scenario as well
+        "workloads": [["run", "--workload", w, "--check", "starvation < 1s"] for w in ("", "  ", "sh -c 'x", "a \\")]
+        + [["run", "--workload", "true"], ["run", "llc-spread-pinned", "--workload", "true", "--check", "starvation < 1s"],
+           ["run", "--workload", "true", "--check", "starvaton < 1s"], ["run", "--workload"]],
+        "params": [["run", "soft-affinity", "-p", x] for x in ("groups=0", "groups=x", "loops=1e9", "nope=1", "groups", "=3", "groups=")]
+        + [["run", "llc-spread-pinned", "-p", "x=1"], ["run", "soft-affinity", "-p"]],
+    },
+    "scenario": {"": [["scenario", "nope"]]},
+    "scenario new": {
+        "name": [["scenario", "new", n, "-o", "{dir}"] for n in ("My Q", "", "../x", "a/b", "x" * 100)] + [["scenario", "new"]],
+        "directory": [["scenario", "new", "mine", "-o", d] for d in ("{missing}", "{garbage}", "")],
     },
     "recheck": {
         # A run directory whose results.json is empty or not a record is not bad input but a
