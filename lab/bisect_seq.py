@@ -16,10 +16,11 @@ The ends (``estimate_ends``)
     the other end: the good end's Wilson lower bound and the bad end's upper bound at
     z = 1 (68.3 %), never 0 or 1, and apart because the wider intervals at C are.
     Stopping when the ends look apart picks runs where they look further apart than
-    they are, so the point estimates made the steps overconfident: in a by-hand run of
-    the simulation below (rates 70 % / 30 %, --max-runs 30, no result file) the answers
-    were right 62 % of the time where they claimed 88 %; with the one-sigma bounds
-    82 % against 86 % (bench/results/bench_bisect_sim-20261125-223214.json).  When the intervals separate the
+    they are, so the point estimates made the steps overconfident (a by-hand run of the
+    simulation below, not kept, showed it).  With the one-sigma bounds, at rates 70 % /
+    30 %, confidence 0.95 and --max-runs 30, the answered bisections were right 82 % of
+    the time against a stated 86 % (case sprt-0.95 in
+    bench/results/bench_bisect_sim-20261125-223214.json).  When the intervals separate the
     wrong way (the good end fails more often than the bad one), or after N runs per end
     the good end still fails at least as often as the bad one, the bisection is refused
     with both rates;

@@ -43,18 +43,20 @@ verdict is INCONCLUSIVE, but only when the run proves that cause (cause()).
 
 One verdict is the majority of up to 3 runs (verdict_runs): measured with
 bench/bench_verdicts.py before issue 31 (old harness, with the exception; the result
-files were not committed), single runs on lab-6.1 passed 18-19 of 20 and the outliers
-were fork placements that tie-break on a guest kernel thread counted busy at the instant
-of a fork (find_idlest_group() compares the sockets' idle CPUs), which a second run does
-not repeat; the reverted kernel failed 20 of 20.  With --main-works and no exception
-(SINGLE_RUN_RATES below, each with its committed result file), 20 single runs each on
-zen3-2s-mini: lab-6.1 19 PASS, the reverted fix 20 FAIL (every run all 4 threads on the
-parent's socket), Debian's 6.1 17 PASS; each FAIL on a kernel with the fix has one shape,
-a fork onto the forking thread's own CPU while the other socket had one free (what such a
-tie would give; the kernel thread was not traced, so that cause is not proven).  On
-icelake-2s-mini, 27 runs each: lab-6.1 17 PASS, the revert 21 PASS, each FAIL a 9/7 split at
-the last fork, 8/8 again by the first worker's exit: not stable enough to rest a verdict
-on (see SINGLE_RUN_RATES).
+files were not committed, so no count of theirs is quoted), single runs on lab-6.1
+mostly passed and the outliers were fork placements that tie-break on a guest kernel
+thread counted busy at the instant of a fork (find_idlest_group() compares the sockets'
+idle CPUs), which a second run does not repeat; the reverted kernel failed every run.
+With --main-works and no exception (SINGLE_RUN_RATES below, each with its committed
+result file), 20 single runs each on zen3-2s-mini: lab-6.1 19 PASS, the reverted fix 20
+FAIL (the recorded tests/fixtures/runs/llc-spread-pinned-zen3-2s-mini-lab-6.1-no-affinity-imbalance-main-works:
+all 4 threads on the parent's socket), Debian's 6.1 17 PASS; each FAIL on a kernel with
+the fix failed the same three expectations (the files' outliers), and the recorded one
+(tests/fixtures/runs/llc-spread-pinned-zen3-2s-mini-debian-main-works-outlier) is a fork
+onto the forking thread's own CPU while the other socket had one free (what such a tie
+would give; the kernel thread was not traced, so that cause is not proven).  On
+icelake-2s-mini, 27 runs each: lab-6.1 17 PASS, the revert 21 PASS, each FAIL the split
+alone: not stable enough to rest a verdict on (see SINGLE_RUN_RATES).
 
 The seed's second machine, a 2-socket Ice Lake with one LLC per socket and even CPUs on
 node 0, odd on node 1, ran 16 threads pinned with `numactl -C 0-15`: a set that spans
@@ -80,20 +82,21 @@ from lab.topology import AMD_ZEN_RECLAIM_DISTANCE, RECLAIM_DISTANCE
 COMM = "stream"
 ICELAKE_PIN = "0-15"  # seed 000: `numactl -C 0-15 ./stream16` on the Ice Lake
 # Each stream thread runs this long from its own start.  Placement is judged while every
-# worker runs, so the last must be forked before the first ends: 4 threads fork within
-# 0.1 s under TCG, but 16 took up to 3.3 s (Debian 6.1 in a matrix at load 2), so 2 s
+# worker runs, so the last must be forked before the first ends: 4 threads fork quickly
+# under TCG, but 16 took longer than 2 s (Debian 6.1 in a matrix; run not kept), which
 # left the first workers gone before the last fork; the Ice Lake's 16 run 8 s.
 SECONDS = 2
 ICELAKE_SECONDS = 8
 # Single-run rates with stream --main-works and no exception (issue 31), as measured with
 # bench/bench_verdicts.py on the 2-core host, other engineers' guests and builds running
-# (1-minute load 3-81): (topology, kernel) -> one (runs as expected, runs, expected
-# verdict, committed result file) per measurement.  A test checks each against its file.
+# (1-minute load 2.6-81 at the start of a series): (topology, kernel) -> one (runs as
+# expected, runs, expected verdict, committed result file) per measurement.  A test checks each against its file.
 RESULTS = "bench/results/bench_verdicts-20261125-"
 SINGLE_RUN_RATES: dict[tuple[str, str], tuple[tuple[int, int, str, str], ...]] = {
     # 20 runs each: lab-6.1 19 PASS, the revert 20 FAIL, Debian's 6.1 17 PASS.  Every FAIL on
-    # a kernel with the fix has one shape: of the 3 forks, one onto the forking thread's own
-    # CPU while the other socket had an allowed CPU free (tests: the recorded outlier).
+    # a kernel with the fix failed the same three expectations (the files' outliers); the
+    # recorded one: of the 3 forks, one onto the forking thread's own CPU while the other
+    # socket had an allowed CPU free (tests: the recorded outlier).
     ("zen3-2s-mini", "lab-6.1"): (
         (5, 5, "PASS", RESULTS + "195259.json"), (5, 5, "PASS", RESULTS + "200803.json"), (9, 10, "PASS", RESULTS + "201316.json"),
     ),
@@ -103,18 +106,19 @@ SINGLE_RUN_RATES: dict[tuple[str, str], tuple[tuple[int, int, str, str], ...]] =
     ("zen3-2s-mini", "debian"): (
         (4, 5, "PASS", RESULTS + "194215.json"), (5, 5, "PASS", RESULTS + "200803.json"), (8, 10, "PASS", RESULTS + "201316.json"),
     ),
-    # 7 runs each: lab-6.1 4 PASS, the revert 5 PASS.  Each FAIL a split of 9/7 (or 7/9) at
-    # the last fork, with 2-3 pile-ups and migrations while 16 forks take 1-3 s under TCG.
-    # The ±1 that made this 9 of 10 was the 17-tasks-on-16-CPUs artefact's, so it stays
-    # gone: the Ice Lake shape's verdict is not stable under TCG (issue 31, not done).  In
-    # all 14 runs the split was 8/8 by the first worker's exit (the balancer corrected
-    # each 9/7; the post claims no migration-free run there): judging the Ice Lake split
-    # then, not at the last fork, is a candidate, not adopted without its own measurement.
-    # 20 more each (issue 31 item 2, host load 4-8): lab-6.1 13 PASS, the revert 16 PASS;
-    # every FAIL the same 9/7 at the last fork, and in all 40 runs 8/8 again at the first
-    # worker's exit.  Together: lab-6.1 17 of 27, the revert 21 of 27.  16 more runs with
-    # sched_switch and sched_wakeup traced (host load ~2, by hand, no result file) all PASSed,
-    # so what occupies the free CPU of the other socket at the last fork is not yet seen.
+    # 7 runs each: lab-6.1 4 PASS, the revert 5 PASS; each FAIL failed "even split between
+    # sockets" alone (the files' outliers).  In the FAILs looked at (run directories not
+    # kept) the split was one thread off at the last fork, with pile-ups and migrations
+    # while 16 forks take seconds under TCG.  The ±1 that once excused that was the
+    # 17-tasks-on-16-CPUs artefact's, so it stays gone: the Ice Lake shape's verdict is not
+    # stable under TCG (issue 31, not done).  In those runs the balancer had corrected the
+    # split by the first worker's exit (the post claims no migration-free run there):
+    # judging the Ice Lake split then, not at the last fork, is a candidate, not adopted
+    # without its own measurement.  20 more each (issue 31 item 2, 1-minute load 4.5-7.8):
+    # lab-6.1 13 PASS, the revert 16 PASS, every FAIL again the split alone.  Together:
+    # lab-6.1 17 of 27, the revert 21 of 27.  A by-hand series with sched_switch and
+    # sched_wakeup traced (not kept) caught no FAIL to look at, so what occupies the free
+    # CPU of the other socket at the last fork is not yet seen.
     ("icelake-2s-mini", "lab-6.1"): (
         (2, 3, "PASS", RESULTS + "200053.json"), (2, 4, "PASS", RESULTS + "201950.json"),
         (13, 20, "PASS", RESULTS + "224929.json"),

@@ -68,9 +68,10 @@ BATCH_LINES = 4096  # parse(lines) hands the fast path this many lines at a time
 # comm may hold spaces, so its end is found by looking for the next key; that search is
 # bounded to MAX_COMM characters ('(.{0,64}?)'), so it cannot run to the end of the line
 # once per earlier candidate.  Unbounded ('(.*?) prev_pid=... next_comm=(.*?)'), a
-# 400 KB sched_switch took 17 s and a sched_process_fork 52 s; ' *(.*?)-' at the start
-# of the context took ~10 s on 40 KB of spaces (the spaces were given back one at a
-# time and the comm rescanned after each), hence the possessive ' *+'.  Numbers have
+# 400 KB sched_switch or sched_process_fork line took tens of seconds; ' *(.*?)-' at the
+# start of the context took seconds on 40 KB of spaces (the spaces were given back one at
+# a time and the comm rescanned after each; both timed by hand, not kept), hence the
+# possessive ' *+'.  Numbers have
 # at most as many digits as their field can need, so int() never sees thousands of
 # them; their ranges are checked after the match (_cpu_ok, _pid_ok, ...).  re.ASCII: \d is 0-9.
 _C = rf"(.{{0,{MAX_COMM}}}?)"  # a comm
