@@ -162,7 +162,7 @@ def main() -> int:
         "summary": lines,
     }  # fmt: skip
     p = RESULTS / f"bench_all-{time.strftime('%Y%m%d-%H%M%S')}.json"
-    out.update(stamp())
+    out = {**stamp(), **out}  # the bench's own "host" (its probe) stays
     p.write_text(json.dumps(out, indent=1))
     print(f"wrote {p}")
     return 0 if all(rc == 0 for rc, _, _ in steps.values()) and all(t[3] for t in targets) else 1

@@ -171,7 +171,7 @@ def main() -> int:
     d = Path(__file__).resolve().parent / "results"
     d.mkdir(exist_ok=True)
     p = d / f"bench_boot-{time.strftime('%Y%m%d-%H%M%S')}.json"
-    out.update(stamp())
+    out = {**stamp(), **out}  # the bench's own "host" (its probe) stays
     p.write_text(json.dumps(out, indent=1))
     print(f"wrote {p}")
     return 0

@@ -153,7 +153,7 @@ def main(argv: list[str] | None = None) -> int:
     out_dir = Path(__file__).resolve().parent / "results"
     out_dir.mkdir(exist_ok=True)
     out = out_dir / f"bench_parser-{time.strftime('%Y%m%d-%H%M%S')}.json"
-    result.update(stamp())
+    result = {**stamp(), **result}
     out.write_text(json.dumps(result, indent=2) + "\n")
     print(f"wrote {out}")
     return 0
