@@ -132,7 +132,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="lab-bench-") as tmp:
         for kname in args.kernel.split(","):
             kernel = resolve(kname, args.arch)
-            for n in (int(x) for x in args.vcpus.split(",")):
+            for n in (int(x) for x in args.vcpus.split(",") if x):  # --vcpus '': verify only
                 t = machine(args.arch, n)
                 for rnd in range(args.repeat):
                     for bringup in args.bringup.split(","):
