@@ -175,6 +175,35 @@ def _host_ticks(stat: str) -> tuple[int, int]:
     return busy, busy + idle + iowait
 
 
+def load_sample(read_stat=None, read_loadavg=None) -> dict[str, float] | None:
+    """The host now: its 1-minute load average and /proc/stat's busy, steal and total
+    ticks (all CPUs), or None where /proc cannot be read."""
+    try:
+        stat = (read_stat or (lambda: Path("/proc/stat").read_text()))()
+        load = (read_loadavg or (lambda: Path("/proc/loadavg").read_text()))()
+        f = [int(x) for x in stat.split("\n", 1)[0].split()[1:9]]
+        busy, total = _host_ticks(stat)
+        return {"load": float(load.split()[0]), "busy": busy, "total": total, "steal": (f + [0] * 8)[7]}
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def run_conditions(before: dict[str, float] | None, after: dict[str, float] | None, cpus: int) -> dict[str, float]:
+    """What results.json's timing keeps of the host during a run (lab.report.fidelity reads
+    it): its cores, load average at start and end, and the share of its CPU time stolen by
+    the hypervisor and busy in all (percent).  Keys are left out where not measured."""
+    out: dict[str, float] = {"host_cpus": cpus}
+    if before is not None:
+        out["host_load_start"] = round(before["load"], 2)
+    if after is not None:
+        out["host_load_end"] = round(after["load"], 2)
+    if before is not None and after is not None and after["total"] > before["total"]:
+        span = after["total"] - before["total"]
+        out["host_steal_pct"] = round(100 * (after["steal"] - before["steal"]) / span, 1)
+        out["host_busy_pct"] = round(100 * (after["busy"] - before["busy"]) / span, 1)
+    return out
+
+
 def _proc_ticks(pid: int) -> int:
     """utime + stime of a process (all its threads), in clock ticks (proc(5) fields 14, 15)."""
     f = proc.pid_stat(pid)

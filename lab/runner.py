@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from . import host as host_mod
 from . import integrity, junit, rundir, session, sysfs
 from . import scenario as sc
 from . import scheduler as scheduler_mod
@@ -159,6 +160,7 @@ def run_once(
     KeyboardInterrupt go on.  The boot's stages are steps of *progress*."""
     t0 = time.monotonic()
     topo = sess.topo
+    host_before = host_mod.load_sample()
     why = sess.skip or s.skip_reason(topo, sess.kernel)  # what is known before booting is a SKIP, not a boot
     if why:
         return RunOutcome(s.name, topo.name, sess.kernel.name, "SKIP", None, message=why)
@@ -232,6 +234,7 @@ def run_once(
         raise
     finally:
         out.timing["wall_s"] = round(time.monotonic() - t0, 2)
+        out.timing.update(host_mod.run_conditions(host_before, host_mod.load_sample(), os.cpu_count() or 1))
         write_results(out, run_dir)
     return out
 

@@ -171,6 +171,11 @@ def make(run_dir: Path, out: Path) -> dict[str, Any]:
     else:
         manifest["scenario"] = None  # a scenario this lab no longer has: the run still reproduces by hand
     manifest["kernel"] = _kernel_members(plan, results, members)
+    from .. import expect
+    from ..plan import read_plan_json
+    from . import fidelity
+
+    manifest["fidelity"] = fidelity.stamp(plan.topo, read_plan_json(run_dir / rundir.PLAN), results, expect.deviations(plan.topo, plan)).to_dict()
     members["host.json"] = json.dumps(_host(plan), indent=1).encode()
     return _write(out, manifest, members)
 
@@ -359,6 +364,7 @@ def _host(plan) -> dict[str, Any]:
         "python": platform.python_version(),
         "host_kernel": platform.release(),
         "host_machine": platform.machine(),
+        "host_cpus": os.cpu_count() or 1,  # the replay's fidelity check compares it (lab.report.fidelity)
     }
 
 

@@ -73,6 +73,7 @@ class RunDoc:
     timeline: Timeline | None = None
     source: str = ""  # where it came from (run dir or bundle), for the footer
     verdict_note: str = ""  # re-judged and differing from the stored verdict, or shown as stored
+    fidelity: Any = None  # lab.report.fidelity.Stamp, shown at the top of a report
 
 
 def migration_class(level: str, src_node: int, dst_node: int) -> str:
@@ -116,6 +117,10 @@ def load_run(run_dir: Path, topo: Topology | None = None, source: str = "", stor
     kernel.pop("image", None)
     command = rd.read_command()
     migr, tl = _trace(rd.out, plan)
+    from .. import expect
+    from . import fidelity
+
+    stamp = fidelity.stamp(plan.topo, read_plan_json(rd.plan), res, expect.deviations(plan.topo, plan))
     return RunDoc(
         scenario=str(res.get("scenario", "?")),
         topology=plan.topo,
@@ -133,6 +138,7 @@ def load_run(run_dir: Path, topo: Topology | None = None, source: str = "", stor
         migrations=migr,
         timeline=tl,
         source=source or str(run_dir),
+        fidelity=stamp,
     )
 
 

@@ -112,6 +112,8 @@ def _command(cmd: str) -> list[str]:
 
 def text(doc: RunDoc) -> str:
     out = [f"lab run {doc.scenario} on {doc.topology.name}: {doc.status}", ""]
+    if doc.fidelity is not None:
+        out += [*doc.fidelity.text(WIDTH), ""]
     out += _field("Machine", machine_counts(doc.topology))
     out += _field("CPU", cpu_line(doc.topology))
     out += _field("Kernel", kernel_line(doc.kernel))
@@ -151,6 +153,7 @@ def _fence(lines: list[str]) -> list[str]:
 def markdown(doc: RunDoc) -> str:
     out = [
         f"## lab run `{doc.scenario}` on `{doc.topology.name}`: **{doc.status}**", "",
+        *([f"- **Fidelity, {k}**: {_md(v)}" for k, v in doc.fidelity.fields()] + [""] if doc.fidelity is not None else []),
         f"- **Machine**: {_md(machine_line(doc.topology))}",
         f"- **Kernel**: {_md(kernel_line(doc.kernel))}",
         f"- **QEMU**: {doc.qemu_version}, {doc.accel}" + (f" ({_md(doc.accel_reason)})" if doc.accel_reason else ""),
@@ -494,11 +497,12 @@ def html(doc: RunDoc) -> str:
     else:
         timeline = '<p class="note">the run has no trace events to draw</p>'
     notes = "".join(f'<p class="note">note: {escape(n)}</p>' for n in doc.notes)
+    fid = f'<section class="fidelity"><h2>Fidelity</h2>{_dl([(k.capitalize(), escape(v)) for k, v in doc.fidelity.fields()])}</section>\n' if doc.fidelity is not None else ""
     title = f"lab run {doc.scenario} on {t.name}: {doc.status}"
     return _page(title, "", f"""<header><h1>lab run {escape(doc.scenario)} on {escape(t.name)}<span class="badge {escape(doc.status)}">{escape(doc.status)}</span></h1>
 <div class="sub">{escape(kernel_line(doc.kernel))} &middot; {escape(doc.accel)} &middot; {escape(doc.source)}</div></header>
 <main>
-<section><h2>Run</h2>{info}</section>
+{fid}<section><h2>Run</h2>{info}</section>
 <section><h2>Verdict</h2>{exps}{notes}</section>
 <section><h2>Placement timeline</h2>{timeline}</section>
 <section><h2>Migrations</h2><div class="row">{migr or '<p class="note">no migrations traced</p>'}</div></section>

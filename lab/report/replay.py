@@ -146,6 +146,29 @@ def qemu_notes_after(plan: dict[str, Any], now: Any) -> list[str]:
     return [f"QEMU differs: the bundle ran {say(was)}, this replay {say(got)}"]
 
 
+def fidelity_notes(b: Bundle, plan: dict[str, Any], before: dict[str, Any], now: Any) -> list[str]:
+    """Where this host's conditions differ from the bundle's (lab.report.fidelity): the
+    bundle's host cores from its run's timing, else its host.json; the bundle's stamp."""
+    import os
+
+    from . import fidelity
+
+    timing = t if isinstance(t := before.get("timing"), dict) else {}
+    cpus = timing.get("host_cpus")
+    if cpus is None:
+        try:
+            host = json.loads((b.root / "host.json").read_text())
+            cpus = host.get("host_cpus") if isinstance(host, dict) else None
+        except (OSError, ValueError):
+            cpus = None
+    now_plan = {"accel": now.accel, "qemu_version": list(now.qemu_version), "cpu_model": now.cpu_model}
+    out = fidelity.replay_differences(plan, cpus, now_plan, os.cpu_count() or 1)
+    stamp = b.manifest.get("fidelity")
+    if isinstance(stamp, dict) and stamp.get("judgement"):
+        out.append(f"the bundle's fidelity: {stamp.get('judgement')}")
+    return out
+
+
 def _plan(b: Bundle) -> dict[str, Any]:
     try:
         d = json.loads((b.run_dir / rundir.PLAN).read_text())
@@ -229,6 +252,7 @@ def replay(b: Bundle, kernel: str | None = None, progress=None, trust: bool = Fa
         progress.note(f"replay: {which}")
     sess = session.prepare(topo, opts, progress=progress)
     notes += qemu_notes_after(plan, sess.plan)
+    notes += fidelity_notes(b, plan, before, sess.plan)
     if progress is not None:
         with progress.step("replay", f"{s.name} on {topo.name} ({sess.kernel.name})"):
             after = runner.run_once(s, sess, on_event=lambda t, line: progress.update(line.removeprefix("lab: ")))
