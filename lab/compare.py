@@ -42,6 +42,8 @@ The JSON document (``SCHEMA`` = "lab.compare", ``VERSION`` = 1)::
                    "changed": [{"side", "run_dir", "stored": str, "now": str}]}
     }
     SIDE   = {"label": "A"|"B", "kernel": str,   # kernel names joined with "+"
+              "scheduler": str,                  # only when the runs name a sched_ext scheduler
+                                                 # (lab compare --scheduler A --scheduler B)
               "kernel_ids": [str], "runs": int, "passed": int, "failed": int,
               "not_judged": int, "run_dirs": [str|null], "kernel_info": [dict]}
     RATE   = {"a": {"passed": int, "runs": int}, "b": {...}, "test": TEST}
@@ -111,6 +113,9 @@ def load_run(run_dir: Path, *, stored: bool = False) -> dict[str, Any]:
         rec.setdefault("topology", plan.get("topology"))
     if not rec.get("scenario") or not rec.get("topology"):
         raise UserError(f"{run_dir}: results.json names no scenario or topology: not a lab run")
+    sched = _raw(run_dir / rundir.PLAN).get("scheduler")
+    if isinstance(sched, dict) and isinstance(sched.get("name"), str):
+        rec.setdefault("scheduler", sched["name"])
     late = integrity.unfinished(rec)
     if late:
         rec["status"], rec["message"] = "ERROR", late
@@ -266,7 +271,12 @@ def _side(label: str, runs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         kid = (r.get("kernel_info") or {}).get("id")
         if kid and kid not in ids:
             ids.append(str(kid))
-    return {
+    scheds: list[str] = []
+    for r in runs:
+        sch = r.get("scheduler")
+        if isinstance(sch, str) and sch and sch not in scheds:
+            scheds.append(sch)
+    side: dict[str, Any] = {
         "label": label,
         "kernel": "+".join(kernels) or "?",
         "kernel_ids": ids,
@@ -279,6 +289,9 @@ def _side(label: str, runs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         "run_dirs": [r.get("run_dir") for r in runs],
         "kernel_info": [dict(r.get("kernel_info") or {}) for r in runs],
     }
+    if scheds:  # only runs that name one (lab compare --scheduler, a plan with a scheduler)
+        side["scheduler"] = "+".join(scheds)
+    return side
 
 
 def _same(runs_a: Sequence[Mapping[str, Any]], runs_b: Sequence[Mapping[str, Any]], field: str, fields: str) -> str:

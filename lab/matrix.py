@@ -72,10 +72,30 @@ class Cell:
     topology: str
     kernel: str  # the kernel as the axis names it (a column of the table)
     skip: str = ""  # why it does not run anywhere (the scenario's requirements, the arch)
+    # The sched_ext scheduler as the --schedulers axis names it (eevdf: the kernel's own);
+    # "" when the matrix has no such axis (ids and files as before it existed).
+    scheduler: str = ""
 
     @property
     def id(self) -> str:
-        return f"{self.scenario}@{self.topology}@{self.kernel}"
+        return f"{self.scenario}@{self.topology}@{self.kernel}" + (f"@{self.scheduler}" if self.scheduler else "")
+
+    @property
+    def column(self) -> str:
+        """The table's column: the kernel, and the scheduler when the matrix has that axis."""
+        return column(self.kernel, self.scheduler)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = dataclasses.asdict(self)
+        if not self.scheduler:
+            del d["scheduler"]
+        return d
+
+    @classmethod
+    def from_id(cls, cell_id: str) -> Cell:
+        """The cell an id names (scenario@topology@kernel[@scheduler])."""
+        parts = cell_id.split("@", 3)
+        return cls(parts[0], parts[1], parts[2], scheduler=parts[3] if len(parts) > 3 else "")
 
     @property
     def slug(self) -> str:
@@ -85,6 +105,16 @@ class Cell:
         if s != self.id:
             s += "-" + hashlib.sha256(self.id.encode()).hexdigest()[:8]
         return s
+
+
+def column(kernel: str, scheduler: str) -> str:
+    return f"{kernel} {scheduler}" if scheduler else kernel
+
+
+def columns(m: dict[str, Any]) -> list[str]:
+    """The table's columns of a matrix's definition: kernels, x schedulers when given."""
+    scheds = m.get("schedulers") or [""]
+    return [column(k, sch) for k in m["kernels"] for sch in scheds]
 
 
 @dataclass(frozen=True)
@@ -103,6 +133,7 @@ class Matrix:
     sources: dict[str, str] = field(default_factory=dict, compare=False)  # scenario name -> as given (a name or a file)
     # A scenario label (`soft-affinity loops=600`) -> the -p NAME=VALUE its cells run with.
     params: dict[str, tuple[str, ...]] = field(default_factory=dict, compare=False)
+    schedulers: tuple[str, ...] = ()  # the --schedulers axis (() : none, each run the kernel's own)
 
     @property
     def runnable(self) -> list[Cell]:
@@ -111,10 +142,13 @@ class Matrix:
     def definition(self) -> dict[str, Any]:
         """What makes two matrices the same matrix (merge compares these)."""
         opts = {k: v for k, v in self.options.to_dict().items() if k != "kernel"}
-        return {
+        d = {
             "scenarios": list(self.scenarios), "topologies": list(self.topologies), "kernels": list(self.kernels),
             "repeat": self.repeat, "options": opts, "backend": self.backend,
         }  # fmt: skip
+        if self.schedulers:  # only then: a matrix without the axis is defined as before
+            d["schedulers"] = list(self.schedulers)
+        return d
 
     def shard(self, i: int, n: int) -> list[Cell]:
         """Shard *i* of *n* (1-based): every n-th runnable cell from the i-th, so each shard
@@ -224,17 +258,20 @@ def _with_params(s: Any, label: str, sweeps: dict[str, list[str]]) -> list[tuple
 
 def expand(
     scenarios: str, topologies: str, kernels: str, *, repeat: int = 1, options: VmOptions | None = None,
-    backend: str = "qemu", params: list[str] | tuple[str, ...] = (),
+    backend: str = "qemu", params: list[str] | tuple[str, ...] = (), schedulers: str = "",
 ) -> Matrix:
     """The cells of scenarios x topologies x kernels, in that order; every name checked
     (an unknown one is refused with the nearest names), nothing built or booted.  *params*
-    (``NAME=A,B``) sweeps a parameter: each scenario that declares it is a row per value."""
+    (``NAME=A,B``) sweeps a parameter: each scenario that declares it is a row per value.
+    *schedulers* (``eevdf,scx_simple``) is a fourth axis, inside the kernels: each kernel
+    column becomes one per scheduler (eevdf or cfs: the kernel's own)."""
     from . import scenario as sc
     from . import topology
 
     if backend not in base.names():
         raise unknown("backend", backend, list(base.names()))
     s_names, t_names, k_names = scenario_names(scenarios), topology_names(topologies), split(kernels, "kernels")
+    sch_names = scheduler_names(schedulers)
     scen = {n: sc.load(n) for n in s_names}
     sources = {s.name: (n if n in sc.names() else str(Path(n).resolve())) for n, s in scen.items()}
     sweeps = sweep(params)
@@ -261,12 +298,30 @@ def expand(
                     skip = f"{t.name} lacks {'; '.join(unmet)}"
                 elif karch[k] is not None and karch[k] != t.arch:
                     skip = f"kernel {k} is {karch[k]}, {t.name} is {t.arch}"
-                cells.append(Cell(label, tn, k, skip))
+                for sch in sch_names or [""]:
+                    cells.append(Cell(label, tn, k, skip, sch))
     sources.update({label: sources[s.name] for n, s in scen.items() for label, _ in rows[n]})
     return Matrix(
         tuple(label for r in rows.values() for label, _ in r), tuple(t_names), tuple(k_names), repeat, options or VmOptions(),
-        backend, tuple(cells), inputs, sources, swept,
+        backend, tuple(cells), inputs, sources, swept, tuple(sch_names),
     )  # fmt: skip
+
+
+def scheduler_names(value: str) -> list[str]:
+    """The --schedulers axis: each NAME[:ARGS] checked (an unknown name is one line); the
+    kernel's own (eevdf, cfs) once, as eevdf."""
+    from . import scheduler as scheduler_mod
+
+    if not value:
+        return []
+    out: list[str] = []
+    for v in split(value, "schedulers"):
+        spec = scheduler_mod.parse_spec(v)
+        name = spec.text if spec else "eevdf"
+        if name in out:
+            raise UserError(f"--schedulers {value}: {v} is given twice ({name})")
+        out.append(name)
+    return out
 
 
 def parse_shard(spec: str) -> tuple[int, int]:
@@ -432,7 +487,7 @@ def choose(picks: list[Pick], budget_s: float, budget_text: str = "") -> tuple[l
                         f"costs {_dur_text(cheapest.cost_s)} ({how})")  # fmt: skip
 
     def values(p: Pick) -> set[tuple[str, str]]:
-        return {("scenario", p.cell.scenario), ("topology", p.cell.topology), ("kernel", p.cell.kernel)}
+        return {("scenario", p.cell.scenario), ("topology", p.cell.topology), ("kernel", p.cell.column)}
 
     index = {p.cell.id: i for i, p in enumerate(picks)}
     need: set[tuple[str, str]] = set().union(*(values(p) for p in picks))
@@ -483,7 +538,7 @@ class CellResult:
 
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
-        d["cell"] = dataclasses.asdict(self.cell)
+        d["cell"] = self.cell.to_dict()
         d["id"] = self.cell.id
         return d
 
@@ -555,7 +610,6 @@ def from_lab_run(cell: Cell, rc: int | None, stdout: str, log_text: str) -> Cell
 
 def table_rows(m: dict[str, Any], results: list[CellResult]) -> list[tuple[str, str, list[str]]]:
     """(scenario, topology, one label per kernel) for each row of the summary table."""
-    by_id = {r.cell.id: r for r in results}
     rows = []
     seen = set()
     for r in results:
@@ -564,8 +618,9 @@ def table_rows(m: dict[str, Any], results: list[CellResult]) -> list[tuple[str, 
             continue
         seen.add(key)
         labels = []
-        for k in m["kernels"]:
-            got = by_id.get(Cell(key[0], key[1], k).id)
+        by_col = {r.cell.column: r for r in results if (r.cell.scenario, r.cell.topology) == key}
+        for k in columns(m):
+            got = by_col.get(k)
             labels.append(got.label() if got else "-")
         rows.append((key[0], key[1], labels))
     return rows
@@ -626,7 +681,7 @@ def cells_text(cells: list[Cell], kernels: list[str] | tuple[str, ...]) -> str:
     by: dict[tuple[str, tuple[str, ...]], list[str]] = {}
     topo_kernels: dict[tuple[str, str], list[str]] = {}
     for c in cells:
-        topo_kernels.setdefault((c.scenario, c.topology), []).append(c.kernel)
+        topo_kernels.setdefault((c.scenario, c.topology), []).append(c.column)
     for (sc_name, topo), ks in topo_kernels.items():
         tag = () if sorted(ks) == sorted(kernels) else tuple(ks)
         by.setdefault((sc_name, tag), []).append(topo)
@@ -640,8 +695,8 @@ def summary_markdown(m: dict[str, Any], results: list[CellResult], title: str = 
     lines = [
         f"### {title}", "",
         counts_line(results), "",
-        "| scenario | topology | " + " | ".join(_md(k) for k in m["kernels"]) + " |",
-        "|---|---|" + "---|" * len(m["kernels"]),
+        "| scenario | topology | " + " | ".join(_md(k) for k in columns(m)) + " |",
+        "|---|---|" + "---|" * len(columns(m)),
     ]  # fmt: skip
     for s, t, labels in table_rows(m, results):
         lines.append(f"| {_md(s)} | {_md(t)} | " + " | ".join(labels) + " |")
@@ -655,7 +710,7 @@ def summary_markdown(m: dict[str, Any], results: list[CellResult], title: str = 
         lines += ["", "| SKIP cause | cells | why | which |", "|---|---|---|---|"]
         for kind, reasons in groups:
             for why, cells in reasons:
-                lines.append(f"| {_md(kind)} | {len(cells)} | {_md(why)} | {_md(cells_text(cells, m['kernels']))} |")
+                lines.append(f"| {_md(kind)} | {len(cells)} | {_md(why)} | {_md(cells_text(cells, columns(m)))} |")
     return "\n".join(lines) + "\n"
 
 
@@ -669,7 +724,7 @@ def junit_report(m: dict[str, Any], results: list[CellResult]) -> str:
     suites: dict[str, list[junit.Case]] = {}
     for r in results:
         c = r.cell
-        case = junit.Case(junit.classname(c.scenario, c.topology), c.kernel, r.status, r.wall_s, r.message, r.detail)
+        case = junit.Case(junit.classname(c.scenario, c.topology), c.column, r.status, r.wall_s, r.message, r.detail)
         suites.setdefault(c.scenario, []).append(case)
     return junit.render([junit.Suite(f"lab.{junit.name_part(s)}", tuple(cs)) for s, cs in suites.items()], name="lab matrix")
 
@@ -725,6 +780,8 @@ class Runner:
                 "--json", *o.to_args(always=("accel", "cpu_model", "tcg_threads", "bringup"), skip=("kernel", "backend", "connect"))]  # fmt: skip
         for a in self.m.params.get(cell.scenario, ()):  # a swept parameter's value (-p NAME=A,B)
             argv += ["-p", a]
+        if cell.scheduler and cell.scheduler != "eevdf":  # the --schedulers axis; eevdf: none
+            argv += ["--scheduler", cell.scheduler]
         if self.m.repeat > 1:
             argv += ["--repeat", str(self.m.repeat)]
         if self.m.backend != VmOptions.backend:
@@ -1064,7 +1121,7 @@ def merge(dirs: list[Path]) -> dict[str, Any]:
     for p in first["planned"]:
         got = cells.get(p["id"])
         if got is None:
-            cell = Cell(*p["id"].split("@", 2))
+            cell = Cell.from_id(p["id"])
             if p.get("skip"):
                 got = CellResult(dataclasses.replace(cell, skip=p["skip"]), "SKIP", p["skip"]).to_dict()
             else:

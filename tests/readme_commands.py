@@ -143,6 +143,12 @@ CHECKS: dict[str, Check] = {
         "covered", by="tests/vm/test_sched_ext_vm.py::test_scx_simple_is_enabled_when_the_command_runs",
         why="boots zen3-2s-mini on lab-6.12-scx with --scheduler scx_simple and cats the same state file (and root/ops), needing 'enabled'",
     ),
+    "lab compare llc-spread-pinned --kernel lab-6.12-scx --scheduler eevdf --scheduler scx_simple": Check(
+        "args", why="10 VM runs on lab-6.12-scx (an hour to build here); the sides' argv: tests/unit/test_compare.py::test_compare_two_schedulers_is_two_sides_on_one_kernel"),
+    "lab matrix --topologies all-minis --kernels lab-6.12-scx --schedulers eevdf,scx_simple": Check(
+        "args", why="a VM per cell on lab-6.12-scx; cells and argv: tests/unit/test_matrix.py::test_schedulers_are_an_axis_inside_the_kernels"),
+    "lab bisect SCENARIO --kernel-tree T --good G --bad B --recipe lab-6.12-scx --scheduler scx_simple": Check(
+        "args", why="a kernel build per commit; the steps' argv: tests/unit/test_bisect_scheduler.py::test_each_step_runs_under_the_scheduler"),
     "lab run llc-spread-pinned --kernel lab-6.12-scx --scheduler scx_simple": Check(
         "covered", by="tests/vm/test_sched_ext_vm.py::test_a_scenario_runs_under_scx_simple",
         why="runs llc-spread-pinned on its default topology zen3-2s-mini on lab-6.12-scx under scx_simple and needs a verdict with the scheduler kept",

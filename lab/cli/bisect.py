@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from .common import TOPOLOGY
-from .vm import VM_OPTIONS
+from .vm import SCHEDULER_OPTION, VM_OPTIONS
 
 
 def _vm_options(f):
@@ -17,11 +17,18 @@ def _vm_options(f):
     return f
 
 
-def _vm(**vm_kw):
-    """The VM options as given (--kernel is each commit's), through the one place that makes them."""
+def _vm(scheduler: str = "", recipe: str | None = None, **vm_kw):
+    """The VM options as given (--kernel is each commit's), through the one place that
+    makes them; --scheduler checked here (one line), then loaded by every step's run."""
+    from ..errors import UserError
+    from ..scheduler import parse_spec
     from .vm import make_vm_options
 
-    return make_vm_options(kernel_spec="debian", **vm_kw)
+    spec = parse_spec(scheduler) if scheduler else None
+    if spec is not None and recipe is None:
+        raise UserError(f"lab bisect --scheduler {spec.name}: the default recipe (lab-6.1) has no sched_ext; "
+                        "give --recipe lab-6.12-scx (or your own with CONFIG_SCHED_CLASS_EXT=y)")  # fmt: skip
+    return make_vm_options(kernel_spec="debian", scheduler=spec.text if spec else "", **vm_kw)
 
 
 @click.command("bisect")
@@ -37,8 +44,9 @@ def _vm(**vm_kw):
 @click.option("--max-runs", type=click.IntRange(1, 999), default=None, metavar="N",
               help="With --confidence: runs per end and per commit before a commit is skipped as undecided (default 30).")
 @click.option("--recipe", default=None, help="Config, fragments and patches for each commit (default lab-6.1 / lab-6.1-arm64).")
+@SCHEDULER_OPTION
 @_vm_options
-def bisect_cmd(scenario_name, topo, tree, good, bad, repeat, confidence, max_runs, recipe, **vm_kw) -> None:
+def bisect_cmd(scenario_name, topo, tree, good, bad, repeat, confidence, max_runs, recipe, scheduler, **vm_kw) -> None:
     """Find the first commit between --good and --bad where SCENARIO fails.
 
     git bisect run drives the search in a clone of your tree in lab's cache; each
@@ -53,12 +61,15 @@ def bisect_cmd(scenario_name, topo, tree, good, bad, repeat, confidence, max_run
     decides at C, or is skipped as undecided after --max-runs runs; the first bad
     commit comes with its confidence (lab/bisect_seq.py says how it is derived).
 
+    With --scheduler NAME[:ARGS] every step's runs load that sched_ext scheduler, built
+    against each commit's kernel (--recipe must give the kernel sched_ext).
+
     Prints the first bad commit with both sides' evidence.  Exit 0 found, 2 bad input
     (including ends that do not bisect), 3 error (an end that cannot be judged, or
     skipped commits that hide the answer)."""
     from .. import bisect, progress
 
-    vm = _vm(**vm_kw)
+    vm = _vm(scheduler, recipe, **vm_kw)
     done = bisect.drive(scenario_name, topo, tree, good, bad, vm, repeat=repeat, confidence=confidence, max_runs=max_runs,
                         recipe=recipe, progress=progress.for_cli())  # fmt: skip
     click.echo(done.text, nl=False)

@@ -22,12 +22,13 @@ def axis_options(f):
     gets them as one ``axes: dict``."""
 
     @functools.wraps(f)
-    def command(*args, topologies, kernels, scenarios, repeat, backend, accel, cpu_model, tcg_threads, bringup, append, qemu, params=(), **kw):
+    def command(*args, topologies, kernels, scenarios, repeat, backend, accel, cpu_model, tcg_threads, bringup, append, qemu, params=(),
+                schedulers="", **kw):
         from ..plan import VmOptions
 
         axes = {
             "topologies": topologies, "kernels": kernels, "scenarios": scenarios, "repeat": repeat, "backend": backend,
-            "params": tuple(params), "options": VmOptions(accel=accel or VmOptions.accel, cpu_model=cpu_model, tcg_threads=tcg_threads, bringup=bringup,
+            "params": tuple(params), "schedulers": schedulers or "", "options": VmOptions(accel=accel or VmOptions.accel, cpu_model=cpu_model, tcg_threads=tcg_threads, bringup=bringup,
                                  append=append, qemu=qemu),
         }  # fmt: skip
         return f(*args, axes=axes, **kw)
@@ -37,6 +38,8 @@ def axis_options(f):
     opts = (
         click.option("--topologies", default=None, metavar="A,B|all-minis|all", help="Topologies: catalog names or spec files, or all-minis."),
         click.option("--kernels", default="debian", show_default=True, metavar="K1,K2", help="Kernels (the table's columns): debian, recipes, store ids, image paths."),
+        click.option("--schedulers", default="", metavar="S1,S2",
+                     help="sched_ext schedulers, an axis inside the kernels (eevdf or cfs: the kernel's own; lab scheduler list); each cell's lab run gets --scheduler."),
         click.option("--scenarios", default="all", show_default=True, metavar="S1,S2|all", help="Scenarios."),
         click.option("--repeat", type=click.IntRange(1, 100), default=1, show_default=True,
                      help="Runs per cell, each its own verdict; the cell passes when all pass."),
@@ -57,7 +60,7 @@ def _expand(axes):
         raise UserError("lab matrix: give --topologies (names, or all-minis)")
     return matrix.expand(
         axes["scenarios"], axes["topologies"], axes["kernels"], repeat=axes["repeat"], options=axes["options"],
-        backend=axes["backend"], params=axes.get("params", ()),
+        backend=axes["backend"], params=axes.get("params", ()), schedulers=axes.get("schedulers", ""),
     )  # fmt: skip
 
 
@@ -70,6 +73,8 @@ def _args(axes) -> list[str]:
         out += ["--repeat", str(axes["repeat"])]
     for p in axes.get("params", ()):
         out += ["-p", p]
+    if axes.get("schedulers"):
+        out += ["--schedulers", axes["schedulers"]]
     if axes["backend"] != VmOptions.backend:
         out += ["--backend", axes["backend"]]
     opts: VmOptions = axes["options"]
@@ -169,7 +174,7 @@ def _show(ident, results, out: Path, doc) -> None:
     t = Table(title="lab matrix" + (f" (shard {doc['shard']})" if doc.get("shard") else ""), title_justify="left")
     t.add_column("scenario")
     t.add_column("topology")
-    for k in ident["kernels"]:
+    for k in mx.columns(ident):
         t.add_column(escape(k))
     for s, tp, labels in mx.table_rows(ident, results):
         t.add_row(escape(s), escape(tp), *(f"[{colour.get(x.split()[0], 'white')}]{escape(x)}[/]" for x in labels))
@@ -182,7 +187,7 @@ def _show(ident, results, out: Path, doc) -> None:
         for why, cells in reasons:
             n = f"{len(cells)} cell{'s' if len(cells) != 1 else ''}"
             c.print(
-                f"[yellow]SKIP[/] {escape(kind)} ({n}): {escape(why)}: {escape(mx.cells_text(cells, ident['kernels']))}",
+                f"[yellow]SKIP[/] {escape(kind)} ({n}): {escape(why)}: {escape(mx.cells_text(cells, mx.columns(ident)))}",
                 soft_wrap=True,
             )
     reused = sum(r.reused for r in results)

@@ -60,6 +60,11 @@ def _clip(s: str, n: int) -> str:
     return s if len(s) <= n else s[: n - 1] + "~"
 
 
+def _who(side: dict[str, Any]) -> str:
+    """A side's kernel, and its sched_ext scheduler when the side names one."""
+    return side["kernel"] + (f" under {side['scheduler']}" if side.get("scheduler") else "")
+
+
 def text(doc: dict[str, Any]) -> str:
     """The whole comparison: header, pass rates, then each kernel's figures."""
     a, b = doc["sides"]["a"], doc["sides"]["b"]
@@ -67,7 +72,7 @@ def text(doc: dict[str, Any]) -> str:
     out: list[str] = []
     out += _wrap(f"lab compare {doc['scenario']} --topology {doc['topology']}")
     for s in (a, b):
-        out += _wrap(f"{s['label']}: {s['kernel']} ({s['runs']} runs: {s['passed']} PASS, {s['failed']} FAIL"
+        out += _wrap(f"{s['label']}: {_who(s)} ({s['runs']} runs: {s['passed']} PASS, {s['failed']} FAIL"
                      + (f", {s['not_judged']} not judged)" if s["not_judged"] else ")"))  # fmt: skip
     order = "runs interleaved A B A B ...; " if doc.get("interleaved") else ""
     out += _wrap(f"{order}p: Fisher's exact test (pass rates), Welch's t-test (figures); "
@@ -91,7 +96,7 @@ def text(doc: dict[str, Any]) -> str:
     out.append("")
 
     for side, label in (("a", a), ("b", b)):
-        out += _wrap(f"{label['label']}: {label['kernel']}")
+        out += _wrap(f"{label['label']}: {_who(label)}")
         head = f"{'figure':<{_NAME}}" + "".join(f"{h:>{_NUM}}" for h in ("Min", "Max", "Avg", "StdDev"))
         if side == "b":
             head += f"{'%Change':>{_NUM}}  p"

@@ -71,6 +71,7 @@ def _matrix_axes(path: str) -> dict[str, list[list[str]]]:
         "backend": [[*mx, "--backend", b] for b in ("nope", "")],
         # a sweep no scenario declares, or a value of the wrong type or out of range
         "params": [[*mx, "-p", x] for x in ("groups=0", "groups=x", "nope=1,2", "groups", "groups=", "groups=1,,2", "=3")],
+        "schedulers": [[*mx, "--schedulers", x] for x in (*BAD_SCHEDULERS, "eevdf,cfs", "eevdf,,scx_simple")],
         **vm,
     }
     if path == "matrix":
@@ -164,6 +165,10 @@ CASES: dict[str, dict[str, list[list[str]]]] = {
         "repeat": [["compare", "llc-spread-pinned", "--repeat", n, "--kernel", "debian", "--kernel", "debian"]
                    for n in ("0", "-1", "1001", "", "2.5")],  # fmt: skip
         "table_format": [["compare", "{run}", "--", "{run}", "--format", f] for f in ("html", "")],
+        "schedulers": [["compare", "llc-spread-pinned", "--scheduler", x, "--scheduler", "eevdf"] for x in BAD_SCHEDULERS]
+        + [["compare", "llc-spread-pinned", "--scheduler", "eevdf", "--scheduler", "cfs"],
+           ["compare", "llc-spread-pinned", "--kernel", "debian", "--kernel", "debian", "--scheduler", "eevdf", "--scheduler", "scx_simple"],
+           ["compare", "{run}", "--scheduler", "scx_simple", "--", "{run}"]],  # fmt: skip
     },
     "bisect": {
         "scenario_name": [["bisect", "nope", *BISECT], ["bisect", "{garbage}.py", *BISECT], ["bisect"]],
@@ -184,6 +189,8 @@ CASES: dict[str, dict[str, list[list[str]]]] = {
         + [["bisect", "llc-spread-pinned", *BISECT, "--confidence", "0.95", "--repeat", "3"]],
         "max_runs": [["bisect", "llc-spread-pinned", *BISECT, "--confidence", "0.95", "--max-runs", n] for n in ("0", "1000", "x", "")]
         + [["bisect", "llc-spread-pinned", *BISECT, "--max-runs", "9"]],  # without --confidence
+        "scheduler": [["bisect", "llc-spread-pinned", *BISECT, "--recipe", "lab-6.12-scx", "--scheduler", x] for x in BAD_SCHEDULERS]
+        + [["bisect", "llc-spread-pinned", *BISECT, "--scheduler", "scx_simple"]],  # the default recipe has no sched_ext
     },
     "domains": {
         "": [["domains"]],

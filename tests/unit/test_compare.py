@@ -283,3 +283,57 @@ def test_holm_corrects_the_figures_as_one_family():
     assert all(t["p_holm"] == pytest.approx(1.0) for t in tests[1:])
     # too-few and identical results are not in the family
     assert compare.holm([{"p": None, "result": compare.TOO_FEW, "why": ""}, {"p": 1.0, "result": compare.IDENTICAL, "why": ""}]) == 0
+
+
+# --- two schedulers on one kernel (issue 35 item 3) -------------------------------------------
+
+
+def test_compare_two_schedulers_is_two_sides_on_one_kernel():
+    """--scheduler A --scheduler B: A and B share the kernel and differ in the scheduler
+    (eevdf: the kernel's own, no --scheduler in the run's argv); each run's lab run line
+    names its own."""
+    from lab import session, topology
+    from lab.cli.compare import sides
+
+    vms, labels = sides("llc-spread-pinned", ("lab-6.12-scx",), ("eevdf", "scx_simple"), {"accel": "auto"})
+    assert labels == ["eevdf", "scx_simple"]
+    assert [vm.kernel for vm in vms] == ["lab-6.12-scx", "lab-6.12-scx"] and [vm.scheduler for vm in vms] == ["", "scx_simple"]
+    topo = topology.load("zen3-2s-mini")
+    assert session.run_argv("scheduler-survives", topo, vms[1]) == [
+        "run", "scheduler-survives", "--topology", "zen3-2s-mini", "--kernel", "lab-6.12-scx",
+        "--scheduler", "scx_simple", "--runs-per-verdict", "1"]  # fmt: skip
+    assert session.run_argv("scheduler-survives", topo, vms[0]) == [
+        "run", "scheduler-survives", "--topology", "zen3-2s-mini", "--kernel", "lab-6.12-scx",
+        "--runs-per-verdict", "1"]  # fmt: skip
+    # Two kernels under one scheduler: both sides load it; the sides are the kernels.
+    vms, labels = sides("x", ("a", "b"), ("scx_simple",), {"accel": "auto"})
+    assert labels is None and [(vm.kernel, vm.scheduler) for vm in vms] == [("a", "scx_simple"), ("b", "scx_simple")]
+
+
+def test_a_side_names_its_scheduler_in_the_document_and_the_table():
+    a = [{"scenario": "s", "topology": "t", "kernel": "lab-6.12-scx", "status": "PASS", "scheduler": "eevdf", "run_dir": "a"}]
+    b = [{"scenario": "s", "topology": "t", "kernel": "lab-6.12-scx", "status": "PASS", "scheduler": "scx_simple", "run_dir": "b"}]
+    doc = compare.compare(a, b)
+    assert doc["sides"]["a"]["scheduler"] == "eevdf" and doc["sides"]["b"]["scheduler"] == "scx_simple"
+    from lab.report.compare import text
+
+    assert "A: lab-6.12-scx under eevdf (1 runs" in text(doc) and "B: lab-6.12-scx under scx_simple (1 runs" in text(doc)
+    a[0].pop("scheduler")
+    b[0].pop("scheduler")
+    assert "scheduler" not in compare.compare(a, b)["sides"]["a"]  # a kernel A/B's document is as before
+
+
+@pytest.mark.parametrize(
+    "args, match",
+    [
+        (["llc-spread-pinned", "--scheduler", "scx_nosuch", "--scheduler", "eevdf"], "scx_nosuch"),
+        (["llc-spread-pinned", "--scheduler", "eevdf", "--scheduler", "cfs"], "the same"),
+        (["llc-spread-pinned", "--kernel", "a", "--kernel", "b", "--scheduler", "eevdf", "--scheduler", "scx_simple"], "not both"),
+        (["llc-spread-pinned", "--scheduler", "eevdf", "--scheduler", "scx_simple", "--scheduler", "scx_qmap"], "once"),
+        ([str(LLC_LAB), "--scheduler", "scx_simple", "--", str(LLC_DEB)], "--scheduler"),
+    ],
+)
+def test_compare_scheduler_bad_input_is_one_line(args, match):
+    r = CliRunner().invoke(main, ["compare", *args])
+    assert r.exit_code == 2, r.output
+    assert r.output.startswith("lab: error: ") and len(r.output.strip().splitlines()) == 1 and match in r.output, r.output

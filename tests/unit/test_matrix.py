@@ -28,7 +28,8 @@ def test_all_minis_times_all_scenarios():
     m = mx.expand("all", "all-minis", "debian")
     assert m.topologies == tuple(MINIS)
     # jacobsville-24c-mini: cluster-wakeup only; icelake-2s-mini: llc-spread-pinned too (the seed's Ice Lake)
-    assert len(m.cells) == 5 * 7 and len(m.runnable) == 24
+    # scheduler-survives (issue 35) needs nothing of a topology: a cell on every mini
+    assert len(m.cells) == 6 * 7 and len(m.runnable) == 24 + 7
     skips = {c.id: c.skip for c in m.cells if c.skip}
     assert skips["llc-spread-pinned@xeon-2s22c-mini@debian"] == (
         "xeon-2s22c-mini lacks at least 2 LLCs per socket, or one per socket with the sockets interleaved (the seed's Ice Lake)"
@@ -342,7 +343,7 @@ def test_plan_github_include_list_covers_every_cell():
     assert sorted(cells) == sorted(c.id for c in mx.expand("all", "all-minis", "debian").runnable)
     # Default: one job per cell that runs.
     r = CliRunner().invoke(main, ["matrix", "plan", "--format", "github", "--topologies", "all-minis"])
-    assert len(json.loads(r.stdout)["include"]) == 24
+    assert len(json.loads(r.stdout)["include"]) == 24 + 7  # one shard per runnable cell (scheduler-survives on every mini)
     assert "at most 256" in one_line_error(["matrix", "plan", "--format", "github", "--topologies", "all-minis", "--shards", "300"])
 
 
@@ -564,3 +565,42 @@ def test_the_cli_summary_tells_each_skip_cause_once(tmp_path, capsys):
     assert "SKIP topology (2 cells): the topology lacks at least 2 LLCs per socket: llc-spread-pinned on xeon-2s22c-mini, zen3-2s-mini (debian)" in out
     assert "FAIL soft-affinity@zen3-2s-mini@debian: no cross-node" in out
     assert "SKIP numa-balancing@" not in out
+
+
+# --- the --schedulers axis (issue 35 item 3) --------------------------------------------------
+
+
+def test_schedulers_are_an_axis_inside_the_kernels(tmp_path, fake):
+    """--schedulers eevdf,scx_simple: each kernel column becomes one per scheduler; a
+    cell's lab run gets --scheduler, eevdf (the kernel's own) none; a matrix without the
+    axis keeps its ids, definition and argv."""
+    child, modes, ran, _ = fake
+    m = mx.expand("soft-affinity", "zen3-2s-mini", "debian", schedulers="eevdf,scx_simple")
+    assert [c.id for c in m.cells] == ["soft-affinity@zen3-2s-mini@debian@eevdf", "soft-affinity@zen3-2s-mini@debian@scx_simple"]
+    assert m.definition()["schedulers"] == ["eevdf", "scx_simple"] and "schedulers" not in mx.expand("soft-affinity", "zen3-2s-mini", "debian").definition()
+    r = mx.Runner(m, tmp_path / "argv")
+    plain = [sys.executable, "-m", "lab", "run", "soft-affinity", "--topology", "zen3-2s-mini", "--kernel", "0123", "--json",
+             "--accel", "auto", "--cpu-model", "auto", "--tcg-threads", "auto", "--bringup", "auto"]  # fmt: skip
+    m0 = mx.expand("soft-affinity", "zen3-2s-mini", "debian")
+    assert mx.Runner(m0, tmp_path / "argv0").lab_run_argv(m0.cells[0], "0123", None) == plain
+    assert r.lab_run_argv(m.cells[0], "0123", None) == plain
+    assert r.lab_run_argv(m.cells[1], "0123", None) == [*plain, "--scheduler", "scx_simple"]
+    assert mx.Cell.from_id(m.cells[1].id) == mx.Cell("soft-affinity", "zen3-2s-mini", "debian", scheduler="scx_simple")
+    assert "scheduler" not in mx.Cell("s", "t", "k").to_dict()
+    modes["soft-affinity@zen3-2s-mini@debian@scx_simple"] = "fail"
+    out = tmp_path / "out"
+    res = mx.Runner(m, out, child=child).run()
+    assert [(x.cell.id, x.status) for x in res] == [("soft-affinity@zen3-2s-mini@debian@eevdf", "PASS"),
+                                                   ("soft-affinity@zen3-2s-mini@debian@scx_simple", "FAIL")]  # fmt: skip
+    md = (out / "summary.md").read_text()
+    assert "| scenario | topology | debian eevdf | debian scx_simple |" in md and "| soft-affinity | zen3-2s-mini | PASS | FAIL |" in md
+
+
+@pytest.mark.parametrize(
+    "value, match",
+    [("eevdf,scx_nosuch", "scx_nosuch"), ("eevdf,cfs", "given twice"), ("eevdf,,scx_simple", "schedulers")],
+)
+def test_schedulers_bad_input_is_one_line(value, match):
+    r = CliRunner().invoke(main, ["matrix", "plan", "--topologies", "zen3-2s-mini", "--scenarios", "soft-affinity", "--schedulers", value])
+    assert r.exit_code == 2, r.output
+    assert r.output.startswith("lab: error: ") and len(r.output.strip().splitlines()) == 1 and match in r.output, r.output

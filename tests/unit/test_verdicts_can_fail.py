@@ -38,6 +38,10 @@ BOTH_SIDES: dict[str, dict[str, list[tuple]]] = {
         "good": [("vm", ("preferred-node-migrations", "epyc7551-8n-mini", "debian", "PASS"))],
         "bad": [("vm", ("preferred-node-migrations", "epyc7551-8n-mini", "debian", "FAIL", ("--append", "numa_balancing=disable")))],
     },
+    "scheduler-survives": {
+        "good": [("vm", ("scheduler-survives", "zen3-2s-mini", "debian", "PASS"))],
+        "bad": [("vm", ("scheduler-survives", "zen3-2s-mini", "debian", "FAIL", ("--append", "isolcpus=2-3")))],
+    },
     "soft-affinity": {
         "good": [("recorded", "soft-affinity-xeon-2s22c-mini-lab-6.1-soft-affinity", "PASS")],
         "bad": [("recorded", "soft-affinity-xeon-2s22c-mini-lab-6.1-soft-affinity-preference-off", "FAIL")],

@@ -47,6 +47,10 @@ KNOWN_VERDICTS = [
     # seed 002 on x86's cluster machine: the cluster-first wakeup scan is 6.7+
     ("cluster-wakeup", "jacobsville-24c-mini", "debian", "FAIL"),
     ("cluster-wakeup", "jacobsville-24c-mini", "debian-6.12", "PASS"),
+    # issue 35 item 5 under the kernel's own scheduler (Debian's 6.1 has no sched_ext):
+    # every CPU runs the workload, nothing starves; isolcpus= keeps it off two CPUs
+    ("scheduler-survives", "zen3-2s-mini", "debian", "PASS"),
+    ("scheduler-survives", "zen3-2s-mini", "debian", "FAIL", ("--append", "isolcpus=2-3")),
 ]
 
 
