@@ -126,6 +126,7 @@ lab_trace_off
                 evidence=[f"longest wait {starve['longest_s']} s: pid {starve['pid']} ({starve['comm']}) from {starve['from']}, "
                           f"switched in on CPU {starve['cpu']}" + (" (still waiting at the trace's end)" if starve["open"] else "")],  # fmt: skip
                 figures={"longest_wait_s": starve["longest_s"]},
+                note="" if starve["longest_s"] <= bound else f"pid {starve['pid']} ({starve['comm']}) waited {starve['longest_s']} s runnable",
                 claim=True,
             ),
             Expectation(
@@ -133,6 +134,8 @@ lab_trace_off
                 bool(work) and not idle,
                 evidence=[f"CPUs (the topology's numbering) that ran none of the workload: {','.join(map(str, idle))}"] if idle else [],
                 figures={"cpus_with_work": len(r.topo.cpu_ids) - len(idle), "cpus": len(r.topo.cpu_ids)},
+                note=("" if work and not idle else
+                      f"CPUs {','.join(map(str, idle))} ran none of the workload" if idle else "no workload task is in the trace"),
                 claim=True,
             ),
             Expectation(
