@@ -103,6 +103,8 @@ MECHANISM = {
         "each process's threads end on their own node(s) (convergence)",
         "numa02: each thread's memory is local to it (>= 60% of hinting faults local)",
     },
+    # isolcpus= keeps the workload off two CPUs; nothing else may fail
+    "scheduler-survives": {"every CPU ran work (a stress-ng or hackbench task)"},
 }
 
 
