@@ -20,14 +20,16 @@ import argparse
 import json
 import os
 import random
-import socket
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+from provenance import stamp as provenance  # noqa: E402
+
 sys.path.insert(0, str(HERE.parent))
 
 from lab.bisect_seq import simulate  # noqa: E402
@@ -40,11 +42,6 @@ METHODS = [
     ("sprt-0.95-max60", {"confidence": 0.95, "max_runs": 60}),
     ("sprt-0.99", {"confidence": 0.99, "max_runs": 30}),
 ]
-
-
-def git(*args: str) -> str:
-    cp = subprocess.run(["git", "-C", str(HERE.parent), *args], capture_output=True, text=True)
-    return cp.stdout.strip() if cp.returncode == 0 else ""
 
 
 def measure(n: int, rate_good: float, rate_bad: float, kw: dict, bisects: int, seed: int) -> dict:
@@ -100,9 +97,7 @@ def main() -> int:
     stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime(t0))
     doc = {
         "bench": "bench_bisect_sim",
-        "commit": git("rev-parse", "HEAD") or "unknown",
-        "host": socket.gethostname(),
-        "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t0)),
+        **provenance(),  # commit, dirty, date, host, load (bench/provenance.py)
         "loadavg": list(os.getloadavg()),
         "loadavg_before": list(load0),
         "wall_s": round(time.time() - t0, 1),

@@ -18,19 +18,17 @@ import argparse
 import json
 import os
 import re
-import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+from provenance import stamp as provenance  # noqa: E402
+
 ROOT = HERE.parent
-
-
-def git(*args: str) -> str:
-    cp = subprocess.run(["git", "-C", str(ROOT), *args], capture_output=True, text=True)
-    return cp.stdout.strip() if cp.returncode == 0 else ""
 
 
 def lab(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess:
@@ -77,9 +75,7 @@ def main() -> int:
     stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime(t0))
     doc = {
         "bench": "bench_minimize",
-        "commit": git("rev-parse", "HEAD") or "unknown",
-        "host": socket.gethostname(),
-        "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t0)),
+        **provenance(),  # commit, dirty, date, host, load (bench/provenance.py)
         "loadavg_before": list(load0),
         "loadavg": list(os.getloadavg()),
         "scenario": a.scenario, "topology": a.topology, "kernel": a.kernel,

@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import shlex
 import shutil
 import statistics
@@ -113,11 +112,9 @@ def main() -> int:
     ratios = {w: round(m / med["plain"], 3) for w, m in med.items() if w != "plain" and m and med["plain"]}
     ratio = ratios.get("lab")
     print(f"{args.topology}, kernel {args.kernel}: medians {med}, ratios to plain {ratios} (target for lab <= 0.30)")
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                            cwd=Path(__file__).resolve().parent).stdout.strip()  # fmt: skip
     doc = {**stamp(), "bench": "ratio", "topology": args.topology, "kernel": args.kernel, "vmlinuz": vmlinuz, "plain_argv": plain[:-6], "same_cpu": not args.qemu_defaults,
-           "rows": rows, "median_s": med, "ratio": ratio, "ratios": ratios, "target": 0.30, "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-           "commit": commit, "host": platform.node(), "cpus": os.cpu_count(), "loadavg_before": load0,
+           "rows": rows, "median_s": med, "ratio": ratio, "ratios": ratios, "target": 0.30,
+           "loadavg_before": load0,
            "loadavg_after": os.getloadavg()}  # fmt: skip
     d = Path(__file__).resolve().parent / "results"
     d.mkdir(exist_ok=True)

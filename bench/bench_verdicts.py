@@ -74,22 +74,15 @@ CASES: list[tuple] = [
 ]
 TARGET = 0.95  # 19 of 20
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "bench"))  # bench/provenance.py
 
 
 def provenance() -> dict:
     """What a result file must say to be checked later: the commit measured (and whether
-    the tree had changes), the host and when (issue 31: figures the README quotes are
-    committed as these files)."""
+    the tree had changes) and when (bench/provenance.py; this file's "host" says more)."""
+    from provenance import stamp
 
-    def git(*a: str) -> str:
-        p = subprocess.run(["git", "-C", str(REPO), *a], capture_output=True, text=True)
-        return p.stdout.strip() if p.returncode == 0 else ""
-
-    return {
-        "commit": git("rev-parse", "HEAD") or "unknown",
-        "dirty": bool(git("status", "--porcelain", "--untracked-files=no")),
-        "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-    }
+    return {k: v for k, v in stamp().items() if k in ("commit", "dirty", "date")}
 
 
 def lab_run(args: list[str], runs_dir: Path) -> dict:

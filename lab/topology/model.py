@@ -11,7 +11,7 @@ are ``lab.levels.LEVELS``; a spec file is read into this model by ``lab.topology
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from functools import cached_property
 from typing import Any
 
@@ -87,6 +87,9 @@ class Shape:
     @property
     def cpus(self) -> int:
         return self.sockets * self.cores_per_socket * self.threads_per_core
+
+
+SHAPE_FIELDS = tuple(f.name for f in fields(Shape))  # in declaration order: to_dict and the spec read them
 
 
 @dataclass(frozen=True)
@@ -292,18 +295,7 @@ class Topology:
             "node_reclaim_distance": self.node_reclaim_distance,
         }
         if self.shape is not None:
-            d["shape"] = {
-                k: getattr(self.shape, k)
-                for k in (
-                    "sockets",
-                    "nodes_per_socket",
-                    "sockets_per_node",
-                    "llcs_per_node",
-                    "clusters_per_llc",
-                    "cores_per_cluster",
-                    "threads_per_core",
-                )
-            }
+            d["shape"] = {k: getattr(self.shape, k) for k in SHAPE_FIELDS}
         d["nodes"] = [
             {
                 "id": n,

@@ -30,7 +30,7 @@ from ..limits import (
     read_file,
     show,
 )
-from .model import NUMBERINGS, VENDORS, Cpu, Provenance, Shape, Topology
+from .model import NUMBERINGS, SHAPE_FIELDS, VENDORS, Cpu, Provenance, Shape, Topology
 
 
 class SpecError(UserError):
@@ -41,17 +41,7 @@ TOP_KEYS = {"name", "description", "arch", "cpu", "topology", "groups", "numa", 
 CACHE_KEYS = {"snc", "per_thread", "split_llc"}
 CACHE_NAMES = ("L1d", "L1i", "L2")
 CPU_KEYS = {"vendor", "model", "family", "gic", "capacity"}
-SHAPE_KEYS = {
-    "sockets",
-    "nodes_per_socket",
-    "sockets_per_node",
-    "llcs_per_node",
-    "clusters_per_llc",
-    "cores_per_cluster",
-    "threads_per_core",
-    "numbering",
-    "cpus",
-}
+SHAPE_KEYS = {*SHAPE_FIELDS, "numbering", "cpus"}
 GROUP_KEYS = {*(x.key for x in lv.GROUPED), "numbering"}  # nodes, sockets, llcs, clusters, cores
 NUMA_KEYS = {"distances", "memory_mb"}
 PROV_KEYS = {"machine", "sources", "notes", "derived_from"}
