@@ -153,11 +153,14 @@ def run_once(
     on_event=None,
     kernel_info: dict[str, Any] | None = None,
     progress: Progress | None = None,
+    caught: list[int] | None = None,
 ) -> RunOutcome:
     """Boot *sess*, run *s* in the guest and judge it.  A run that cannot start for the
     user's reason (e.g. a tool that cannot be packed) still leaves its run directory, then
     raises the UserError (exit 2); an interrupted one records where it was, then lets the
-    KeyboardInterrupt go on.  The boot's stages are steps of *progress*."""
+    KeyboardInterrupt go on.  The boot's stages are steps of *progress*.  *caught*: where
+    the main thread notes the signal, for a run in a thread of its own (which cannot set
+    signal handlers), so its run directory still names the signal (_batch)."""
     t0 = time.monotonic()
     topo = sess.topo
     host_before = host_mod.load_sample()
@@ -183,7 +186,7 @@ def run_once(
         if on_event:
             on_event(t, line)
 
-    caught: list[int] = []
+    caught = [] if caught is None else caught
     try:
         with _signals_named(caught):
             stage("prepare")
@@ -686,10 +689,11 @@ def _batch(
 
     results: list[RunOutcome | BaseException | None] = [None] * k
     done = [threading.Event() for _ in range(k)]
+    caught: list[int] = []  # noted here, in the main thread; read by each run as it stops
 
     def one(i: int) -> None:
         try:
-            results[i] = run_once(s, sess, kernel_info=kernel_info, progress=None)
+            results[i] = run_once(s, sess, kernel_info=kernel_info, progress=None, caught=caught)
         except BaseException as e:  # handed to the main thread
             results[i] = e
         finally:
@@ -704,9 +708,10 @@ def _batch(
     try:
         # Not Thread.join: a join a signal interrupts can leave the thread looking ended
         # (is_alive() False) while it runs on, and then it would miss the stop.
-        for d in done:
-            while not d.wait(0.2):
-                pass
+        with _signals_named(caught):
+            for d in done:
+                while not d.wait(0.2):
+                    pass
     except KeyboardInterrupt as e:
         for t, d in zip(threads, done, strict=True):
             if not d.is_set():

@@ -153,3 +153,43 @@ def test_a_run_s_own_error_is_raised_after_both_ended(monkeypatch):
     with pytest.raises(UserError, match="cannot be packed"):
         runner.run_verdict(SimpleNamespace(name="s"), _sess(), 3, jobs=2)
     assert ended == [1]
+
+
+@pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM"])
+def test_each_run_side_by_side_knows_which_signal_stopped_it(monkeypatch, sig):
+    """A run in a thread of its own cannot set signal handlers, so the main thread notes
+    the signal for it: its run directory says "interrupted by SIGINT", as one run's does
+    (CI on an idle host ran llc-spread-pinned's runs side by side and its run directories
+    said "interrupted by KeyboardInterrupt")."""
+    import os
+    import signal
+
+    started, seen = threading.Barrier(3), []
+
+    def run_once(s, sess, *, caught, **kw):
+        started.wait()
+        try:
+            while True:
+                time.sleep(0.01)
+        except KeyboardInterrupt:
+            seen.append([signal.Signals(c).name for c in caught])
+            raise
+
+    monkeypatch.setattr(runner, "run_once", run_once)
+
+    def send():
+        started.wait()
+        time.sleep(0.1)
+        os.kill(os.getpid(), getattr(signal, sig))
+
+    def as_interrupt(signum, frame):  # what lab.cli does with SIGTERM
+        raise KeyboardInterrupt
+
+    old = signal.signal(signal.SIGTERM, as_interrupt)
+    try:
+        threading.Thread(target=send, daemon=True).start()
+        with pytest.raises(KeyboardInterrupt):
+            runner.run_verdict(SimpleNamespace(name="s"), _sess(), 3, jobs=2)
+    finally:
+        signal.signal(signal.SIGTERM, old)
+    assert seen == [[sig], [sig]]
