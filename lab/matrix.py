@@ -778,6 +778,10 @@ class Runner:
         # the kernel is the cell's, the backend and its URI the runner's.
         argv = [sys.executable, "-m", "lab", "run", scenario, "--topology", cell.topology, "--kernel", kernel_id,
                 "--json", *o.to_args(always=("accel", "cpu_model", "tcg_threads", "bringup"), skip=("kernel", "backend", "connect"))]  # fmt: skip
+        # The matrix places its cells on the host itself (can_start: one guest each), so
+        # a cell's verdict runs one after another: left to itself, each `lab run` that
+        # starts on a host still idle would put its runs side by side and oversubscribe.
+        argv += ["--jobs", "1"]
         for a in self.m.params.get(cell.scenario, ()):  # a swept parameter's value (-p NAME=A,B)
             argv += ["-p", a]
         if cell.scheduler and cell.scheduler != "eevdf":  # the --schedulers axis; eevdf: none

@@ -580,7 +580,7 @@ def test_schedulers_are_an_axis_inside_the_kernels(tmp_path, fake):
     assert m.definition()["schedulers"] == ["eevdf", "scx_simple"] and "schedulers" not in mx.expand("soft-affinity", "zen3-2s-mini", "debian").definition()
     r = mx.Runner(m, tmp_path / "argv")
     plain = [sys.executable, "-m", "lab", "run", "soft-affinity", "--topology", "zen3-2s-mini", "--kernel", "0123", "--json",
-             "--accel", "auto", "--cpu-model", "auto", "--tcg-threads", "auto", "--bringup", "auto"]  # fmt: skip
+             "--accel", "auto", "--cpu-model", "auto", "--tcg-threads", "auto", "--bringup", "auto", "--jobs", "1"]  # fmt: skip
     m0 = mx.expand("soft-affinity", "zen3-2s-mini", "debian")
     assert mx.Runner(m0, tmp_path / "argv0").lab_run_argv(m0.cells[0], "0123", None) == plain
     assert r.lab_run_argv(m.cells[0], "0123", None) == plain
