@@ -242,20 +242,22 @@ def placement_converged(nodes_of: dict[int, Counter[int]], need: int) -> bool:
     )
 
 
-def converged_since(paths, topo, need: int, procs=None) -> float | None:
-    """When the perf workers last took a converged placement and kept it to the end of the
-    run (run_window()), in seconds after the first worker was placed; None if they ended
-    unconverged.  *procs* as for thread_nodes()."""
+def placement_timeline(paths, topo, need: int, procs=None) -> tuple[float, float, list[tuple[float, bool]]]:
+    """The exact placement's history up to the end of the run (run_window()): (t0, end,
+    [(ts, converged), ...]) with an entry each time placement_converged() changes, ts in
+    trace seconds; t0 is the first worker's placement.  *procs* as for thread_nodes()."""
     workers = worker_procs(paths) if procs is None else procs
     if not workers:
-        return None
+        return 0.0, 0.0, []
     _, end = run_window(paths, workers)
     moves = sorted(
         (ts, p, topo.node_of(cpu)) for p in workers for ts, cpu in paths[p].path if ts <= end
     )
+    if not moves:
+        return 0.0, 0.0, []
     where: dict[int, int] = {}
     nodes_of: dict[int, Counter[int]] = defaultdict(Counter)
-    since = None
+    changes: list[tuple[float, bool]] = []
     for i, (ts, pid, node) in enumerate(moves):
         if pid in where:
             nodes_of[workers[pid]][where[pid]] -= 1
@@ -264,11 +266,41 @@ def converged_since(paths, topo, need: int, procs=None) -> float | None:
         if i + 1 < len(moves) and moves[i + 1][0] == ts:
             continue  # judge the placement once every move at this instant is in
         ok = len(where) == len(workers) and placement_converged(nodes_of, need)
-        if ok and since is None:
-            since = ts
-        elif not ok:
-            since = None
-    return None if since is None else round(since - moves[0][0], 1)
+        if not changes or changes[-1][1] != ok:
+            changes.append((ts, ok))
+    return moves[0][0], max(end, moves[-1][0]), changes
+
+
+def converged_since(paths, topo, need: int, procs=None) -> float | None:
+    """When the perf workers last took a converged placement and kept it to the end of the
+    run (run_window()), in seconds after the first worker was placed; None if they ended
+    unconverged (perf's own "de-converged").  *procs* as for thread_nodes()."""
+    t0, _, changes = placement_timeline(paths, topo, need, procs)
+    if not changes or not changes[-1][1]:
+        return None
+    return round(changes[-1][0] - t0, 1)
+
+
+def placement_history(paths, topo, need: int, window, procs=None) -> dict:
+    """Figures of the exact placement's history (placement_timeline()): when it first
+    converged (perf's "converged", in seconds after the first worker was placed), how
+    often it left a converged placement again, and the share of the final *window* (lo,
+    end) it was converged.  The verdict is the final window's majority node per thread
+    (convergence()): a swap between two node pairs in progress at the very end leaves
+    the run converged by that rule with no converged_since() time, and these say so."""
+    t0, end, changes = placement_timeline(paths, topo, need, procs)
+    first = next((ts for ts, ok in changes if ok), None)
+    left = sum(1 for (_, a), (_, b) in zip(changes, changes[1:], strict=False) if a and not b)
+    lo, hi = window
+    inside = 0.0
+    for (ts, ok), nxt in zip(changes, [*(c[0] for c in changes[1:]), hi], strict=False):
+        if ok:
+            inside += max(0.0, min(nxt, hi) - max(ts, lo))
+    return {
+        "first_converged_s": None if first is None else round(first - t0, 1),
+        "deconverged": left,
+        "final_window_converged_share": round(inside / (hi - lo), 3) if hi > lo else None,
+    }
 
 
 def vmstat_samples(text: str) -> list[tuple[float, dict[str, int]]]:
@@ -592,6 +624,8 @@ lab_trace_off {PHASE2}
             else None
         )
         conv.figures["converged_after_s"] = since
+        hist = placement_history(paths, r.topo, conv.figures["nodes_needed"], window, procs)
+        conv.figures.update(hist)
         # Work per scan period: where the emulation gave NUMA balancing too little to place a
         # thread at all, an unconverged end is the emulation's, not the kernel's.
         period = scan_period_ms(r.text("knobs"))
@@ -603,6 +637,13 @@ lab_trace_off {PHASE2}
         if since is not None:
             conv.evidence.insert(
                 0, f"converged {since} s into the {run_s or phase_s or 0:.0f} s run and stayed so"
+            )
+        elif conv.ok and hist["first_converged_s"] is not None:
+            share = hist["final_window_converged_share"] or 0.0
+            conv.evidence.insert(
+                0, f"first converged {hist['first_converged_s']} s into the {run_s or phase_s or 0:.0f} s run; "
+                f"left it {hist['deconverged']} time(s) and was not converged at the very end (a move in "
+                f"progress); converged for {share:.0%} of the final window, whose majority nodes judge"
             )
         return [
             knobs_written(r),

@@ -415,6 +415,29 @@ def test_numa_balancing_processes_apart_but_unconverged_at_the_end_have_no_conve
     assert mod.converged_since(paths, topo, 1) == 5.5
 
 
+def test_numa_balancing_placement_history_says_when_it_first_converged_and_how_often_it_left():
+    """CI on an idle host: numa01 on numa4-96-micro PASSed by the final window's majority
+    nodes while a swap between node pairs was in progress at the very end, so there was
+    no converged_since() time; the history says when it first converged, how often it
+    left, and the share of the final window it was converged."""
+    mod = module_of(sc.load("numa-balancing"))
+    topo = topology.load("numa4-96-mini")
+    from lab.analysis.placement import TaskPath
+
+    paths = {
+        1: TaskPath(1, "thread 0/0", [(1.0, 0)]),
+        # on process 0's node until 3, apart 3-9, back on node 0 for the last second
+        2: TaskPath(2, "thread 1/0", [(1.0, 1), (3.0, 16), (9.0, 2), (10.0, 2)]),
+    }
+    assert mod.converged_since(paths, topo, 1) is None
+    hist = mod.placement_history(paths, topo, 1, (6.0, 10.0))
+    assert hist == {"first_converged_s": 2.0, "deconverged": 1, "final_window_converged_share": 0.75}
+    paths[2].path[2:] = [(10.0, 16)]  # apart from 3 to the end
+    assert mod.converged_since(paths, topo, 1) == 2.0
+    assert mod.placement_history(paths, topo, 1, (6.0, 10.0)) == {
+        "first_converged_s": 2.0, "deconverged": 0, "final_window_converged_share": 1.0}
+
+
 def _two_instances(cpus_a: list[int], cpus_b: list[int], forks: bool = True) -> str:
     """numa01 as the scenario runs it: two perf instances, each naming its workers
     'thread 0/T', created by their processes (pids 400 and 410), exiting at t=11."""
