@@ -80,6 +80,17 @@ def spec_toml(spec: dict) -> str:
     return "\n".join(out) + "\n"
 
 
+def verify_row(target: str, kname: str, exit_code: int, stdout: str, wall: float) -> dict:
+    """The row of one `lab verify --json`, from its stdout alone: stderr's notes are not
+    JSON (a note line before the JSON once made every verify row record "0 checks")."""
+    doc = json.loads(stdout) if stdout.lstrip().startswith("{") else {}
+    name = Path(target).stem if target.endswith(".toml") else target
+    checks = doc.get("checks") or []
+    return {"topology": name, "kernel": kname, "exit": exit_code, "wall_s": round(wall, 2), "timing": doc.get("timing"),
+            "checks": len(checks), "failed": [c["name"] for c in checks if not c["ok"] and not c.get("known_deviation")],
+            "known_deviations": [c["name"] for c in checks if not c["ok"] and c.get("known_deviation")]}  # fmt: skip
+
+
 def verify_once(target: str, kname: str, runs: Path) -> dict:
     """Wall time and outcome of `lab verify TARGET --kernel K` (a catalog name or a spec file)."""
     from click.testing import CliRunner
@@ -90,16 +101,11 @@ def verify_once(target: str, kname: str, runs: Path) -> dict:
     t0 = time.monotonic()
     res = CliRunner().invoke(cli, ["verify", target, "--kernel", kname, "--json"])
     wall = time.monotonic() - t0
-    doc = json.loads(res.output) if res.output.startswith("{") else {}
-    name = Path(target).stem if target.endswith(".toml") else target
-    checks = doc.get("checks") or []
-    v = {"topology": name, "kernel": kname, "exit": res.exit_code, "wall_s": round(wall, 2), "timing": doc.get("timing"),
-         "checks": len(checks), "failed": [c["name"] for c in checks if not c["ok"] and not c.get("known_deviation")],
-         "known_deviations": [c["name"] for c in checks if not c["ok"] and c.get("known_deviation")]}  # fmt: skip
+    v = verify_row(target, kname, res.exit_code, res.stdout, wall)
     if res.exit_code != 0:
         v["error"] = " ".join(res.output.split())[-400:]
     dev = f", known deviations: {', '.join(v['known_deviations'])}" if v["known_deviations"] else ""
-    print(f"lab verify {name} --kernel {kname}: exit {res.exit_code}, {len(checks)} checks, {wall:.1f}s wall{dev}", flush=True)
+    print(f"lab verify {v['topology']} --kernel {kname}: exit {res.exit_code}, {v['checks']} checks, {wall:.1f}s wall{dev}", flush=True)
     return v
 
 
