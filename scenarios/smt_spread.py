@@ -50,7 +50,7 @@ from lab.topology import Topology
 from lab.trace.events import SchedSwitch
 
 PHASE = "main"
-COMM = "stress-ng"
+WORKER = "stress-ng-cpu"
 SECONDS = 8
 SETTLE_S = 2.0
 # The share of the steady part that may have two workers on one core's siblings while a
@@ -161,9 +161,9 @@ def smt_sharing(
 
 
 def _busy(comm: str) -> bool:
-    # stress-ng's workers, not its parent (which waits): 'stress-ng-cpu' (newer) or a
-    # worker renamed 'stress-ng' (older); the parent runs only at start and end.
-    return comm.startswith(COMM)
+    # stress-ng's workers, not its parent (which waits, named 'stress-ng'): a worker
+    # renames itself 'stress-ng-cpu' as it starts (Debian's stress-ng), before the steady part.
+    return comm == WORKER
 
 
 smt = Requirement("SMT (two or more threads per core)", lambda t: t.threads_per_core >= 2)

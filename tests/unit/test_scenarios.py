@@ -1345,3 +1345,14 @@ def test_smt_spread_needs_smt_and_checks_its_parameters():
     s.set_params({"pin": "siblings", "tasks": "4"})
     steps = s.steps(topology.load("numa4-96-micro"))
     assert 'taskset -c "$SIB" stress-ng --cpu "$K"' in steps and "thread_siblings_list" in steps
+
+
+def test_smt_spread_counts_workers_not_their_parent(tmp_path):
+    # stress-ng's parent (comm stress-ng, which waits) runs on CPU 1, worker 0's sibling,
+    # from 5 s to 8 s: not a worker, so no core is doubled up
+    trace = _workers({0: [(1.0, 0)], 2: [(1.0, 1)], 4: [(1.0, 2)], 6: [(1.0, 3)]})
+    trace += _sw(1, 5.0, IDLE, ("stress-ng", 199)) + _sw(1, 8.0, ("stress-ng", 199), IDLE)
+    trace = "".join(sorted(trace.splitlines(keepends=True), key=lambda x: float(x.split(": ")[0].split()[-1])))
+    o = _smt_run(tmp_path, trace)
+    assert o.ok and o.by[CLAIM_SMT].figures["shared_s"] == 0.0
+    assert o.by["the workers ran (stress-ng --cpu) and were traced past the settling time"].figures["workers_seen"] == 4
