@@ -8,32 +8,36 @@ the most idle CPUs, and at the MC level each SMT group is a core, so a core with
 siblings idle beats a half-busy one.  A wakeup takes select_idle_sibling(), whose
 select_idle_core() (SMT machines, has_idle_cores) looks for a wholly idle core first.
 And the periodic / newly-idle / nohz-idle load balance at the MC level: the SMT child
-domain (SD_SHARE_CPUCAPACITY, SD_PREFER_SIBLING on its parent's view) makes a core
-running two tasks the busiest group against a core running none (group_has_spare,
-balanced by idle CPUs: calculate_imbalance() moves one task), so a task doubled up on
-a core's sibling is moved off it within a balance interval.  CPU-bound tasks never
-sleep, so the fork placement and the load balance are what this run exercises.
+domain (SD_SHARE_CPUCAPACITY) carries SD_PREFER_SIBLING (sd_init() clears it only on
+NUMA domains), so the MC level's sds->prefer_sibling is set, a core (SMT group) running
+two tasks against one running none is forced to balance (find_busiest_group():
+busiest->sum_nr_running > local->sum_nr_running + 1), and calculate_imbalance() evens
+the running tasks (nr_diff), so a task doubled up on a core's sibling is moved off it
+within a balance interval.  CPU-bound tasks never sleep, so the fork placement and the
+load balance are what this run exercises.
 
 Here: as many ``stress-ng --cpu`` workers (a busy loop each, ``--cpu-method loop``) as
 ``-p tasks`` (default: half the guest's cores; on numa4-96-micro 4 on 8 cores in 4
-nodes, so even where 6.1's NUMA-imbalance allowance, adjust_numa_imbalance() with
-imb_numa_nr 2 there, keeps two on their node, that node has a core for each), started unpinned and
-traced (sched_switch, sched_wakeup(_new), sched_migrate_task) for ``-p seconds``.  From
-sched_switch, at every instant of the steady part (from ``-p settle_s`` after the first
-worker ran to the end of the trace), the CPUs running a worker; the claim-carrying
-figure is the share of that time during which two workers ran on one core's SMT
-siblings while some core ran none.  The expected verdict on Debian's 6.1
-(numa4-96-micro, TCG): PASS, and FAIL with ``-p pin=siblings``
+nodes, so even where 6.1's NUMA-imbalance allowance, adjust_numa_imbalance(), keeps a
+few on their node, they are no more than the cores of the two nodes nearest each other),
+started unpinned and traced (sched_switch, sched_wakeup(_new), sched_migrate_task) for
+``-p seconds``.  From sched_switch, at every instant of the steady part (from ``-p
+settle_s`` after the first worker ran to the end of the trace), the CPUs running a
+worker; the claim-carrying figure is the share of that time during which two workers ran
+on one core's SMT siblings while some core ran none.  The expected verdict on Debian's
+6.1 (numa4-96-micro, TCG): PASS, and FAIL with ``-p pin=siblings``
 (tests/vm/test_scenarios_vm.py; the rates and shares at MAX_SHARED below).
 
 Known-bad variant: a workload variant, ``-p pin=siblings``, which starts the workers in
 pairs, each pair pinned with taskset onto one core's two SMT siblings: the kernel may
 not move them, so two workers share a core while other cores idle, and the check FAILs.
 No kernel knob switches this mechanism off in 6.1: the sched-domain flags
-(SD_SHARE_CPUCAPACITY, SD_BALANCE_FORK) are read-only in debugfs since 5.13 (the
-sysctl sched_domain tables are gone), no sched feature gates find_idlest_group() or the
-MC-level balance, and ``nosmt`` / ``isolcpus=`` remove CPUs rather than break spreading
-over them.  The variant shows that the check can fail, not that a kernel does.
+(SD_SHARE_CPUCAPACITY, SD_BALANCE_FORK) are read-only in debugfs since 5.13 (the sysctl
+sched_domain tables are gone), no sched feature gates find_idlest_group() or the
+MC-level balance, the per-domain balance intervals there (min_interval, busy_factor) are
+writable but slow only the periodic balance, and fork placement would still spread the
+workers, and ``nosmt`` / ``isolcpus=`` remove CPUs rather than break spreading over
+them.  The variant shows that the check can fail, not that a kernel does.
 
 Which expectation carries the claim (``claim=True``): "no two workers on one core's SMT
 siblings while a core is idle"; the others say the workload ran and was traced.
