@@ -71,6 +71,10 @@ CASES: list[tuple] = [
     ("scheduler-survives", "zen3-2s-mini", "lab-6.12-scx", "FAIL", ("--append", "isolcpus=2-3")),
     ("scheduler-survives", "zen3-2s-mini", "debian", "PASS"),  # the CI's both sides (tests/vm/test_scenarios_vm.py)
     ("scheduler-survives", "zen3-2s-mini", "debian", "FAIL", ("--append", "isolcpus=2-3")),
+    # Issue 36 item 3's library: SMT-aware spreading on Debian's 6.1, and its known-bad
+    # workload variant (the workers pinned in pairs onto one core's siblings).
+    ("smt-spread", "numa4-96-micro", "debian", "PASS"),
+    ("smt-spread", "numa4-96-micro", "debian", "FAIL", ("-p", "pin=siblings")),
 ]
 TARGET = 0.95  # 19 of 20
 REPO = Path(__file__).resolve().parents[1]

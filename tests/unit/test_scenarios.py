@@ -1239,3 +1239,120 @@ def test_the_docstring_names_the_expectations_that_carry_the_claim(fixture):
     doc = " ".join((module_of(sc.load(o.scenario)).__doc__ or "").split())
     for name in claims:
         assert _stem(name) in doc, f"{o.scenario}'s docstring does not name {name!r}"
+
+
+# ---- smt-spread (issue 36 item 3) ------------------------------------------------------------
+# numa4-96-micro: linear numbering, core k = CPUs 2k and 2k+1 (8 cores, 4 nodes of 2).
+
+
+def _sw(cpu: int, ts: float, prev: tuple[str, int], nxt: tuple[str, int]) -> str:
+    return line(
+        prev[0], prev[1], cpu, ts, "sched_switch",
+        f"prev_comm={prev[0]} prev_pid={prev[1]} prev_prio=120 prev_state=R ==> next_comm={nxt[0]} next_pid={nxt[1]} next_prio=120",
+    )  # fmt: skip
+
+
+IDLE = ("swapper", 0)
+
+
+def _workers(placement: dict[int, list[tuple[float, int]]], end: float = 10.0) -> str:
+    """Workers (stress-ng-cpu, pid 200 + i) switched in on CPUs at times: cpu -> [(ts, worker
+    index or -1 for idle)], each CPU idle before its first entry; a kworker tick at *end*."""
+    out = []
+    evs = []
+    for cpu, seq in placement.items():
+        cur = IDLE
+        for ts, w in seq:
+            nxt = IDLE if w < 0 else ("stress-ng-cpu", 200 + w)
+            evs.append((ts, cpu, cur, nxt))
+            cur = nxt
+    for ts, cpu, prev, nxt in sorted(evs):
+        out.append(_sw(cpu, ts, prev, nxt))
+    out.append(_sw(15, end, IDLE, ("kworker/15:1", 9)))
+    return "".join(out)
+
+
+SMT_FILES = {"tasks": "4\n", "stress.rc": "0\n", "stress.out": "", "stress.err": ""}
+
+
+def _smt_run(tmp_path, trace: str, **files: str):
+    return fake_run(tmp_path, "smt-spread", "numa4-96-micro", {**SMT_FILES, **files, "trace.main.txt": trace})
+
+
+CLAIM_SMT = "no two workers on one core's SMT siblings while a core is idle"
+
+
+def test_smt_spread_one_worker_per_core_passes(tmp_path):
+    o = _smt_run(tmp_path, _workers({0: [(1.0, 0)], 2: [(1.0, 1)], 4: [(1.0, 2)], 6: [(1.0, 3)]}))
+    e = o.by[CLAIM_SMT]
+    assert o.ok and e.claim and not e.vacuous, [x.to_dict() for x in o.exps]
+    # the steady part: 2 s (settle_s) after the first worker ran, to the last event
+    assert e.figures["shared_share"] == 0.0 and e.figures["idle_core_s"] == 7.0 and e.figures["cores"] == 8
+    ran = o.by["the workers ran (stress-ng --cpu) and were traced past the settling time"]
+    assert ran.figures == {"tasks": 4, "workers_seen": 4, "steady_s": 7.0, "busy_cpus_mean": 4.0}
+
+
+def test_smt_spread_workers_on_siblings_fail_with_the_interval(tmp_path):
+    # CPUs 0 and 1 are core 0's siblings, 2 and 3 core 1's: cores 2-7 idle throughout
+    o = _smt_run(tmp_path, _workers({0: [(1.0, 0)], 1: [(1.0, 1)], 2: [(1.0, 2)], 3: [(1.0, 3)]}))
+    e = o.by[CLAIM_SMT]
+    assert not e.ok and e.figures["shared_share"] == 1.0 and e.figures["shared_s"] == 7.0
+    assert e.evidence == ["3.000000-10.000000 (7.000 s): a core's siblings both ran workers while a core was idle"]
+    assert "while a core was idle 100% of the steady part" in e.note and "MC-level balance" in e.note
+    assert o.by["the workers ran (stress-ng --cpu) and were traced past the settling time"].ok
+
+
+def test_smt_spread_brief_doubling_is_within_the_bound(tmp_path):
+    # worker 3 starts on CPU 1 (core 0's sibling) and is moved to CPU 6 at 3.5 s: 0.5 s of
+    # the 7 s steady part shared (7 %), under MAX_SHARED; the doubling before 3 s (the
+    # settling time) does not count
+    trace = _workers({0: [(1.0, 0)], 2: [(1.0, 1)], 4: [(1.0, 2)], 1: [(1.0, 3), (3.5, -1)], 6: [(3.5, 3)]})
+    o = _smt_run(tmp_path, trace)
+    e = o.by[CLAIM_SMT]
+    assert e.ok and e.figures["shared_s"] == 0.5 and e.figures["shared_share"] == round(0.5 / 7, 6)
+    assert e.evidence == ["3.000000-3.500000 (0.500 s): a core's siblings both ran workers while a core was idle"]
+    # held past the bound (1 s of 7 s), it fails
+    trace = _workers({0: [(1.0, 0)], 2: [(1.0, 1)], 4: [(1.0, 2)], 1: [(1.0, 3), (4.0, -1)], 6: [(4.0, 3)]})
+    (tmp_path / "b").mkdir()
+    assert not _smt_run(tmp_path / "b", trace).by[CLAIM_SMT].ok
+
+
+def test_smt_spread_no_idle_core_is_no_claim(tmp_path):
+    # 16 workers on 16 CPUs: no core idle, so doubling up is no fault; the claim is vacuous
+    trace = _workers({c: [(1.0, c)] for c in range(16)})
+    o = _smt_run(tmp_path, trace, tasks="16\n")
+    e = o.by[CLAIM_SMT]
+    assert e.vacuous.startswith("no core was ever idle") and e.figures["idle_core_s"] == 0.0
+
+
+def test_smt_spread_missing_workers_is_a_failed_precondition(tmp_path):
+    o = _smt_run(tmp_path, _workers({0: [(1.0, 0)], 2: [(1.0, 1)]}))
+    ran = o.by["the workers ran (stress-ng --cpu) and were traced past the settling time"]
+    assert not ran.ok and ran.note == "2 of 4 workers seen, 7.0 s of steady part"
+    assert not o.by[CLAIM_SMT].ok and o.by[CLAIM_SMT].note == ""
+
+
+def test_smt_spread_needs_smt_and_checks_its_parameters():
+    from lab.errors import UserError
+
+    s = sc.load("smt-spread")
+    assert s.unmet(topology.load("jacobsville-24c-mini")) == ["SMT (two or more threads per core)"]
+    assert s.unmet(topology.load("numa4-96-micro")) == []
+    with pytest.raises(UserError, match=r"pin=pairs: scenario smt-spread's parameter pin takes one of none, siblings"):
+        s.set_params({"pin": "pairs"})
+    with pytest.raises(UserError, match=r"tasks=-1: .* from 0 to 256"):
+        s.set_params({"tasks": "-1"})
+    s.set_params({"pin": "siblings", "tasks": "4"})
+    steps = s.steps(topology.load("numa4-96-micro"))
+    assert 'taskset -c "$SIB" stress-ng --cpu "$K"' in steps and "thread_siblings_list" in steps
+
+
+def test_smt_spread_counts_workers_not_their_parent(tmp_path):
+    # stress-ng's parent (comm stress-ng, which waits) runs on CPU 1, worker 0's sibling,
+    # from 5 s to 8 s: not a worker, so no core is doubled up
+    trace = _workers({0: [(1.0, 0)], 2: [(1.0, 1)], 4: [(1.0, 2)], 6: [(1.0, 3)]})
+    trace += _sw(1, 5.0, IDLE, ("stress-ng", 199)) + _sw(1, 8.0, ("stress-ng", 199), IDLE)
+    trace = "".join(sorted(trace.splitlines(keepends=True), key=lambda x: float(x.split(": ")[0].split()[-1])))
+    o = _smt_run(tmp_path, trace)
+    assert o.ok and o.by[CLAIM_SMT].figures["shared_s"] == 0.0
+    assert o.by["the workers ran (stress-ng --cpu) and were traced past the settling time"].figures["workers_seen"] == 4

@@ -42,6 +42,10 @@ BOTH_SIDES: dict[str, dict[str, list[tuple]]] = {
         "good": [("vm", ("scheduler-survives", "zen3-2s-mini", "debian", "PASS"))],
         "bad": [("vm", ("scheduler-survives", "zen3-2s-mini", "debian", "FAIL", ("--append", "isolcpus=2-3")))],
     },
+    "smt-spread": {
+        "good": [("vm", ("smt-spread", "numa4-96-micro", "debian", "PASS"))],
+        "bad": [("vm", ("smt-spread", "numa4-96-micro", "debian", "FAIL", ("-p", "pin=siblings")))],
+    },
     "soft-affinity": {
         "good": [("recorded", "soft-affinity-xeon-2s22c-mini-lab-6.1-soft-affinity", "PASS")],
         "bad": [("recorded", "soft-affinity-xeon-2s22c-mini-lab-6.1-soft-affinity-preference-off", "FAIL")],

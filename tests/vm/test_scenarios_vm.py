@@ -51,6 +51,10 @@ KNOWN_VERDICTS = [
     # every CPU runs the workload, nothing starves; isolcpus= keeps it off two CPUs
     ("scheduler-survives", "zen3-2s-mini", "debian", "PASS"),
     ("scheduler-survives", "zen3-2s-mini", "debian", "FAIL", ("--append", "isolcpus=2-3")),
+    # issue 36 item 3: CPU-bound workers, half as many as cores, one per core; pinned in
+    # pairs onto siblings (the known-bad workload variant) they share cores
+    ("smt-spread", "numa4-96-micro", "debian", "PASS"),
+    ("smt-spread", "numa4-96-micro", "debian", "FAIL", ("-p", "pin=siblings")),
 ]
 
 
@@ -105,6 +109,8 @@ MECHANISM = {
     },
     # isolcpus= keeps the workload off two CPUs; nothing else may fail
     "scheduler-survives": {"every CPU ran work (a stress-ng or hackbench task)"},
+    # pin=siblings: the pairs share cores; nothing else may fail
+    "smt-spread": {"no two workers on one core's SMT siblings while a core is idle"},
 }
 
 
