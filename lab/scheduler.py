@@ -625,7 +625,7 @@ def import_binary(spec: Spec, kernel: KernelArtifact, *, force: bool = False) ->
         raise UserError(f"{where}: cannot be read: {e.strerror}") from None
     got = elf_arch(data)
     if got != kernel.arch:
-        raise UserError(f"{where}: a {got or 'non-ELF'} binary; the guest (kernel {kernel.label}) is {kernel.arch}")
+        raise UserError(f"{where}: a binary for {got or 'no known arch (not ELF)'}; the guest (kernel {kernel.label}) is {kernel.arch}")
     if not elf_static(data):
         raise UserError(f"{where}: a dynamically linked binary; the guest has no shared libraries: link it -static")
     k = key(spec.name, kernel, {}, spec)

@@ -75,7 +75,7 @@ def build_cmd(name: str, kernel_spec: str, jobs: int, force: bool) -> None:
             if got != "x86_64":  # the arch lab builds sched_ext kernels for (resolve below)
                 from ..errors import UserError
 
-                raise UserError(f"{name}: a {got} binary; lab's sched_ext kernels are x86_64")
+                raise UserError(f"lab scheduler build {name}: a binary for {got}; lab builds sched_ext kernels for x86_64")
     elif name not in sm.TREE:
         from ..errors import unknown
 

@@ -177,7 +177,7 @@ def test_a_binary_for_another_arch_is_refused_naming_both(tmp_path, monkeypatch)
     k = _kernel(tmp_path)
     with pytest.raises(UserError) as e:
         sm.resolve(spec, k)
-    assert str(e.value) == f"--scheduler {b}: a arm64 binary; the guest (kernel {k.label}) is x86_64"
+    assert str(e.value) == f"--scheduler {b}: a binary for arm64; the guest (kernel {k.label}) is x86_64"
     assert not sm.entries()
 
 
