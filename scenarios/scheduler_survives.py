@@ -10,8 +10,8 @@ sched_wakeup_new).  Expectations:
   and end; without one, the kernel's own scheduler, nothing to eject.  An ejection's
   note and evidence carry the kernel's reason (its exit kind and message, from dmesg):
   tests/fixtures/schedulers/scx_llcnode, which assumes one LLC per node, is ejected
-  with "runtime error: non-existent DSQ 0x2 ..." on a machine with several LLCs per
-  node and passes on one with one LLC per node;
+  with "runtime error: non-existent DSQ 0x2 for ..." (or "invalid DSQ ID 0x...2") on a
+  machine with several LLCs per node and passes on one with one LLC per node;
 * no runnable task waited longer than ``-p max_wait_s`` (lab.analysis.checks'
   starvation: the longest a task was runnable without running);
 * every CPU ran work: each CPU ran a stress-ng or hackbench task (``isolcpus=`` on the
