@@ -25,6 +25,7 @@ import time
 from pathlib import Path
 
 # (scenario, topology, kernel, expected verdict[, extra lab run args]): where the verdict is known.
+FIXTURES = Path(__file__).resolve().parents[1] / "tests" / "fixtures"
 SOFT_OFF = ("--append", "sysctl.kernel.sched_allowed=1 sysctl.kernel.sched_preferred=1000")
 CASES: list[tuple] = [
     ("llc-spread-pinned", "zen3-2s-mini", "lab-6.1", "PASS"),
@@ -75,6 +76,12 @@ CASES: list[tuple] = [
     # workload variant (the workers pinned in pairs onto one core's siblings).
     ("smt-spread", "numa4-96-micro", "debian", "PASS"),
     ("smt-spread", "numa4-96-micro", "debian", "FAIL", ("-p", "pin=siblings")),
+    # Issue 35 item 5, the class of bug it catches: a user's scheduler (--scheduler PATH)
+    # that assumes one LLC per node passes where that holds and is ejected where a node
+    # has two LLCs (a 16-vCPU fixture machine; --only matches it by its file's stem).
+    ("scheduler-survives", "numa4-96-micro", "lab-6.12-scx", "PASS", ("--scheduler", str(FIXTURES / "schedulers" / "scx_llcnode"))),
+    ("scheduler-survives", str(FIXTURES / "topologies" / "zen3-2s-micro.toml"), "lab-6.12-scx", "FAIL",
+     ("--scheduler", str(FIXTURES / "schedulers" / "scx_llcnode"))),
 ]
 TARGET = 0.95  # 19 of 20
 REPO = Path(__file__).resolve().parents[1]
@@ -155,7 +162,8 @@ def main() -> int:
     rows = []
     for scenario, topo, kernel, expected, *rest in CASES:
         extra = (tuple(rest[0]) if rest else ()) + tuple(shlex.split(args.extra))
-        if only and not {scenario, f"{scenario}@{topo}", f"{scenario}@{topo}@{kernel}"} & only:
+        tname = Path(topo).stem if topo.endswith(".toml") else topo  # a spec file: by its stem
+        if only and not {scenario, f"{scenario}@{tname}", f"{scenario}@{tname}@{kernel}"} & only:
             continue
         load0 = os.getloadavg()  # a shared host: the load each case ran under, with the case
         res = run_case(scenario, topo, kernel, args.runs, runs_dir, args.mode, extra)

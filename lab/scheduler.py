@@ -70,31 +70,46 @@ ENABLE_WAIT_S = 120
 
 @dataclass(frozen=True)
 class Spec:
-    """A scheduler as the command line names it."""
+    """A scheduler as the command line names it: one of the kernel tree's (*name*), or a
+    user's own at *path* (a source directory or a prebuilt binary, *kind* "source" or
+    "binary"), whose ops name *user_ops* lab read from it ("" when it could not)."""
 
     name: str
     args: tuple[str, ...] = ()
+    path: str = ""
+    kind: str = ""
+    user_ops: str = ""
 
     @property
     def ops(self) -> str:
-        """The name its sched_ext_ops gives the kernel (/sys/kernel/sched_ext/root/ops)."""
-        return TREE[self.name]
+        """The name its sched_ext_ops gives the kernel (/sys/kernel/sched_ext/root/ops);
+        "" for a user's scheduler whose name lab could not read: any is accepted."""
+        return self.user_ops if self.path else TREE[self.name]
 
     @property
     def text(self) -> str:
-        return self.name + (":" + shlex.join(self.args) if self.args else "")
+        head = self.path or self.name
+        return head + (":" + shlex.join(self.args) if self.args else "")
+
+
+def _is_path(name: str) -> bool:
+    """A user's scheduler is named by a path: with a slash, or starting with ``.`` or
+    ``~`` (``./mysched`` for one in the current directory)."""
+    return "/" in name or name.startswith((".", "~"))
 
 
 def parse_spec(text: str) -> Spec | None:
-    """*text* (``NAME[:ARGS]``) as a Spec; None for the kernel's own scheduler.  ARGS
-    are split into words as a shell would split them, without running one."""
+    """*text* (``NAME[:ARGS]`` or ``PATH[:ARGS]``) as a Spec; None for the kernel's own
+    scheduler.  ARGS are split into words as a shell would split them, without running
+    one.  A PATH is checked here (one line naming what is wrong with it)."""
     name, sep, rest = text.partition(":")
     name = name.strip()
     if name in ("", *KERNEL_OWN):
         if rest.strip():
             raise UserError(f"--scheduler {text!r}: the kernel's own scheduler takes no arguments")
         return None
-    if name not in TREE:
+    user = _is_path(name)
+    if not user and name not in TREE:
         raise unknown("scheduler", name, [*TREE, *KERNEL_OWN])
     try:
         args = tuple(shlex.split(rest)) if sep else ()
@@ -103,7 +118,121 @@ def parse_spec(text: str) -> Spec | None:
     for a in args:
         if "\0" in a:
             raise UserError(f"--scheduler {text!r}: an argument holds a NUL byte, which no program can be given")
+    if user:
+        return user_spec(name, args)
     return Spec(name, args)
+
+
+# ---- a user's own scheduler ------------------------------------------------------------------
+
+# What a guest path and a make target can be named.
+_NAME_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$")
+# The ops name in a .bpf.c: SCX_OPS_DEFINE(NAME, ..., .name = "OPS") (or a struct
+# sched_ext_ops written out), the field the kernel shows in root/ops.
+_OPS_DEFINE_RE = re.compile(r'SCX_OPS_DEFINE\s*\([^;]*?\.name\s*=\s*"([^"]+)"', re.S)
+_OPS_NAME_RE = re.compile(r'\.name\s*=\s*"([^"]+)"')
+
+
+def user_spec(path_text: str, args: tuple[str, ...] = ()) -> Spec:
+    """The Spec of the user's scheduler at *path_text*: a directory with ``NAME.bpf.c``
+    and ``NAME.c`` (tools/sched_ext's layout), or a static ELF binary.  Refused in one
+    line: a missing path, a directory without the pair (or with two), a file that is
+    not ELF, a binary that is not static, a name that clashes with the tree's own."""
+    where = f"--scheduler {path_text}"
+    p = Path(path_text).expanduser()
+    try:
+        p = p.resolve(strict=True)
+    except OSError:
+        raise UserError(f"{where}: no such file or directory") from None
+    if p.is_dir():
+        bpf = sorted(f.name.removesuffix(".bpf.c") for f in p.glob("*.bpf.c") if f.is_file())
+        pairs = [n for n in bpf if (p / f"{n}.c").is_file()]
+        if not pairs:
+            got = f" (it has {', '.join(b + '.bpf.c' for b in bpf)} without the matching .c)" if bpf else ""
+            raise UserError(
+                f"{where}: the directory holds no NAME.bpf.c with its NAME.c{got}; a source tree "
+                "in tools/sched_ext's layout (a copy of scx_simple.bpf.c and scx_simple.c, renamed) is what lab builds"
+            )
+        if len(pairs) > 1:
+            raise UserError(f"{where}: the directory holds {len(pairs)} schedulers ({', '.join(pairs)}); give one per directory")
+        name = pairs[0]
+        _check_name(where, name)
+        ops = source_ops((p / f"{name}.bpf.c").read_text(errors="replace"))
+        return Spec(name, args, str(p), "source", ops)
+    if not p.is_file():
+        raise UserError(f"{where}: neither a directory nor a file")
+    try:
+        data = p.read_bytes()
+    except OSError as e:
+        raise UserError(f"{where}: cannot be read: {e.strerror}") from None
+    if elf_arch(data) is None:
+        raise UserError(f"{where}: neither a source directory nor an ELF binary")
+    if not elf_static(data):
+        raise UserError(
+            f"{where}: a dynamically linked binary (it asks for a program interpreter); the guest has no "
+            "shared libraries: link it -static, or give its source directory"
+        )
+    name = p.name
+    _check_name(where, name)
+    return Spec(name, args, str(p), "binary", binary_ops(name, data))
+
+
+def _check_name(where: str, name: str) -> None:
+    if not _NAME_RE.match(name):
+        raise UserError(f"{where}: the scheduler's name {name!r} must be letters, digits, '_', '.' or '-' (at most 64)")
+    if name in TREE:
+        raise UserError(
+            f"{where}: {name} is the name of the kernel tree's own scheduler; rename your copy "
+            f"(its files and the skeleton header it includes) or use --scheduler {name}"
+        )
+
+
+def source_ops(text: str) -> str:
+    """The ops name a scheduler's .bpf.c gives the kernel ("" when it names none)."""
+    m = _OPS_DEFINE_RE.search(text) or _OPS_NAME_RE.search(text)
+    return m[1] if m else ""
+
+
+def binary_ops(name: str, data: bytes) -> str:
+    """The ops name of a prebuilt scheduler, from its strings: tools/sched_ext's
+    convention (binary scx_FOO, ops FOO), when FOO is among the binary's NUL-terminated
+    strings (the embedded BPF object's struct_ops data holds it); else "" (unknown)."""
+    short = name.removeprefix("scx_")
+    if short and short != name and b"\0" + short.encode() + b"\0" in data:
+        return short
+    return ""
+
+
+def elf_static(data: bytes) -> bool:
+    """Whether a 64-bit little-endian ELF binary needs no program interpreter (static,
+    or static-pie): it has no PT_INTERP program header."""
+    if len(data) < 64 or data[4] != 2:
+        return False
+    phoff = int.from_bytes(data[32:40], "little")
+    phentsize = int.from_bytes(data[54:56], "little")
+    phnum = int.from_bytes(data[56:58], "little")
+    for i in range(phnum):
+        off = phoff + i * phentsize
+        if off + 4 > len(data):
+            return False
+        if int.from_bytes(data[off : off + 4], "little") == 3:  # PT_INTERP
+            return False
+    return True
+
+
+def user_files(spec: Spec) -> dict[str, str]:
+    """The sha256 of each file a user's scheduler is made of (part of its store key:
+    an edit rebuilds, an unchanged tree does not)."""
+    p = Path(spec.path)
+    names = [f"{spec.name}.bpf.c", f"{spec.name}.c"] if spec.kind == "source" else [p.name]
+    base = p if spec.kind == "source" else p.parent
+    out = {}
+    for n in names:
+        try:
+            out[n] = hashlib.sha256((base / n).read_bytes()).hexdigest()
+        except OSError as e:
+            raise UserError(f"--scheduler {spec.path}: {n} cannot be read: {e.strerror}") from None
+    return out
 
 
 def has_sched_ext(kernel: KernelArtifact) -> bool | None:
@@ -141,6 +270,9 @@ class Scheduler:
 
     @property
     def ops(self) -> str:
+        """Its ops name ("" when lab could not read a user's binary's: any is accepted)."""
+        if "ops" in self.metadata:
+            return str(self.metadata["ops"])
         return TREE.get(self.name, self.name.removeprefix("scx_"))
 
     @property
@@ -255,21 +387,33 @@ def kernel_source(kernel: KernelArtifact):
     from .kernel import build as kbuild
     from .kernel import recipe as krecipe
 
-    rec = kernel.metadata.get("inputs", {}).get("recipe")
-    if not isinstance(rec, str) or not Path(rec).is_file():
-        raise UserError(
-            f"kernel {kernel.label}: lab does not know its source tree (not built from a recipe here), "
-            "so it cannot build tools/sched_ext for it"
-        )
-    r = krecipe.load(rec)
-    return r, kbuild._resolve_source(r)
+    inputs = kernel.metadata.get("inputs", {})
+    rec = inputs.get("recipe")
+    if isinstance(rec, str) and Path(rec).is_file():
+        r = krecipe.load(rec)
+        return r, kbuild._resolve_source(r)
+    # The recipe file it was built from is gone (built from another checkout): this
+    # checkout's recipe of the same name will do if it names the same source.
+    spec = (inputs.get("source") or {}).get("spec") if isinstance(inputs.get("source"), dict) else None
+    if isinstance(rec, str) and spec and kernel.name in krecipe.names():
+        r = krecipe.load(kernel.name)
+        if r.source == spec:
+            return r, kbuild._resolve_source(r)
+    raise UserError(
+        f"kernel {kernel.label}: lab does not know its source tree (not built from a recipe here), "
+        "so it cannot build tools/sched_ext for it"
+    )
 
 
-def key(name: str, kernel: KernelArtifact, tools: dict[str, str]) -> dict:
-    """Everything a scheduler build's output depends on; its hash is the store id."""
+def key(name: str, kernel: KernelArtifact, tools: dict[str, str], spec: Spec | None = None) -> dict:
+    """Everything a scheduler build's output depends on; its hash is the store id.  A
+    user's source tree (*spec*) adds its files' content hashes; a user's prebuilt binary
+    is keyed by its own content only."""
+    if spec is not None and spec.kind == "binary":
+        return {"layout": LAYOUT, "name": spec.name, "arch": kernel.arch, "user": {"kind": "binary", "files": user_files(spec)}}
     btf = kernel_btf(kernel)
     k = kernel.metadata.get("key", {})
-    return {
+    out = {
         "layout": LAYOUT,
         "name": name,
         "arch": kernel.arch,
@@ -279,17 +423,23 @@ def key(name: str, kernel: KernelArtifact, tools: dict[str, str]) -> dict:
         "toolchain": {t: v for t, v in tools.items() if t in ("clang", "gcc")},
         "ldflags": list(STATIC_LIBS),
     }
+    if spec is not None and spec.path:
+        out["user"] = {"kind": spec.kind, "files": user_files(spec)}
+    return out
 
 
 def entry_id(k: dict) -> str:
     return hashlib.sha256(json.dumps(k, sort_keys=True).encode()).hexdigest()[:32]
 
 
-def make_argv(tree: Path, out: Path, name: str, btf: Path, jobs: int) -> list[str]:
-    """The make command that builds *name* from *tree*'s tools/sched_ext into *out*."""
+def make_argv(tree: Path, out: Path, name: str, btf: Path, jobs: int, *, user: bool = False) -> list[str]:
+    """The make command that builds *name* from *tree*'s tools/sched_ext into *out*; a
+    user's scheduler (*user*) is made the Makefile's only target (c-sched-targets names
+    the tree's own four), built by the same rules as they are."""
     return [
         "make", "-C", str(tree / "tools" / "sched_ext"), f"O={out}", f"-j{jobs}",
-        f"CLANG={CLANG}", f"LLVM_STRIP={LLVM_STRIP}", f"VMLINUX_BTF={btf}", name,
+        f"CLANG={CLANG}", f"LLVM_STRIP={LLVM_STRIP}", f"VMLINUX_BTF={btf}",
+        *([f"c-sched-targets={name}"] if user else []), name,
     ]  # fmt: skip
 
 
@@ -299,16 +449,25 @@ def link_argv(out: Path, name: str, dest: Path) -> list[str]:
     return ["gcc", "-o", str(dest), str(obj / "sched_ext" / f"{name}.o"), str(obj / "libbpf" / "libbpf.a"), *STATIC_LIBS]
 
 
-def build(name: str, kernel: KernelArtifact, *, jobs: int = 2, force: bool = False, progress=None) -> Scheduler:
-    """Build scheduler *name* (tools/sched_ext) for *kernel*, or find it built."""
+def build(
+    name: str, kernel: KernelArtifact, *, jobs: int = 2, force: bool = False, progress=None, spec: Spec | None = None,
+) -> Scheduler:
+    """Build scheduler *name* (tools/sched_ext) for *kernel*, or find it built; a user's
+    (*spec* with a path): its source tree built the same way inside the kernel's
+    tools/sched_ext, or its prebuilt binary checked and stored."""
     from .kernel import source as ksource
 
-    if name not in TREE:
+    user = spec is not None and bool(spec.path)
+    if user and spec is not None:
+        name = spec.name
+        if spec.kind == "binary":
+            return import_binary(spec, kernel, force=force)
+    elif name not in TREE:
         raise unknown("scheduler", name, list(TREE))
     if kernel.arch != archs.host_name():
         raise UserError(f"scheduler builds are for the host's arch ({archs.host_name()}) so far, not {kernel.arch}")
     tools = toolchain()
-    k = key(name, kernel, tools)
+    k = key(name, kernel, tools, spec if user else None)
     sid = entry_id(k)
     final = root() / sid
     if not force and (final / "metadata.json").is_file():
@@ -331,11 +490,16 @@ def build(name: str, kernel: KernelArtifact, *, jobs: int = 2, force: bool = Fal
                 elif s.is_file():
                     tree.mkdir(parents=True, exist_ok=True)
                     shutil.copy2(s, tree / part)
+            if user and spec is not None:
+                # The user's two files beside the tree's examples, fresh mtimes so make
+                # rebuilds from them (the next mirror deletes them again).
+                for f in (f"{name}.bpf.c", f"{name}.c"):
+                    shutil.copyfile(Path(spec.path) / f, tree / "tools" / "sched_ext" / f)
             t1 = time.monotonic()
             out = work / "obj"
             out.mkdir(parents=True, exist_ok=True)  # tools/scripts/Makefile.include wants O= to exist
             log = work / f"build-{name}.log"
-            argv = make_argv(tree, out, name, btf, jobs)
+            argv = make_argv(tree, out, name, btf, jobs, user=user)
             env = {"LC_ALL": "C", "TZ": "UTC"}
             header = f"# {shlex.join(argv)}\n"
             if progress:
@@ -368,14 +532,17 @@ def build(name: str, kernel: KernelArtifact, *, jobs: int = 2, force: bool = Fal
                 meta = {
                     "id": sid,
                     "name": name,
-                    "ops": TREE[name],
+                    "ops": spec.ops if user and spec is not None else TREE[name],
                     "arch": kernel.arch,
                     "binary": name,
                     "binary_sha256": hashlib.sha256(stripped).hexdigest(),
                     "binary_size": len(stripped),
                     "unstripped_size": len(data),
                     "static": "statically linked" in static or "static-pie" in static,
-                    "version": f"{src.identity} tools/sched_ext/{name}",
+                    "version": (
+                        f"{spec.path} ({name}.bpf.c sha256 {k['user']['files'][name + '.bpf.c'][:12]}) for {src.identity}"
+                        if user and spec is not None else f"{src.identity} tools/sched_ext/{name}"
+                    ),
                     "kernel": {"id": kernel.id, "label": kernel.label, "release": kernel.release, "recipe": recipe.name},
                     "key": k,
                     "toolchain": tools,
@@ -385,6 +552,8 @@ def build(name: str, kernel: KernelArtifact, *, jobs: int = 2, force: bool = Fal
                     "built_at": datetime.now(UTC).isoformat(timespec="seconds"),
                     "log": "build.log",
                 }
+                if user and spec is not None:
+                    meta["user"] = {"kind": "source", "path": spec.path, "ops_known": bool(spec.ops)}
                 (tmp / "metadata.json").write_text(json.dumps(meta, indent=2) + "\n")
     return Scheduler.from_entry(final)
 
@@ -446,10 +615,56 @@ class _staging:
         os.rename(self.tmp, final)
 
 
-def find_built(name: str, kernel: KernelArtifact) -> Scheduler | None:
-    """The scheduler *name* built for *kernel* with today's toolchain, if the store has it."""
+def import_binary(spec: Spec, kernel: KernelArtifact, *, force: bool = False) -> Scheduler:
+    """A user's prebuilt binary, checked for *kernel*'s arch and stored (keyed by its
+    content) like a built one; refused in one line for another arch."""
+    where = f"--scheduler {spec.path}"
     try:
-        sid = entry_id(key(name, kernel, toolchain()))
+        data = Path(spec.path).read_bytes()
+    except OSError as e:
+        raise UserError(f"{where}: cannot be read: {e.strerror}") from None
+    got = elf_arch(data)
+    if got != kernel.arch:
+        raise UserError(f"{where}: a binary for {got or 'no known arch (not ELF)'}; the guest (kernel {kernel.label}) is {kernel.arch}")
+    if not elf_static(data):
+        raise UserError(f"{where}: a dynamically linked binary; the guest has no shared libraries: link it -static")
+    k = key(spec.name, kernel, {}, spec)
+    sid = entry_id(k)
+    final = root() / sid
+    if not force and (final / "metadata.json").is_file():
+        return Scheduler.from_entry(final)
+    with _staging(sid, force) as tmp:
+        (tmp / spec.name).write_bytes(data)
+        os.chmod(tmp / spec.name, 0o755)
+        meta = {
+            "id": sid,
+            "name": spec.name,
+            "ops": spec.ops,
+            "arch": got,
+            "binary": spec.name,
+            "binary_sha256": hashlib.sha256(data).hexdigest(),
+            "binary_size": len(data),
+            "static": True,
+            "version": f"{spec.path} (prebuilt, sha256 {hashlib.sha256(data).hexdigest()[:12]})",
+            "kernel": {},
+            "key": k,
+            "user": {"kind": "binary", "path": spec.path, "ops_known": bool(spec.ops)},
+            "built_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        }
+        (tmp / "metadata.json").write_text(json.dumps(meta, indent=2) + "\n")
+    return Scheduler.from_entry(final)
+
+
+def find_built(name: str | Spec, kernel: KernelArtifact) -> Scheduler | None:
+    """The scheduler *name* (or a Spec, a user's too) built for *kernel* with today's
+    toolchain, if the store has it."""
+    spec = name if isinstance(name, Spec) else None
+    try:
+        if spec is not None and spec.kind == "binary":
+            k = key(spec.name, kernel, {}, spec)
+        else:
+            k = key(spec.name if spec else str(name), kernel, toolchain(), spec if spec and spec.path else None)
+        sid = entry_id(k)
     except UserError:
         return None
     final = root() / sid
@@ -459,15 +674,18 @@ def find_built(name: str, kernel: KernelArtifact) -> Scheduler | None:
 def resolve(spec: Spec, kernel: KernelArtifact, *, build_it: bool = True, progress=None) -> Scheduler:
     """The built scheduler *spec* names for *kernel*: from the store, else built now
     (if *build_it*; a step of *progress*)."""
-    found = find_built(spec.name, kernel)
+    if spec.kind == "binary":
+        return import_binary(spec, kernel)
+    found = find_built(spec, kernel)
     if found is not None:
         return found
+    what = spec.path or spec.name
     if not build_it:
-        raise UserError(f"scheduler {spec.name} is not built for kernel {kernel.label}; run: lab scheduler build {spec.name} --kernel {kernel.name}")
+        raise UserError(f"scheduler {spec.name} is not built for kernel {kernel.label}; run: lab scheduler build {what} --kernel {kernel.name}")
     from . import progress as progress_mod
 
     with progress_mod.of(progress).step("build", f"scheduler {spec.name} (once; later runs reuse it)") as pg:
-        return build(spec.name, kernel, progress=pg.callback())
+        return build(spec.name, kernel, progress=pg.callback(), spec=spec if spec.path else None)
 
 
 # ---- the guest ------------------------------------------------------------------------------

@@ -82,9 +82,14 @@ def prepare(
             if build:
                 sched = scheduler_mod.resolve(spec, kernel, progress=progress)
             else:
-                sched = scheduler_mod.find_built(spec.name, kernel)
+                sched = scheduler_mod.find_built(spec, kernel)
             if sched is not None:
                 plan = dataclasses.replace(plan, scheduler=SchedulerRef.from_dict(sched.record(spec.args)))
+                if not sched.ops:
+                    plan = dataclasses.replace(plan, notes=(*plan.notes, (
+                        f"scheduler {sched.name}: lab found no ops name in {spec.path}, so the guest's agent "
+                        "accepts whichever sched_ext scheduler is enabled as this one"
+                    )))
             else:
                 plan = dataclasses.replace(plan, notes=(*plan.notes, f"scheduler {spec.name} is not built yet for {kernel.label}"))
     return Session(for_backend(plan, kernel), kernel, runs, scheduler=sched, skip=skip)

@@ -7,7 +7,11 @@ sched_wakeup_new).  Expectations:
 
 * the scheduler stayed enabled throughout: with ``--scheduler``, the agent's record
   (out/scheduler/during) and /sys/kernel/sched_ext/state sampled at each phase's start
-  and end; without one, the kernel's own scheduler, nothing to eject;
+  and end; without one, the kernel's own scheduler, nothing to eject.  An ejection's
+  note and evidence carry the kernel's reason (its exit kind and message, from dmesg):
+  tests/fixtures/schedulers/scx_llcnode, which assumes one LLC per node, is ejected
+  with "runtime error: non-existent DSQ 0x2 for ..." (or "invalid DSQ ID 0x...2") on a
+  machine with several LLCs per node and passes on one with one LLC per node;
 * no runnable task waited longer than ``-p max_wait_s`` (lab.analysis.checks'
   starvation: the longest a task was runnable without running);
 * every CPU ran work: each CPU ran a stress-ng or hackbench task (``isolcpus=`` on the
@@ -25,6 +29,7 @@ from __future__ import annotations
 
 from lab.analysis.checks import ChecksAccumulator
 from lab.scenario import Expectation, Param, Scenario
+from lab.scheduler import kernel_reason
 
 PHASE = "main"
 COMMS = ("stress-ng", "hackbench")
@@ -102,6 +107,8 @@ lab_trace_off
         # (a kernel with sched_ext and none loaded says "disabled" throughout).
         loaded = bool(during) or "enabled" in states
         stayed = (not loaded) or (during != "ejected" and all(x == "enabled" for x in states))
+        # Ejected: the kernel's own word on why (its exit kind and message, from dmesg).
+        said = "" if stayed else kernel_reason(r.text("dmesg", optional=True))
         hb_rc = r.text("hackbench.rc", optional=True).strip()
         ran = r.step("stress").rc == 0 and r.step("mixed").rc == 0 and hb_rc == "0"
         bound = float(self.p["max_wait_s"])
@@ -115,9 +122,11 @@ lab_trace_off
             Expectation(
                 "the scheduler stayed enabled throughout",
                 stayed,
-                evidence=[f"sched_ext state at the phases' edges: {' '.join(states) or '-'}; agent: {during or '-'}"],
+                evidence=[f"sched_ext state at the phases' edges: {' '.join(states) or '-'}; agent: {during or '-'}"]
+                + ([f"the kernel (dmesg): BPF scheduler disabled ({said})"] if said else []),
                 figures={"sched_ext": loaded},
-                note="" if stayed else "the sched_ext scheduler left 'enabled' during the workload",
+                note="" if stayed else "the sched_ext scheduler left 'enabled' during the workload"
+                + (f"; the kernel said: {said}" if said else ""),
                 claim=True,
             ),
             Expectation(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
 
 from . import common
@@ -32,32 +34,49 @@ def list_cmd(as_json: bool) -> None:
         n = sum(1 for s in built if s.name == name)
         c.print(f"  {name:<12} ops {ops:<8} {n} built" if n else f"  {name:<12} ops {ops:<8} not built", highlight=False)
     c.print(f"  {'eevdf, cfs':<12} the kernel's own scheduler (no BPF scheduler loaded)", highlight=False)
+    c.print("  PATH         your own: a directory with NAME.bpf.c and NAME.c, or a static binary", highlight=False)
     if built:
         c.print("built:", highlight=False)
         for s in built:
             k = s.metadata.get("kernel", {})
+            user = s.metadata.get("user", {})
             c.print(
-                f"  {s.label:<22} for {k.get('label', '?')} ({k.get('release', '?')}), "
-                f"{s.metadata.get('binary_size', 0) / 1e6:.1f} MB, built {str(s.metadata.get('built_at', ''))[:16]}",
+                f"  {s.label:<22} "
+                + (f"{user.get('kind', '?')} {user.get('path', '?')}, " if user else "")
+                + (f"for {k.get('label', '?')} ({k.get('release', '?')}), " if k else "any kernel, ")
+                + f"{s.metadata.get('binary_size', 0) / 1e6:.1f} MB, built {str(s.metadata.get('built_at', ''))[:16]}",
                 highlight=False, soft_wrap=True,
             )  # fmt: skip
 
 
 @scheduler.command("build")
-@click.argument("name", metavar="NAME")
+@click.argument("name", metavar="NAME|PATH")
 @click.option("--kernel", "kernel_spec", default=DEFAULT_KERNEL, show_default=True,
               help="The kernel whose BTF it is built against (a recipe with sched_ext, a store id).")
 @click.option("-j", "--jobs", type=click.IntRange(min=1), default=2, show_default=True, help="make -j.")
 @click.option("--force", is_flag=True, help="Rebuild even if the store has it.")
 def build_cmd(name: str, kernel_spec: str, jobs: int, force: bool) -> None:
-    """Build scheduler NAME (tools/sched_ext) for a kernel, unless built, and print its id."""
+    """Build scheduler NAME (tools/sched_ext) for a kernel, unless built, and print its id.
+
+    PATH: your own scheduler, a directory with NAME.bpf.c and NAME.c (tools/sched_ext's
+    layout: copy scx_simple's two files and rename them), built the same way; or a
+    prebuilt static binary, checked and stored."""
     import time
 
     from .. import progress
     from .. import scheduler as sm
     from ..kernel import resolve
 
-    if name not in sm.TREE:
+    spec = None
+    if sm._is_path(name):
+        spec = sm.user_spec(name)
+        if spec.kind == "binary":
+            got = sm.elf_arch(Path(spec.path).read_bytes())
+            if got != "x86_64":  # the arch lab builds sched_ext kernels for (resolve below)
+                from ..errors import UserError
+
+                raise UserError(f"lab scheduler build {name}: a binary for {got}; lab builds sched_ext kernels for x86_64")
+    elif name not in sm.TREE:
         from ..errors import unknown
 
         raise unknown("scheduler", name, list(sm.TREE))
@@ -68,8 +87,9 @@ def build_cmd(name: str, kernel_spec: str, jobs: int, force: bool) -> None:
     p = progress.for_cli()
     k = resolve(kernel_spec, "x86_64", build=True, progress=p)
     t0 = time.monotonic()
-    with p.step("build", f"scheduler {name} for {k.label}") as st:
-        s = sm.build(name, k, jobs=jobs, force=force, progress=st.callback())
+    label = spec.name if spec else name
+    with p.step("build", f"scheduler {label} for {k.label}") as st:
+        s = sm.build(label, k, jobs=jobs, force=force, progress=st.callback(), spec=spec)
     took = time.monotonic() - t0
     click.echo(f"lab: {s.label} ({s.binary}, {'static' if s.metadata.get('static') else 'dynamic'}) in {took:.0f}s", err=True)
     click.echo(s.id)

@@ -76,7 +76,8 @@ def make_vm_options(*, kernel_spec: str | None, accel: str | None, connect: str 
 SCHEDULER_OPTION = click.option(
     "--scheduler", "scheduler", default="", metavar="NAME[:ARGS]",
     help="A sched_ext BPF scheduler the guest loads before the workload (lab scheduler list), ARGS its "
-    "arguments, split into words like a shell's and passed as data; eevdf or cfs: the kernel's own (the default).",
+    "arguments, split into words like a shell's and passed as data; eevdf or cfs: the kernel's own (the default). "
+    "NAME may be a PATH (with a / or starting with .): your own scheduler's source directory (NAME.bpf.c, NAME.c) or static binary.",
 )  # fmt: skip
 
 

@@ -173,6 +173,8 @@ fi
 SCHED_DIR=/tmp/out/scheduler
 SCHED_PID=
 sched_read() { cat "/sys/kernel/sched_ext/$1" 2>/dev/null; }
+# The ops name it must show; empty: lab could not read a user's binary's, any will do.
+sched_ops_ok() { [ -z "$LAB_SCHED_OPS" ] || [ "$1" = "$LAB_SCHED_OPS" ]; }
 sched_start() {
     mkdir -p "$SCHED_DIR"
     set --
@@ -193,7 +195,7 @@ sched_start() {
     st=
     while [ "$i" -lt $((LAB_SCHED_WAIT * 10)) ]; do
         st=$(sched_read state)
-        if [ "$st" = enabled ] && [ "$(sched_read root/ops)" = "$LAB_SCHED_OPS" ]; then
+        if [ "$st" = enabled ] && sched_ops_ok "$(sched_read root/ops)"; then
             echo enabled > "$SCHED_DIR/status"
             sched_read enable_seq > "$SCHED_DIR/enable_seq"
             say "scheduler enabled ops=$LAB_SCHED_OPS uptime=$(up)"
@@ -229,7 +231,7 @@ sched_stop() {
     echo "$st" > "$SCHED_DIR/state_after"
     # Ejected: the state left enabled, another scheduler took its place (enable_seq
     # moved), or its loader exited (it does when the kernel disables it).
-    if [ "$st" = enabled ] && [ "$ops" = "$LAB_SCHED_OPS" ] && [ "$seq" = "$(cat "$SCHED_DIR/enable_seq")" ] \
+    if [ "$st" = enabled ] && sched_ops_ok "$ops" && [ "$seq" = "$(cat "$SCHED_DIR/enable_seq")" ] \
         && kill -0 "$SCHED_PID" 2>/dev/null; then
         echo kept > "$SCHED_DIR/during"
     else

@@ -90,8 +90,11 @@ def _matrix_axes(path: str) -> dict[str, list[list[str]]]:
         }
     return cases
 
-# --scheduler NAME[:ARGS] that is not one: unknown, an unbalanced quote, the kernel's own with arguments.
-BAD_SCHEDULERS = ("nope", "scx_simple:'a", "scx_simple:\"$(reboot)", "eevdf:-v", "../scx_simple")
+# --scheduler NAME[:ARGS] that is not one: unknown, an unbalanced quote, the kernel's own with arguments;
+# a PATH[:ARGS] that is not one: missing, a directory without NAME.bpf.c and NAME.c (or with
+# only the first), a file that is not ELF, a dynamically linked binary.
+BAD_SCHEDULERS = ("nope", "scx_simple:'a", "scx_simple:\"$(reboot)", "eevdf:-v", "../scx_simple",
+                  "{missing}", "{dir}", "{halfsched}:-v", "{garbage}", "{dynelf}")  # fmt: skip
 
 # {command: {parameter: [bad arguments, ...]}}; "" is a command's arguments as a whole.
 CASES: dict[str, dict[str, list[list[str]]]] = {
@@ -303,7 +306,9 @@ CASES: dict[str, dict[str, list[list[str]]]] = {
     "scheduler": {"": [["scheduler", "nope"]]},
     "scheduler list": {"": [["scheduler", "list", "extra"]]},
     "scheduler build": {
-        "name": [["scheduler", "build", n] for n in ("nope", "", "../scx_simple", "scx_simple:-v")] + [["scheduler", "build"]],
+        "name": [["scheduler", "build", n] for n in ("nope", "", "../scx_simple", "scx_simple:-v", "{missing}", "{dir}",
+                                                      "{halfsched}", "{garbage}", "{dynelf}", "{armelf}")]
+        + [["scheduler", "build"]],  # fmt: skip
         "kernel_spec": [["scheduler", "build", "scx_simple", "--kernel", k] for k in ("nope", "{missing}/bzImage", "")],
         "jobs": [["scheduler", "build", "scx_simple", "-j", j] for j in ("0", "x", "")],
     },
@@ -372,6 +377,12 @@ def bad(tmp_path, monkeypatch):
     (d / "unreadable").write_text("name = 'x'\n")
     os.chmod(d / "unreadable", 0)
     (d / "tarjunk.tar.gz").write_bytes(b"\x1f\x8b\x08\x00" + b"\x00" * 40)
+    (d / "halfsched").mkdir()
+    (d / "halfsched" / "scx_half.bpf.c").write_text("")  # its scx_half.c is missing
+    from test_user_scheduler import elf
+
+    (d / "dynelf").write_bytes(elf(interp=True))  # asks for a program interpreter
+    (d / "armelf").write_bytes(elf(0xB7))  # static, arm64
     (d / "emptycapture").mkdir()
     pkg = d / "emptypackage" / "sys" / "devices" / "system" / "cpu" / "cpu0" / "topology"
     pkg.mkdir(parents=True)
@@ -401,6 +412,9 @@ def bad(tmp_path, monkeypatch):
         # Root reads a mode-0 file: then one the kernel refuses to read whatever the mode.
         "unreadable": str(d / "unreadable") if os.geteuid() else "/proc/self/mem",
         "tarjunk": str(d / "tarjunk.tar.gz"),
+        "halfsched": str(d / "halfsched"),
+        "dynelf": str(d / "dynelf"),
+        "armelf": str(d / "armelf"),
         "emptycapture": str(d / "emptycapture"),
         "emptypackage": str(d / "emptypackage"),
         "capture": str(cap),

@@ -74,3 +74,91 @@ def test_an_ejection_during_the_command_is_a_fail_with_the_kernels_reason():
     assert r.stdout == "disabled\n"
     assert "lab: FAIL: sched_ext ejected scheduler scx_qmap during the run" in r.stderr
     assert "scx_bpf_error: test triggering error" in r.stderr
+
+
+# ---- a user's own scheduler (issue 35 items 2c and 5) ------------------------------------------------
+
+FIXTURE = Path(__file__).resolve().parents[1] / "fixtures"
+LLCNODE = FIXTURE / "schedulers" / "scx_llcnode"
+DENSE = "numa4-96-micro"  # one LLC per node: scx_llcnode's assumption holds
+SPLIT = str(FIXTURE / "topologies" / "zen3-2s-micro.toml")  # two LLCs per node: it does not
+
+
+def _build(path) -> tuple[int, str, str]:
+    r = CliRunner().invoke(main, ["scheduler", "build", str(path), "--kernel", KERNEL])
+    return r.exit_code, r.stdout.strip(), r.stderr
+
+
+def test_a_users_source_tree_is_built_once_and_again_after_an_edit(tmp_path):
+    """A copy of the fixture: built (the kernel's tools/sched_ext, its make and link),
+    found built the second time, rebuilt after an edit.  The times are printed (-s)."""
+    import shutil
+    import time
+
+    d = tmp_path / "mine"
+    shutil.copytree(LLCNODE, d)
+    (d / "scx_llcnode.c").write_text((d / "scx_llcnode.c").read_text() + f"/* {tmp_path} */\n")  # new content: not in the store
+    t0 = time.monotonic()
+    rc, sid, err = _build(d)
+    cold = time.monotonic() - t0
+    assert rc == 0, err
+    t0 = time.monotonic()
+    rc, again, err = _build(d)
+    cached = time.monotonic() - t0
+    assert rc == 0 and again == sid, err
+    (d / "scx_llcnode.c").write_text((d / "scx_llcnode.c").read_text() + "/* edited */\n")
+    rc, edited, err = _build(d)
+    assert rc == 0 and edited != sid, err
+    meta = json.loads(CliRunner().invoke(main, ["scheduler", "show", edited]).stdout)["metadata"]
+    assert meta["ops"] == "llcnode" and meta["static"] and meta["user"] == {"kind": "source", "path": str(d), "ops_known": True}
+    print(f"user scheduler build: cold {cold:.1f}s (lab: {meta['timings']}), cached {cached:.1f}s")
+
+
+def test_a_users_scheduler_that_does_not_compile_is_exit_2_with_the_compilers_words(tmp_path):
+    import shutil
+
+    d = tmp_path / "broken"
+    shutil.copytree(LLCNODE, d)
+    bpf = d / "scx_llcnode.bpf.c"
+    bpf.write_text(bpf.read_text().replace("return cpu_llc[cpu];", "return cpu_llc[cpu] +;"))
+    rc, out, err = _build(d)
+    assert rc == 2 and out == "", err
+    assert "lab: error: scheduler scx_llcnode failed to build (exit 2) at " in err
+    assert "scx_llcnode.bpf.c:" in err and "error: expected expression" in err
+
+
+def test_the_broken_scheduler_passes_where_its_assumption_holds():
+    r = CliRunner().invoke(main, ["run", "scheduler-survives", "--topology", DENSE, "--kernel", KERNEL, "--scheduler", str(LLCNODE),
+                                  "--runs-per-verdict", "1", "--json"])  # fmt: skip
+    assert r.exit_code == 0, r.output
+    run = json.loads(r.stdout)["runs"][0]
+    assert run["status"] == "PASS", run
+    assert run["integrity"]["scheduler"] == "kept"
+    plan = json.loads((Path(run["run_dir"]) / "plan.json").read_text())
+    assert plan["scheduler"]["name"] == "scx_llcnode" and plan["scheduler"]["ops"] == "llcnode"
+    assert plan["options"]["scheduler"] == str(LLCNODE)
+    assert (Path(run["run_dir"]) / "out" / "scheduler" / "output").read_text().startswith("nodes=4 llcs=4\n")
+
+
+def test_the_broken_scheduler_is_ejected_where_it_does_not_with_the_kernels_reason():
+    """Two LLCs per node: a CPU hog on LLC 2 or 3 goes to DSQ 2 or 3, which was never
+    created (one per node: 0 and 1); the kernel ejects it naming that DSQ, as the hog's
+    dispatch ("non-existent DSQ 0x2 for TASK") or as a CPU of that LLC consuming from it
+    ("invalid DSQ ID 0x...2"), whichever comes first."""
+    import re
+
+    said = re.compile(r"runtime error: (non-existent DSQ 0x[0-9a-f]+ for \S+|invalid DSQ ID 0x[0-9a-f]+)")
+    r = CliRunner().invoke(main, ["run", "scheduler-survives", "--topology", SPLIT, "--kernel", KERNEL, "--scheduler", str(LLCNODE),
+                                  "--runs-per-verdict", "1", "--json"])  # fmt: skip
+    assert r.exit_code == 1, r.output
+    run = json.loads(r.stdout)["runs"][0]
+    assert run["status"] == "FAIL", run
+    assert run["integrity"]["scheduler"] == "FAIL"
+    assert "sched_ext ejected scheduler scx_llcnode during the run" in run["message"]
+    assert said.search(run["message"]), run["message"]
+    stayed = next(e for e in run["expectations"] if e["name"] == "the scheduler stayed enabled throughout")
+    assert stayed["status"] == "FAIL"
+    assert "the kernel said: runtime error: " in stayed["note"] and said.search(stayed["note"]), stayed
+    assert any(x.startswith("the kernel (dmesg): BPF scheduler disabled (runtime error: ") and said.search(x) for x in stayed["evidence"]), stayed
+    out = (Path(run["run_dir"]) / "out" / "scheduler" / "output").read_text()
+    assert out.startswith("nodes=2 llcs=4\n") and "EXIT: runtime error (" in out
