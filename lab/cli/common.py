@@ -10,6 +10,8 @@ from typing import IO, cast
 
 import click
 
+from ..progress import LiveProgress, PlainProgress, Progress
+
 
 class TopologyType(click.ParamType):
     """A catalog name or a spec file; loads and validates it."""
@@ -222,6 +224,14 @@ def to_ascii(s: str) -> str:
 
 
 _ASCII = {"\u2026": "~", "\u2013": "-", "\u2014": "-", "\u2018": "'", "\u2019": "'", "\u201c": '"', "\u201d": '"', "\u00b5": "u", "\u2192": ">", "\u00d7": "x"}
+
+
+def progress_for_cli(quiet: bool = False) -> Progress:
+    """The CLI's progress: live on a terminal, plain lines otherwise, nothing when *quiet*."""
+    if quiet:
+        return Progress()
+    c = console(stderr=True)
+    return LiveProgress(c) if c.is_terminal else PlainProgress()
 
 
 @functools.cache

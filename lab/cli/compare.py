@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from .common import TOPOLOGY, console, text_format_option
+from .common import TOPOLOGY, console, progress_for_cli, text_format_option
 from .vm import KERNEL_HELP, VM_OPTIONS, make_vm_options
 
 
@@ -120,7 +120,7 @@ def _run_interleaved(scenario_name: str, topo, vms, repeat: int, labels: list[st
     interrupted comparison lists the runs it made, so they can be compared as they are."""
     import dataclasses
 
-    from .. import compare, progress, runner, session, topology
+    from .. import compare, runner, session, topology
     from .. import scenario as sc
     from ..errors import UserError
     from ..report import compare as render
@@ -130,7 +130,7 @@ def _run_interleaved(scenario_name: str, topo, vms, repeat: int, labels: list[st
     unmet = s.unmet(topo)
     if unmet:
         raise UserError(f"{s.name} cannot run on {topo.name}: the topology lacks {'; '.join(unmet)}")
-    p = progress.for_cli()
+    p = progress_for_cli()
     # As `lab run`: a bad kernel is one line and nothing else (no progress line before it).
     sessions = [session.prepare(topo, vm, progress=p) for vm in vms]
     runs: dict[str, list[dict]] = {"A": [], "B": []}

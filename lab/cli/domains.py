@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from .common import RUNS, SECONDS, TOPOLOGY
+from .common import RUNS, SECONDS, TOPOLOGY, progress_for_cli
 from .vm import KERNEL_HELP, VM_OPTIONS, make_vm_options
 
 
@@ -63,9 +63,9 @@ def domains_cmd(run_dirs: tuple[Path, ...], topos, kernels, timeout: float, runs
 def _boot(topo, vm, timeout: float, runs) -> Path:
     """Boot *topo* with *vm* until lab's agent has taken the topology snapshot (no
     workload): the run directory holding it."""
-    from .. import backends, progress, session
+    from .. import backends, session
 
-    p = progress.for_cli()
+    p = progress_for_cli()
     s = session.prepare(topo, vm, progress=p, runs=runs)
     run_dir = session.open_run("domains", s)
     with p.step("domains", f"{topo.name}, kernel {s.kernel_label}"):

@@ -139,14 +139,13 @@ def build_cmd(recipe_name: str, patches: tuple[str, ...], jobs: int | None, forc
     """Build RECIPE (unless the store already has it) and print its store id."""
     import time
 
-    from .. import progress
     from ..kernel import build
 
     r = _load(recipe_name, patches)
     t0 = time.monotonic()
     # lab's one progress API: a live line on a terminal, timestamped lines in a log (this
     # command's own rich spinner printed nothing at all when piped, for a 20-minute build).
-    with progress.for_cli().step("build", f"kernel {r.name} ({r.arch})") as p:
+    with common.progress_for_cli().step("build", f"kernel {r.name} ({r.arch})") as p:
         a = build.build(r, jobs=jobs, progress=p.callback(), force=force)
     took = time.monotonic() - t0
     m = a.metadata
@@ -170,10 +169,9 @@ def fetch_cmd(what: str, arch: str, refresh: bool) -> None:
     modules) into the store."""
     from rich.console import Console
 
-    from .. import progress
     from ..kernel import fetch_debian
 
-    with progress.for_cli().step("fetch", f"Debian's {arch} kernel ({what})") as p:
+    with common.progress_for_cli().step("fetch", f"Debian's {arch} kernel ({what})") as p:
         a = fetch_debian(arch, refresh=refresh, name=what, progress=p)
     mods = ", ".join(a.metadata.get("guest_modules", [])) or "none"
     Console(stderr=True).print(f"{a.id}: {a.image} (virtio modules to load: {mods})")

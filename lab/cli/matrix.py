@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 
 from ..backends import base
-from .common import console
+from .common import console, progress_for_cli
 from .vm import RUN_OPTIONS
 
 # The VM options of `lab run` but --kernel (the matrix's --kernels axis replaces it) and
@@ -102,7 +102,7 @@ def matrix(ctx, axes, jobs, shard, rerun, output, connect, budget) -> None:
     Exit 0 when every cell passed or was skipped, 1 when one failed, 3 when one could not
     be judged (ERROR), else 4 when the emulation decided one (INCONCLUSIVE)."""
     from .. import matrix as mx
-    from .. import paths, progress
+    from .. import paths
     from ..errors import UserError
 
     if ctx.invoked_subcommand is not None:
@@ -117,7 +117,7 @@ def matrix(ctx, axes, jobs, shard, rerun, output, connect, budget) -> None:
     _check_backend(axes["backend"], connect)
     m = _expand(axes)
     out = _outdir(output or paths.runs_dir() / "matrix")
-    p = progress.for_cli()
+    p = progress_for_cli()
     runner = mx.Runner(m, out, jobs=jobs, shard=sh, rerun=rerun, connect=tuple(connect), progress=p,
                        budget_s=budget_s, budget_text=budget or "")  # fmt: skip
     try:

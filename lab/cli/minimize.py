@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 
-from .common import TOPOLOGY
+from .common import TOPOLOGY, progress_for_cli
 from .vm import vm_options
 
 
@@ -109,7 +109,7 @@ def minimize_cmd(source: Path, n_runs: int | None, budget: str | None, output: P
     The search (minimize.json, minimize.txt, the candidate specs) is kept in a
     directory of its own; run directories go where `lab run` puts them ($LAB_RUNS: --runs
     here is the number of runs)."""
-    from .. import minimize, progress, session, topology
+    from .. import minimize, session, topology
     from ..errors import UserError
     from ..report import bundle
 
@@ -123,7 +123,7 @@ def minimize_cmd(source: Path, n_runs: int | None, budget: str | None, output: P
     topo = topology.load(spec_file)  # its name: the file's when the spec names none
     runs = None
     session.runs_folder(runs)
-    p = progress.for_cli()
+    p = progress_for_cli()
     session.prepare(topo, opts, progress=p)  # the kernel got (built, fetched) once, a bad one refused before anything
     d = session.new_run_dir("minimize", topo, Path(str(rec.get("kernel") or "kernel")).name, runs)
     res = minimize.minimize(spec, rec, _vm_runner(s, opts, topo.name, d, runs, p), runs=n, budget_s=budget_s, check=_check(s))
@@ -153,7 +153,7 @@ def attribute_cmd(scenario_name: str, topo, vm, n_runs: int | None, as_json: boo
     switched), and report which changes flip the verdict or move a figure significantly
     (Fisher for pass rates, Welch for figures, Holm's correction over the table).
     Run directories go where `lab run` puts them ($LAB_RUNS)."""
-    from .. import minimize, progress, session, topology
+    from .. import minimize, session, topology
     from .. import scenario as sc
     from ..errors import UserError
 
@@ -165,7 +165,7 @@ def attribute_cmd(scenario_name: str, topo, vm, n_runs: int | None, as_json: boo
     n = n_runs or s.verdict_runs
     runs = None
     session.runs_folder(runs)
-    p = progress.for_cli()
+    p = progress_for_cli()
     session.prepare(topo, vm, progress=p)  # the kernel got (built, fetched) once, a bad one refused before anything
     d = session.new_run_dir("attribute", topo, Path(vm.kernel).name, runs)
     doc = minimize.attribute(spec, _vm_runner(s, vm, topo.name, d, runs, p), runs=n, check=_check(s))

@@ -7,7 +7,7 @@ import json
 
 import click
 
-from .common import console
+from .common import console, progress_for_cli
 
 ARCHES = click.Choice(["x86_64", "arm64"])
 
@@ -31,13 +31,13 @@ def fetch_cmd(mirror: str | None, libvirt_schemas: bool) -> None:
     import re
     import time
 
-    from .. import emulators, progress
+    from .. import emulators
     from ..errors import UserError
 
     if mirror is not None and not re.match(r"^https?://[^\s/]+(/\S*)?$", mirror):
         raise UserError(f"--mirror {mirror!r}: expected an http:// or https:// URL of a Debian mirror (e.g. {emulators.MIRROR})")
     t0 = time.monotonic()
-    ems, fetched = emulators.fetch(progress=progress.for_cli(), mirror=mirror or emulators.MIRROR)
+    ems, fetched = emulators.fetch(progress=progress_for_cli(), mirror=mirror or emulators.MIRROR)
     c = console(stderr=True)
     took = f"fetched in {time.monotonic() - t0:.1f}s" if fetched else "already in lab's cache"
     for e in ems:
@@ -45,7 +45,7 @@ def fetch_cmd(mirror: str | None, libvirt_schemas: bool) -> None:
     for e in ems:
         click.echo(e.path)
     if libvirt_schemas:
-        version, where = emulators.fetch_libvirt_schemas(progress=progress.for_cli(), mirror=mirror or emulators.MIRROR)
+        version, where = emulators.fetch_libvirt_schemas(progress=progress_for_cli(), mirror=mirror or emulators.MIRROR)
         c.print(f"libvirt {version} domain schemas: {where}", markup=False, highlight=False)
 
 
@@ -59,10 +59,10 @@ def build_cmd(jobs: int | None, archs: tuple[str, ...]) -> None:
     configuration is not changed); a build with the same source and options is reused."""
     import time
 
-    from .. import emulators, progress
+    from .. import emulators
 
     t0 = time.monotonic()
-    p = progress.for_cli()
+    p = progress_for_cli()
     ems = emulators.build(jobs=jobs, progress=p, archs=tuple(dict.fromkeys(archs)) or ("x86_64", "arm64"))
     c = console(stderr=True)
     for e in ems:

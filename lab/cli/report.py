@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from .common import OUTPUT
+from .common import OUTPUT, progress_for_cli
 
 
 @click.group("report")
@@ -50,12 +50,11 @@ def replay_cmd(bundle_file: Path, kernel: str | None, target: Path | None, trust
     none, naming the file and its sha256 to read first.
 
     Exit 0 pass, 1 fail, 3 error, 4 inconclusive: the new run's verdict, as `lab run`."""
-    from .. import progress as progress_mod
     from .. import runner
     from ..report import render, replay
 
     b = replay.open_bundle(bundle_file, target)  # bad input is refused before any progress
-    r = replay.replay(b, kernel, progress=progress_mod.for_cli(), trust=trust)
+    r = replay.replay(b, kernel, progress=progress_for_cli(), trust=trust)
     click.echo(render.replay_table(r.before, r.after.to_dict(), r.notes, str(b.root)), nl=False)
     sys.exit(runner.EXIT.get(r.after.status, 3))
 

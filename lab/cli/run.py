@@ -9,7 +9,7 @@ from typing import Any
 import click
 
 from ..report import verdicts
-from .common import RUNS, console, text_format_option
+from .common import RUNS, console, progress_for_cli, text_format_option
 from .vm import scheduler_option, vm_options
 
 
@@ -81,7 +81,7 @@ def run_cmd(
     the cause)."""
     from click.core import ParameterSource
 
-    from .. import paths, progress, runner, session, topology
+    from .. import paths, runner, session, topology
     from .. import scenario as sc
     from ..errors import UserError
 
@@ -107,7 +107,7 @@ def run_cmd(
         sys.exit(_tree_loop(s, topo, vm, kernel_tree, recipe, watch=watch, repeat=repeat, per_verdict=per_verdict, as_json=as_json,
                             runs=runs, jobs=jobs))  # fmt: skip
     session.runs_folder(runs)  # a bad runs folder is refused before any progress or build
-    p = progress.for_cli()
+    p = progress_for_cli()
     sess = session.prepare(topo, vm, runs=runs, progress=p)
     outcomes = _run_repeated(s, sess, repeat, as_json, per_verdict=per_verdict, progress=p, jobs=jobs)
     if repeat > 1:
@@ -140,10 +140,9 @@ def _run_repeated(
     up to *jobs* of them side by side (runner.run_verdict; None: as the host's idle CPUs
     allow).  Each run and its boot's stages are steps of *progress* (on stderr).
     Returns the outcomes."""
-    from .. import progress as progress_mod
     from .. import runner
 
-    p = progress or progress_mod.for_cli()
+    p = progress or progress_for_cli()
     c = console(stderr=as_json)
     topo = sess.topo
     outcomes: list = []
@@ -224,10 +223,10 @@ def _tree_loop(
     jobs: int | None = None,
 ) -> int:
     """lab.tree_loop with this command's runs (a verdict's up to *jobs* side by side) and view."""
-    from .. import progress, tree_loop
+    from .. import tree_loop
 
     view = _LoopView(as_json)
-    p = progress.for_cli()
+    p = progress_for_cli()
 
     def run(sess, info):
         return _run_repeated(s, sess, repeat, as_json, kernel_info=info, json_lines=watch, per_verdict=per_verdict, progress=p,

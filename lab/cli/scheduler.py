@@ -53,7 +53,6 @@ def build_cmd(name: str, kernel_spec: str, jobs: int, force: bool) -> None:
     """Build scheduler NAME (tools/sched_ext) for a kernel, unless built, and print its id."""
     import time
 
-    from .. import progress
     from .. import scheduler as sm
     from ..kernel import resolve
 
@@ -65,7 +64,7 @@ def build_cmd(name: str, kernel_spec: str, jobs: int, force: bool) -> None:
         from ..errors import UserError
 
         raise UserError(f"--kernel: give a kernel with sched_ext (e.g. {DEFAULT_KERNEL})")
-    p = progress.for_cli()
+    p = common.progress_for_cli()
     k = resolve(kernel_spec, "x86_64", build=True, progress=p)
     t0 = time.monotonic()
     with p.step("build", f"scheduler {name} for {k.label}") as st:

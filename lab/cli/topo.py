@@ -10,7 +10,7 @@ from pathlib import Path
 import click
 
 from .. import rundir
-from .common import OUTPUT, RUNS, SECONDS, TOPOLOGY, console, text_format_option
+from .common import OUTPUT, RUNS, SECONDS, TOPOLOGY, console, progress_for_cli, text_format_option
 from .vm import BackendChoice, vm_options
 
 
@@ -264,13 +264,13 @@ def diff(capture: Path, vm, as_json: bool, timeout: float, runs) -> None:
     distances, SMT / package / cluster / LLC groups, capacities and the sched-domain tree
     where the capture has one.  Exit 0 when identical, 1 when anything differs; the
     deviations the importer already names (what QEMU cannot build) are listed apart."""
-    from .. import atomic, backends, importer, progress, session, sysfs, topodiff, topology
+    from .. import atomic, backends, importer, session, sysfs, topodiff, topology
 
     view = sysfs.read_capture(capture)
     name = capture_name(capture)
     text, notes = importer.view_to_spec(view, name, str(capture))
     tp = topology.loads(text, where=str(capture), default_name=name)
-    p = progress.for_cli()  # stderr only: stdout is the comparison
+    p = progress_for_cli()  # stderr only: stdout is the comparison
     s = session.prepare(tp, vm, progress=p, runs=runs)
     run_dir = session.open_run("diff", s)
     atomic.write_text(run_dir / f"{name}.toml", text, "the imported spec")

@@ -17,13 +17,21 @@ from ..backends.base import names as backend_names
 from ..image.tools import DEFAULT_TOOLS
 from ..render.qemu import HOTPLUG_BRINGUP_ABOVE
 from ..rundir import RunDir
-from .common import CPU_MODEL, QEMU_CHOICE, RUNS, SECONDS, TOOLS, TOPOLOGY, console
+from .common import (
+    CPU_MODEL,
+    QEMU_CHOICE,
+    RUNS,
+    SECONDS,
+    TOOLS,
+    TOPOLOGY,
+    console,
+    progress_for_cli,
+)
 
 
 class BackendChoice(click.Choice):
     """A backend's name (backends.base.REGISTRY, read when the option is parsed or its help
-    shown), and *extra* choices after them (lab topo render's json).  Here, not in
-    cli.common: lab.progress imports that one, and the backends import lab.progress."""
+    shown), and *extra* choices after them (lab topo render's json)."""
 
     def __init__(self, extra: tuple[str, ...] = ()) -> None:
         super().__init__(())
@@ -160,7 +168,7 @@ def boot(topology, vm, dry_run: bool, timeout: float, tool_list: tuple[str, ...]
     With CMD, prints its output and exits with its status.  In the guest, `labcpu`
     translates CPU ids between the spec's numbering and the guest's.
     """
-    from .. import backends, progress, runner, session
+    from .. import backends, runner, session
     from ..backends import base, guest
     from ..errors import UserError
     from ..image import tools as tools_mod
@@ -171,7 +179,7 @@ def boot(topology, vm, dry_run: bool, timeout: float, tool_list: tuple[str, ...]
         raise UserError(f"--tools: {why}")
     if vm.scheduler and not cmd and not dry_run:
         raise UserError("--scheduler: give the command to run under it after -- (an interactive console loads none)")
-    p = progress.for_cli()  # stderr only: stdout is the command's bytes
+    p = progress_for_cli()  # stderr only: stdout is the command's bytes
     s = session.prepare(topology, vm, build=not dry_run, progress=p, runs=runs)
     if s.skip:  # a kernel without sched_ext: nothing is booted
         click.echo(f"lab: SKIP: {s.skip}", err=True)
@@ -269,10 +277,10 @@ def guest_script(cmd: tuple[str, ...] | list[str]) -> str:
 def verify(topology, vm, as_json: bool, strict: bool, timeout: float, runs) -> None:
     """Boot TOPOLOGY and check that the guest kernel sees it: nodes, distances,
     siblings, caches and every CPU's sched-domain tree.  Exit 1 on a mismatch."""
-    from .. import backends, expect, progress, session, sysfs
+    from .. import backends, expect, session, sysfs
 
     t0 = time.monotonic()
-    p = progress.for_cli()  # stderr only: stdout is the table or the JSON
+    p = progress_for_cli()  # stderr only: stdout is the table or the JSON
     s = session.prepare(topology, vm, progress=p, runs=runs)  # a fetch or build on demand is its own step
     run_dir = session.open_run("verify", s)
     with p.step("verify", topology.name):
