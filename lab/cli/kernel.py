@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from .. import arch as archs
+from .. import kernel as kernel_pkg
 from . import common
 
 ARCH = click.Choice(archs.NAMES)
@@ -169,10 +170,8 @@ def fetch_cmd(what: str, arch: str, refresh: bool) -> None:
     modules) into the store."""
     from rich.console import Console
 
-    from ..kernel import fetch_debian
-
     with common.progress_for_cli().step("fetch", f"Debian's {arch} kernel ({what})") as p:
-        a = fetch_debian(arch, refresh=refresh, name=what, progress=p)
+        a = kernel_pkg.fetch_debian(arch, refresh=refresh, name=what, progress=p)
     mods = ", ".join(a.metadata.get("guest_modules", [])) or "none"
     Console(stderr=True).print(f"{a.id}: {a.image} (virtio modules to load: {mods})")
     click.echo(a.id)
