@@ -98,9 +98,10 @@ def _targets(mod: str, path: Path, node: ast.Import | ast.ImportFrom, mods: dict
     return out
 
 
-def local_imports(mods: dict[str, Path]) -> list[tuple[str, int]]:
-    """Every import statement inside a function in lab/ (of anything): (module, line)."""
-    return [(mod, n.lineno) for mod, path in mods.items() for n, in_func in _import_nodes(path) if in_func]
+def local_imports(mods: dict[str, Path]) -> list[tuple[str, int, int]]:
+    """Every import statement inside a function in lab/ (of anything): (module, first line,
+    last line)."""
+    return [(mod, n.lineno, n.end_lineno or n.lineno) for mod, path in mods.items() for n, in_func in _import_nodes(path) if in_func]
 
 
 def imports(mods: dict[str, Path]) -> tuple[dict[str, set[str]], int]:

@@ -16,9 +16,10 @@ import json
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator
 
-from . import cpulist
+from . import cpulist, topology
 from .errors import UserError
 from .limits import MAX_CPUS, MAX_NODES, show
+from .topology.spec import toml_str
 
 _CACHE_TYPES = {"0": "Unified", "1": "Data", "2": "Instruction"}
 # hwloc 2.x cache object types -> (level, sysfs type); L1Cache is a data (or unified) L1.
@@ -233,8 +234,6 @@ def synth_spec(text: str, name: str, arch: str = "x86_64") -> tuple[str, list[st
     Levels from the top: [machine:1] [numa:N] pack:S [die:1] [numa:N] [l3:L] [l2:K] [l1...]
     [core:C] pu:T.  A NUMA level above the packages is nodes spanning sockets; an L2 holding
     several cores is a cluster; L1s and a die level of 1 say nothing the shape form needs."""
-    from . import topology
-    from .topology.spec import toml_str
 
     where = f"synthetic topology {show(text, 80)}"
     levels: list[tuple[str, int]] = []

@@ -10,10 +10,11 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from . import arch as archs
-from . import cpulist, topology
+from . import cpulist, expect, topology
 from . import levels as lv
 from .errors import UserError
 from .host import Host
+from .render import qemu
 from .sysfs import MachineView
 from .topology.spec import toml_str
 
@@ -522,8 +523,6 @@ def _caches_table(topo: topology.Topology) -> list[str]:
 def not_reproduced(topo: topology.Topology, host: Host) -> tuple[list[str], str]:
     """What a boot of *topo* on *host* will not reproduce (the named deviations `lab
     verify` reports), or, when it cannot boot at all, why ('' otherwise)."""
-    from . import expect
-    from .render import qemu
 
     try:
         plan = qemu.plan(topo, host)

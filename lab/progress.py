@@ -123,6 +123,7 @@ class LiveProgress(Progress):
         self._detail = ""
 
     def _text(self, name: str) -> str:
+        # deferred: CLI start (rich)
         from rich.markup import escape
 
         t = time.monotonic() - self._steps[-1][1] if self._steps else 0.0

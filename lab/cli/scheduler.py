@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
+import json
+import time
+
 import click
 
+from .. import scheduler as sm
+from ..errors import UserError, unknown
+from ..kernel import resolve
 from . import common
 
 DEFAULT_KERNEL = "lab-6.12-scx"
@@ -18,9 +24,6 @@ def scheduler() -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the built schedulers' metadata as JSON.")
 def list_cmd(as_json: bool) -> None:
     """The schedulers lab can build (the kernel tree's tools/sched_ext) and those built."""
-    import json
-
-    from .. import scheduler as sm
 
     built = sm.entries()
     if as_json:
@@ -51,18 +54,10 @@ def list_cmd(as_json: bool) -> None:
 @click.option("--force", is_flag=True, help="Rebuild even if the store has it.")
 def build_cmd(name: str, kernel_spec: str, jobs: int, force: bool) -> None:
     """Build scheduler NAME (tools/sched_ext) for a kernel, unless built, and print its id."""
-    import time
-
-    from .. import scheduler as sm
-    from ..kernel import resolve
 
     if name not in sm.TREE:
-        from ..errors import unknown
-
         raise unknown("scheduler", name, list(sm.TREE))
     if not kernel_spec.strip():
-        from ..errors import UserError
-
         raise UserError(f"--kernel: give a kernel with sched_ext (e.g. {DEFAULT_KERNEL})")
     p = common.progress_for_cli()
     k = resolve(kernel_spec, "x86_64", build=True, progress=p)
@@ -78,10 +73,6 @@ def build_cmd(name: str, kernel_spec: str, jobs: int, force: bool) -> None:
 @click.argument("spec", metavar="ID")
 def show_cmd(spec: str) -> None:
     """A built scheduler's metadata (ID: its id or a unique prefix, or NAME@ID)."""
-    import json
-
-    from .. import scheduler as sm
-    from ..errors import UserError
 
     s = sm.get(spec)
     if s is None:

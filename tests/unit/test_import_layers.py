@@ -1,7 +1,8 @@
 """No upward imports (issue 33 item 7): every import of a lab module in lab/, function-local
 ones included, goes to the importer's own layer or one below it, by the layer order the
-README's Layout section writes; every module under lab/ has a layer there.  The imports
-are bench/code_metrics.py's (static, nothing of lab is run)."""
+README's Layout section writes; every module under lab/ has a layer there.  And an import
+stays inside a function only to defer what it loads, saying so.  The imports are
+bench/code_metrics.py's (static, nothing of lab is run)."""
 
 import importlib.util
 import re
@@ -11,6 +12,13 @@ REPO = Path(__file__).resolve().parents[2]
 BENCH = REPO / "bench" / "code_metrics.py"
 # (importing module, imported module): an upward import not fixed yet, with the reason.
 KNOWN: dict[tuple[str, str], str] = {}
+# Why an import is inside a function, on its line or the line above (or above the run of
+# import lines it is in), naming what it defers:
+#   CLI start (X): the module is loaded by `lab --help` and X is not, X costing a
+#     millisecond or more there (python -X importtime -m lab --help; bench/bench_cli_start.py)
+#   optional (X): X may be missing (a backend's library)
+#   heavy (X): X is slow to import and only some calls need it (scipy)
+DEFERRED = re.compile(r"# deferred: ((?:CLI start|optional|heavy) \(([^()]+)\)(?:; )?)+$")
 
 
 def _metrics():
@@ -94,3 +102,39 @@ def test_the_check_finds_an_upward_import():
     mods = {k: REPO / "lab" / f"{k[4:]}.py" for k in layer}
     sites = [("lab.a", 3, "lab.b.x", False), ("lab.b.x", 7, "lab.c", True), ("lab.c", 1, "lab.a", False)]
     assert upward(order, layer, sites, mods) == ["lab/b.x.py:7: lab.b.x (layer 1, low) imports lab.c (layer 2, high)"]
+
+
+def test_every_function_local_import_says_what_it_defers():
+    m = _metrics()
+    mods = m.modules()
+    bad = []
+    for mod, first, last in m.local_imports(mods):
+        lines = mods[mod].read_text().splitlines()
+        stmt = " ".join(lines[first - 1 : last])
+        where = f"{mods[mod].relative_to(REPO)}:{first}"
+        # the comment on the import's line, or over the block of import lines it is in
+        # (isort's blank line between sections inside it)
+        above = first - 2
+        while above > 0 and (not lines[above].strip() or lines[above].strip().startswith(("from ", "import "))):
+            above -= 1
+        found = DEFERRED.search(lines[first - 1]) or DEFERRED.search(lines[above].strip())
+        if found is None:
+            bad.append(f"{where}: a function-local import without '# deferred: CLI start|optional|heavy (what)'")
+            continue
+        names = [n for group in re.findall(r"\(([^()]+)\)", found.group(0)) for n in group.split(", ")]
+        below = last
+        while below < len(lines) and (not lines[below].strip() or lines[below].strip().startswith(("from ", "import "))):
+            below += 1
+        block = " ".join(x.split("#")[0] for x in lines[above + 1 : below])
+        bad += [f"{where}: the reason names {n}, which its imports do not load" for n in names if n.rpartition(".")[2] not in block]
+        if not any(n.rpartition(".")[2] in stmt for n in names):
+            bad.append(f"{where}: the reason ({', '.join(names)}) names nothing this import loads")
+    assert not bad, "\n".join(bad)
+
+
+def test_the_reason_vocabulary():
+    for ok in ("# deferred: CLI start (rich)", "# deferred: optional (libvirt)", "# deferred: heavy (scipy)",
+               "# deferred: CLI start (lab.runner, lab.scenario)", "# deferred: CLI start (a); heavy (b)"):  # fmt: skip
+        assert DEFERRED.search(ok), ok
+    for bad in ("# deferred: slow (rich)", "# deferred: CLI start", "# deferred: CLI start ()", "# lazy"):
+        assert not DEFERRED.search(bad), bad
