@@ -5,13 +5,9 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from ..errors import UserError, nearest
 from ..plan import KernelRef
-
-if TYPE_CHECKING:
-    from ..plan import KernelRef
 
 
 @dataclass(frozen=True)
