@@ -58,38 +58,59 @@ def _extension(base: str, name: str) -> bool:
     return any(folder.glob(f"{name}.c")) or any(folder.glob(f"{name}.*.so"))
 
 
+def import_sites(mods: dict[str, Path]) -> list[tuple[str, int, str, bool]]:
+    """Every import of a lab module in lab/: (importing module, line, imported lab module,
+    whether the import sits inside a function), in file and line order."""
+    out = []
+    for mod, path in mods.items():
+        for node, in_func in _import_nodes(path):
+            for t in _targets(mod, path, node, mods):
+                out.append((mod, node.lineno, t, in_func))
+    return out
+
+
+def _import_nodes(path: Path) -> list[tuple[ast.Import | ast.ImportFrom, bool]]:
+    """*path*'s import statements, each with whether it sits inside a function."""
+    tree = ast.parse(path.read_text(), str(path))
+    funcs = [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    in_func = {id(x) for f in funcs for x in ast.walk(f) if isinstance(x, (ast.Import, ast.ImportFrom))}
+    return [(n, id(n) in in_func) for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom))]
+
+
+def _targets(mod: str, path: Path, node: ast.Import | ast.ImportFrom, mods: dict[str, Path]) -> list[str]:
+    """The lab modules *node* (in *mod*) imports."""
+    if isinstance(node, ast.Import):
+        targets = [a.name for a in node.names]
+    else:
+        base = _resolve(mod, path.name == "__init__.py", node)
+        # a compiled extension (lab/trace/_scan.c built as _scan*.so) is a leaf, not its package
+        targets = [
+            f"{base}.{a.name}" if f"{base}.{a.name}" in mods else base
+            for a in node.names
+            if not _extension(base, a.name)
+        ]
+    out = []
+    for t in targets:
+        while t and t not in mods:
+            t = t.rpartition(".")[0]
+        if t and t != mod and t.startswith("lab"):
+            out.append(t)
+    return out
+
+
+def local_imports(mods: dict[str, Path]) -> list[tuple[str, int, int]]:
+    """Every import statement inside a function in lab/ (of anything): (module, first line,
+    last line)."""
+    return [(mod, n.lineno, n.end_lineno or n.lineno) for mod, path in mods.items() for n, in_func in _import_nodes(path) if in_func]
+
+
 def imports(mods: dict[str, Path]) -> tuple[dict[str, set[str]], int]:
     """lab module -> the lab modules it imports (anywhere in it); and how many imports
     sit inside a function."""
     graph: dict[str, set[str]] = defaultdict(set)
-    local = 0
-    for mod, path in mods.items():
-        tree = ast.parse(path.read_text(), str(path))
-        is_pkg = path.name == "__init__.py"
-        funcs = [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
-        in_func = {id(x) for f in funcs for x in ast.walk(f) if isinstance(x, (ast.Import, ast.ImportFrom))}
-        for node in ast.walk(tree):
-            targets: list[str] = []
-            if isinstance(node, ast.Import):
-                targets = [a.name for a in node.names]
-            elif isinstance(node, ast.ImportFrom):
-                base = _resolve(mod, is_pkg, node)
-                # a compiled extension (lab/trace/_scan.c built as _scan*.so) is a leaf, not its package
-                targets = [
-                    f"{base}.{a.name}" if f"{base}.{a.name}" in mods else base
-                    for a in node.names
-                    if not _extension(base, a.name)
-                ]
-            else:
-                continue
-            if id(node) in in_func:
-                local += 1
-            for t in targets:
-                while t and t not in mods:
-                    t = t.rpartition(".")[0]
-                if t and t != mod and t.startswith("lab"):
-                    graph[mod].add(t)
-    return graph, local
+    for mod, _line, t, _local in import_sites(mods):
+        graph[mod].add(t)
+    return graph, len(local_imports(mods))
 
 
 def cycles(graph: dict[str, set[str]]) -> list[list[str]]:

@@ -25,12 +25,18 @@ import hashlib
 import json
 import re
 import shutil
+import subprocess
+import sys
+import textwrap
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import bisect_seq, iterate, lock, paths, proc, session, topology
+from . import bisect_seq, iterate, lock, paths, proc, runner, session, topology
+from . import progress as progress_mod
 from . import scenario as sc
+from .bisect_seq import overall_confidence, rate_text
 from .errors import BuildError, InfraError, UserError
 from .plan import VmOptions
 from .progress import Progress
@@ -189,10 +195,6 @@ def subject(repo: Path, sha: str) -> str:
 def judge(s, topo, vm, clone: Path, sha: str, runs: int, recipe: str | None, progress=None, role: str = "") -> Step:
     """Build *clone* at *sha* and run *s* until a majority of up to *runs* runs decides.
     Never raises for what the commit does (a failed build, an ERROR): the Step says it."""
-    import time
-
-    from . import progress as progress_mod
-    from . import runner, session
 
     p = progress_mod.of(progress)
     t0 = time.monotonic()
@@ -217,9 +219,6 @@ def judge(s, topo, vm, clone: Path, sha: str, runs: int, recipe: str | None, pro
 def _build(clone: Path, sha: str, topo, recipe: str | None, p, role: str, runs: int, t0: float):
     """*clone* checked out at *sha* and built: (the Step so far, the kernel), or (the
     Step saying why it did not build, None)."""
-    import time
-
-    from . import iterate
 
     checkout(clone, sha)
     step = Step(sha, subject(clone, sha), "ERROR", of=runs, role=role, parent=_git(clone, "rev-parse", "--verify", "--quiet", f"{sha}^", check=False))
@@ -240,7 +239,6 @@ def _build(clone: Path, sha: str, topo, recipe: str | None, p, role: str, runs: 
 
 def _run(s, topo, vm, sess, art, clone: Path, sha: str, p, label: str, n: int):
     """One run of *s* on the built kernel *art*: its RunOutcome."""
-    from . import runner, session
 
     info = {"git_describe": sha, "tree": str(clone)}
     argv = session.run_argv(s.name, topo, dataclasses.replace(vm, kernel=art.id))
@@ -258,10 +256,6 @@ def measure_ends(s, topo, vm, clone: Path, good: str, bad: str, confidence: floa
     """Build both ends and run them interleaved until their pass rates are told apart
     (bisect_seq.estimate_ends): (Ends, the good end's Step, the bad end's Step).  An end
     that does not build is an Ends refused as unjudged, its Step saying why."""
-    import time
-
-    from . import bisect_seq, session
-    from . import progress as progress_mod
 
     p = progress_mod.of(progress)
     built: dict[str, Any] = {}
@@ -307,10 +301,6 @@ def judge_seq(s, topo, vm, clone: Path, sha: str, rule: dict[str, Any], recipe: 
     confidence, max_runs: lab bisect's state) decides; a step it cannot decide in
     max_runs runs is UNDECIDED (skipped) with its rates.  Never raises for what the
     commit does."""
-    import time
-
-    from . import bisect_seq, session
-    from . import progress as progress_mod
 
     p = progress_mod.of(progress)
     t0 = time.monotonic()
@@ -341,7 +331,6 @@ def judge_seq(s, topo, vm, clone: Path, sha: str, rule: dict[str, Any], recipe: 
 def confidence_of(steps: list[Step]) -> tuple[float, int] | None:
     """The first bad commit's confidence from the SPRT steps (bisect_seq.overall_confidence)
     and how many decisions it multiplies; None when the bisection was not sequential."""
-    from .bisect_seq import overall_confidence
 
     seq = [st for st in steps if not st.role and st.seq]
     if not any(st.seq for st in steps):
@@ -383,7 +372,6 @@ def run_bisect(clone: Path, good: str, bad: str, step_argv: list[str], steps_log
     """``git bisect run`` in *clone* between *good* and *bad*, each commit judged by
     *step_argv* (whose progress goes to lab's stderr; git's own chatter is kept for the
     log).  The clone is reset whatever happens."""
-    import subprocess
 
     _git(clone, "bisect", "reset", check=False)
     try:
@@ -432,8 +420,6 @@ def drive(
     both ends judged (by a majority of *repeat* runs, or with *confidence* by the SPRT
     of lab.bisect_seq, up to *max_runs* runs), then ``git bisect run`` with lab's step.
     Bad input is a UserError; an end that cannot be judged an InfraError."""
-    import sys
-    import time
 
     t0 = time.monotonic()
     if confidence is not None:
@@ -541,7 +527,6 @@ def step(state_file: Path, progress: Progress) -> Step:
 
 def _wrap(s: str, indent: str = "") -> list[str]:
     """*s* as ASCII lines of at most 80 columns, continuation lines indented."""
-    import textwrap
 
     s = s.encode("ascii", "replace").decode()
     return textwrap.wrap(s, 80, initial_indent=indent, subsequent_indent=indent + "  ", break_on_hyphens=False) or [indent]
@@ -586,7 +571,6 @@ def report(result: Result, *, scenario: str, topology: str, wall_s: float, run_d
 def _seq_lines(result: Result) -> list[str]:
     """lab bisect --confidence: the answer's confidence, the rule and both ends' rates
     (nothing for the fixed majority)."""
-    from .bisect_seq import rate_text
 
     conf = confidence_of(result.steps)
     if conf is None:

@@ -62,12 +62,15 @@ newer than the one it knows.
 
 from __future__ import annotations
 
+import json
 import math
+import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from . import rundir
+from . import integrity, rundir, runner
+from . import scenario as sc
 from .errors import UserError
 from .stats import summary  # re-exported: lab compare's spread is the one definition
 
@@ -92,7 +95,6 @@ def load_run(run_dir: Path, *, stored: bool = False) -> dict[str, Any]:
     a stored verdict is what an older lab or scenario said, not what this one says.  A run
     that did not finish comes back as an ERROR saying why (it is then not judged); a
     directory that is no run at all is the user's error."""
-    from . import integrity
 
     if not run_dir.is_dir():
         raise UserError(f"{run_dir}: no such run directory")
@@ -132,8 +134,6 @@ def rejudge(run_dir: Path, rec: dict[str, Any], topo: Any = None) -> dict[str, A
     (runner.recheck), with ``verdict_source`` saying which it is and ``stored_status`` the
     stored verdict when it differs.  A scenario this lab does not have by that name leaves
     the stored verdict, labelled so."""
-    from . import runner
-    from . import scenario as sc
 
     name = rec.get("scenario")
     data = sc.recorded_in(run_dir)
@@ -149,8 +149,6 @@ def rejudge(run_dir: Path, rec: dict[str, Any], topo: Any = None) -> dict[str, A
 
 
 def _raw(p: Path) -> dict[str, Any]:
-    import json
-
     try:
         d = json.loads(p.read_text())
     except (OSError, ValueError):
@@ -193,8 +191,8 @@ def welch(a: Sequence[float], b: Sequence[float], alpha: float = ALPHA) -> dict[
         if res == TOO_FEW:
             why += f" (p={p:.3g} is the smallest {len(a)} and {len(b)} runs can give)"
         return _test("permutation", p, None, res, why)
-    import warnings
 
+    # deferred: heavy (scipy)
     from scipy import stats
 
     with warnings.catch_warnings():  # one constant side: scipy warns of precision, the test stands
@@ -206,6 +204,7 @@ def welch(a: Sequence[float], b: Sequence[float], alpha: float = ALPHA) -> dict[
 
 def fisher(passed_a: int, runs_a: int, passed_b: int, runs_b: int, alpha: float = ALPHA) -> dict[str, Any]:
     """Fisher's exact test (two-sided) of two pass rates."""
+    # deferred: heavy (scipy)
     from scipy import stats
 
     if runs_a == 0 or runs_b == 0:
@@ -241,6 +240,7 @@ def holm(tests: Sequence[dict[str, Any]], alpha: float = ALPHA) -> int:
 
 
 def _fisher_p(a: int, b: int, c: int, d: int) -> float:
+    # deferred: heavy (scipy)
     from scipy import stats
 
     return float(stats.fisher_exact([[a, b], [c, d]]).pvalue)

@@ -26,9 +26,10 @@ import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import cpulist, rundir
+from . import cpulist, rundir, sysfs
 from .errors import UserError
 from .limits import MAX_TABLE_BYTES, read_file
+from .plan import VmPlan
 from .rundir import RunDir
 
 PARAMS = ("imbalance_pct", "busy_factor", "cache_nice_tries", "min_interval", "max_interval")
@@ -75,7 +76,6 @@ def snapshot_dir(run_dir: Path) -> Path:
 def read(run_dir: Path) -> Tree:
     """The sched-domain tree of the run in *run_dir*, in the topology's numbering when
     plan.json says how."""
-    from . import sysfs
 
     snap = snapshot_dir(run_dir)
     view = sysfs.read_snapshot(snap)
@@ -83,8 +83,6 @@ def read(run_dir: Path) -> Tree:
     label, numbering = "", "CPU ids as the guest numbered them (no plan.json)"
     g2s: tuple[int, ...] = ()
     if (run_dir / rundir.PLAN).exists():
-        from .plan import VmPlan
-
         plan = VmPlan.read(run_dir)
         g2s = plan.guest_to_spec
         kernel = plan.kernel.name if plan.kernel else "?"

@@ -45,6 +45,7 @@ from pathlib import Path
 
 from . import arch as arch_mod
 from . import lock, paths, proc
+from .atomic import write_text
 from .errors import InfraError, UserError
 from .limits import sha256_file
 from .progress import Progress, of
@@ -412,7 +413,6 @@ def fetch_index(base: Path, mirror: str, names: tuple[str, ...] = FETCH_PACKAGES
     if not status.is_file():
         status.write_text("")
     signed = f" [signed-by={KEYRING}]" if Path(KEYRING).is_file() else ""
-    from .atomic import write_text
 
     write_text(base / "sources.list", f"deb{signed} {mirror} {BACKPORTS} main\n", "lab's private apt sources list")
     opts = _apt_options(base, private_status=True)

@@ -86,6 +86,7 @@ def storage_error(e: OSError, what: str = "", path: str | os.PathLike | None = N
 
 def nearest(name: str, choices: list[str] | tuple[str, ...], n: int = 3) -> list[str]:
     """Names in *choices* closest to *name*, for 'did you mean' hints."""
+    # deferred: CLI start (difflib)
     import difflib
 
     close = difflib.get_close_matches(name, list(choices), n=n, cutoff=0.4)

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, replace
 from . import cpulist
 from . import levels as lv
 from .render.qemu import AMD_MODEL, AMD_TCG_MODELS, INTEL_MODEL, VmPlan, amd_tcg_model
-from .sysfs import MachineView
+from .sysfs import Cache, CpuView, Domain, MachineView
 from .topology import Topology
 
 # Flags verify compares; the rest are recorded in the JSON but not judged.
@@ -198,8 +198,6 @@ def translate(view: MachineView, plan: VmPlan) -> MachineView:
 
     def m(cpus):
         return tuple(sorted(g2s[c] for c in cpus if c < len(g2s)))
-
-    from .sysfs import Cache, CpuView, Domain
 
     out = MachineView(
         online=m(view.online),

@@ -11,12 +11,13 @@ import fcntl
 import os
 import re
 import shutil
+import time
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
 from . import arch as arch_mod
-from . import proc
+from . import emulators, proc
 from .emulators import Emulator
 from .errors import UserError
 
@@ -151,7 +152,6 @@ def kvm_usable(arch: str | None = None, cpuinfo: str | None = None, dev: str = "
 @lru_cache(maxsize=1)
 def probe() -> Host:
     arch = arch_mod.host_name()
-    from . import emulators
 
     qemu = {a.name: emulators.binary_version(a.qemu) for a in arch_mod.ARCHES.values()}
     cpuinfo = _cpuinfo()
@@ -220,8 +220,6 @@ class HostClock:
     guest on another host) it is the wall clock."""
 
     def __init__(self, pid: int | None, *, read_stat=None, read_proc=None, clock=None) -> None:
-        import time
-
         self.pid = pid
         self._read_stat = read_stat or (lambda: Path("/proc/stat").read_text())
         self._read_proc = read_proc or _proc_ticks

@@ -16,9 +16,10 @@ import json
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator
 
-from . import cpulist
+from . import cpulist, topology
 from .errors import UserError
 from .limits import MAX_CPUS, MAX_NODES, show
+from .topology.spec import toml_str
 
 _CACHE_TYPES = {"0": "Unified", "1": "Data", "2": "Instruction"}
 # hwloc 2.x cache object types -> (level, sysfs type); L1Cache is a data (or unified) L1.
@@ -233,8 +234,6 @@ def synth_spec(text: str, name: str, arch: str = "x86_64") -> tuple[str, list[st
     Levels from the top: [machine:1] [numa:N] pack:S [die:1] [numa:N] [l3:L] [l2:K] [l1...]
     [core:C] pu:T.  A NUMA level above the packages is nodes spanning sockets; an L2 holding
     several cores is a cluster; L1s and a die level of 1 say nothing the shape form needs."""
-    from . import topology
-    from .importer import _toml_str
 
     where = f"synthetic topology {show(text, 80)}"
     levels: list[tuple[str, int]] = []
@@ -289,13 +288,13 @@ def synth_spec(text: str, name: str, arch: str = "x86_64") -> tuple[str, list[st
     vendor = "generic"
     lines = [
         f"# Made by `lab topo synth {text}` (an hwloc synthetic topology)",
-        f"name = {_toml_str(name)}",
-        f"description = {_toml_str(f'hwloc synthetic {text}')}",
-        f"arch = {_toml_str(arch)}",
+        f"name = {toml_str(name)}",
+        f"description = {toml_str(f'hwloc synthetic {text}')}",
+        f"arch = {toml_str(arch)}",
         "",
         "[cpu]",
-        f"vendor = {_toml_str(vendor)}",
-        f"model = {_toml_str('hwloc synthetic')}",
+        f"vendor = {toml_str(vendor)}",
+        f"model = {toml_str('hwloc synthetic')}",
         "",
         "[topology]",
         f"sockets = {sockets}",
@@ -317,11 +316,11 @@ def synth_spec(text: str, name: str, arch: str = "x86_64") -> tuple[str, list[st
         "memory_mb = 512",
         "",
         "[provenance]",
-        f"machine = {_toml_str('hwloc synthetic ' + text)}",
-        f"sources = [{_toml_str('hwloc synthetic topology: ' + text)}]",
+        f"machine = {toml_str('hwloc synthetic ' + text)}",
+        f"sources = [{toml_str('hwloc synthetic topology: ' + text)}]",
     ]
     if notes:
-        lines.append(f"notes = {_toml_str('; '.join(notes))}")
+        lines.append(f"notes = {toml_str('; '.join(notes))}")
     out = "\n".join(lines) + "\n"
     topology.loads(out, where=where, default_name=name)  # what lab cannot hold is refused here, by field
     return out, notes

@@ -6,23 +6,19 @@ distance matrix by writing the *groups* form of the spec.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from . import arch as archs
-from . import cpulist, topology
+from . import cpulist, expect, topology
 from . import levels as lv
 from .errors import UserError
 from .host import Host
+from .render import qemu
 from .sysfs import MachineView
+from .topology.spec import toml_str
 
 MINI_MAX_CPUS = 32
-
-
-def _toml_str(s: str) -> str:
-    # A JSON string is a TOML basic string, except that TOML also wants DEL escaped.
-    return json.dumps(s, ensure_ascii=False).replace("\x7f", "\\u007f")
 
 
 def _one_line(s: str, n: int = 200) -> str:
@@ -178,13 +174,13 @@ def view_to_spec(view: MachineView, name: str, source: str) -> tuple[str, list[s
     arch = (archs.from_vendor(vendor) or archs.X86_64).name
     lines = [
         f"# Imported by `lab topo import` from {source}",
-        f"name = {_toml_str(name)}",
-        f"description = {_toml_str((model or 'captured machine') + f', {len(cpus)} CPUs')}",
-        f"arch = {_toml_str(arch)}",
+        f"name = {toml_str(name)}",
+        f"description = {toml_str((model or 'captured machine') + f', {len(cpus)} CPUs')}",
+        f"arch = {toml_str(arch)}",
         "",
         "[cpu]",
-        f"vendor = {_toml_str(vendor)}",
-        f"model = {_toml_str(model)}",
+        f"vendor = {toml_str(vendor)}",
+        f"model = {toml_str(model)}",
     ]
     caps = {c: view.cpus[c].capacity for c in cpus}
     if len({v for v in caps.values() if v is not None}) > 1:
@@ -232,15 +228,15 @@ def view_to_spec(view: MachineView, name: str, source: str) -> tuple[str, list[s
         if split:
             lines.append("split_llc = true")
         if per_thread:
-            lines.append("per_thread = [" + ", ".join(_toml_str(x) for x in per_thread) + "]")
+            lines.append("per_thread = [" + ", ".join(toml_str(x) for x in per_thread) + "]")
     lines += ["", "[numa]", "distances = ["]
     for dist_row in dist:
         lines.append("  [" + ", ".join(map(str, dist_row)) + "],")
     lines += ["]", "memory_mb = 512", "", "[provenance]"]
-    lines.append(f"machine = {_toml_str(model or 'captured machine')}")
-    lines.append(f"sources = [{_toml_str('lab topo capture: ' + source)}]")
+    lines.append(f"machine = {toml_str(model or 'captured machine')}")
+    lines.append(f"sources = [{toml_str('lab topo capture: ' + source)}]")
     if notes:
-        lines.append(f"notes = {_toml_str('; '.join(notes))}")
+        lines.append(f"notes = {toml_str('; '.join(notes))}")
     text = "\n".join(lines) + "\n"
     # Validate what we wrote: an import that does not load is a bug here, not the user's.
     topology.loads(text, where=f"import of {source}", default_name=name)
@@ -324,13 +320,13 @@ def mini(topo: topology.Topology, name: str, max_cpus: int = MINI_MAX_CPUS) -> s
     numbering = topo.numbering if topo.numbering != "explicit" else "linear"
     lines = [
         f"# Shape-keeping mini of {topo.name}, made by `lab topo import --mini`",
-        f"name = {_toml_str(name)}",
-        f"description = {_toml_str(f'{topo.name} shrunk to {total()} CPUs')}",
-        f"arch = {_toml_str(topo.arch)}",
+        f"name = {toml_str(name)}",
+        f"description = {toml_str(f'{topo.name} shrunk to {total()} CPUs')}",
+        f"arch = {toml_str(topo.arch)}",
         "",
         "[cpu]",
-        f"vendor = {_toml_str(topo.vendor)}",
-        f"model = {_toml_str(topo.model)}",
+        f"vendor = {toml_str(topo.vendor)}",
+        f"model = {toml_str(topo.model)}",
     ]
     if topo.family is not None:
         lines.append(f"family = {topo.family:#x}")
@@ -344,7 +340,7 @@ def mini(topo: topology.Topology, name: str, max_cpus: int = MINI_MAX_CPUS) -> s
         f"clusters_per_llc = {counts['clusters_per_llc']}",
         f"cores_per_cluster = {counts['cores_per_cluster']}",
         f"threads_per_core = {s.threads_per_core}",
-        f"numbering = {_toml_str(numbering)}",
+        f"numbering = {toml_str(numbering)}",
         "",
         *_caches_table(topo),
         "[numa]",
@@ -354,12 +350,12 @@ def mini(topo: topology.Topology, name: str, max_cpus: int = MINI_MAX_CPUS) -> s
         f"memory_mb = {min(topo.memory_mb)}",
         "",
         "[provenance]",
-        f"machine = {_toml_str(topo.provenance.machine)}",
-        f"derived_from = {_toml_str(topo.name)}",
-        f"sources = [{', '.join(_toml_str(x) for x in topo.provenance.sources)}]",
+        f"machine = {toml_str(topo.provenance.machine)}",
+        f"derived_from = {toml_str(topo.name)}",
+        f"sources = [{', '.join(toml_str(x) for x in topo.provenance.sources)}]",
     ]
     if topo.numbering == "explicit":
-        lines.append(f"notes = {_toml_str('the full machine numbers CPUs explicitly; the mini numbers them linearly')}")
+        lines.append(f"notes = {toml_str('the full machine numbers CPUs explicitly; the mini numbers them linearly')}")
     text = "\n".join(lines) + "\n"
     # Real node ids may be sparse; the mini numbers nodes 0..n-1 in the same order.
     topology.loads(text, where=f"mini of {topo.name}", default_name=name)
@@ -386,9 +382,9 @@ def groups_text(topo: topology.Topology, name: str, header: str, clusters: bool 
     """*topo* written in the groups form (its own CPU and node ids), optionally without its
     cluster level."""
     fmt = cpulist.format
-    lines = [header, f"name = {_toml_str(name)}", f"description = {_toml_str(topo.description or topo.name)}",
-             f"arch = {_toml_str(topo.arch)}", "", "[cpu]", f"vendor = {_toml_str(topo.vendor)}",
-             f"model = {_toml_str(topo.model)}"]  # fmt: skip
+    lines = [header, f"name = {toml_str(name)}", f"description = {toml_str(topo.description or topo.name)}",
+             f"arch = {toml_str(topo.arch)}", "", "[cpu]", f"vendor = {toml_str(topo.vendor)}",
+             f"model = {toml_str(topo.model)}"]  # fmt: skip
     if topo.family is not None:
         lines.append(f"family = {topo.family:#x}")
     if topo.dmips_mhz:
@@ -402,11 +398,11 @@ def groups_text(topo: topology.Topology, name: str, header: str, clusters: bool 
             continue
         lines += [f"{x.key} = [", *[f'  "{fmt(g)}",' for g in topo.groups(x.name)], "]"]
     lines += ["", *_caches_table(topo), "[numa]", "distances = [", *["  [" + ", ".join(map(str, r)) + "]," for r in topo.distances], "]"]
-    lines += [f"memory_mb = {min(topo.memory_mb)}", "", "[provenance]", f"machine = {_toml_str(topo.provenance.machine)}",
-              f"derived_from = {_toml_str(topo.name)}",
-              f"sources = [{', '.join(_toml_str(x) for x in topo.provenance.sources)}]"]  # fmt: skip
+    lines += [f"memory_mb = {min(topo.memory_mb)}", "", "[provenance]", f"machine = {toml_str(topo.provenance.machine)}",
+              f"derived_from = {toml_str(topo.name)}",
+              f"sources = [{', '.join(toml_str(x) for x in topo.provenance.sources)}]"]  # fmt: skip
     if notes:
-        lines.append(f"notes = {_toml_str(notes)}")
+        lines.append(f"notes = {toml_str(notes)}")
     return "\n".join(lines) + "\n"
 
 
@@ -456,10 +452,10 @@ def nearest(topo: topology.Topology, name: str) -> tuple[str, list[str]]:
                        "taken from the capture's (same socket, other socket)")  # fmt: skip
     if topo.dmips_mhz and shape.cpus != topo.n_cpus:
         changes.append("per-CPU capacities are not kept (the CPUs are not the capture's)")
-    lines = [header, f"name = {_toml_str(name)}",
-             f"description = {_toml_str(f'nearest buildable machine to {topo.name}: {shape.cpus} CPUs')}",
-             f"arch = {_toml_str(topo.arch)}", "", "[cpu]", f"vendor = {_toml_str(topo.vendor)}",
-             f"model = {_toml_str(topo.model)}"]  # fmt: skip
+    lines = [header, f"name = {toml_str(name)}",
+             f"description = {toml_str(f'nearest buildable machine to {topo.name}: {shape.cpus} CPUs')}",
+             f"arch = {toml_str(topo.arch)}", "", "[cpu]", f"vendor = {toml_str(topo.vendor)}",
+             f"model = {toml_str(topo.model)}"]  # fmt: skip
     if topo.family is not None:
         lines.append(f"family = {topo.family:#x}")
     lines += ["", "[topology]", f"sockets = {sockets}", f"nodes_per_socket = {nps}", f"sockets_per_node = {spn}",
@@ -468,10 +464,10 @@ def nearest(topo: topology.Topology, name: str) -> tuple[str, list[str]]:
         lines.append(f"clusters_per_llc = {clusters}")
     lines += [f"cores_per_cluster = {cores}", f"threads_per_core = {threads}", 'numbering = "linear"', "",
               *_caches_table(topo), "[numa]", "distances = [", *["  [" + ", ".join(map(str, r)) + "]," for r in dist], "]",
-              f"memory_mb = {min(topo.memory_mb)}", "", "[provenance]", f"machine = {_toml_str(topo.provenance.machine)}",
-              f"derived_from = {_toml_str(topo.name)}",
-              f"sources = [{', '.join(_toml_str(x) for x in topo.provenance.sources)}]",
-              f"notes = {_toml_str(_prov_notes(topo, changes))}"]  # fmt: skip
+              f"memory_mb = {min(topo.memory_mb)}", "", "[provenance]", f"machine = {toml_str(topo.provenance.machine)}",
+              f"derived_from = {toml_str(topo.name)}",
+              f"sources = [{', '.join(toml_str(x) for x in topo.provenance.sources)}]",
+              f"notes = {toml_str(_prov_notes(topo, changes))}"]  # fmt: skip
     text = "\n".join(lines) + "\n"
     topology.loads(text, where=f"nearest of {topo.name}", default_name=name)
     return text, changes
@@ -520,15 +516,13 @@ def _caches_table(topo: topology.Topology) -> list[str]:
     if topo.split_llc:
         out.append("split_llc = true")
     if topo.per_thread:
-        out.append("per_thread = [" + ", ".join(_toml_str(x) for x in topo.per_thread) + "]")
+        out.append("per_thread = [" + ", ".join(toml_str(x) for x in topo.per_thread) + "]")
     return [*out, ""]
 
 
 def not_reproduced(topo: topology.Topology, host: Host) -> tuple[list[str], str]:
     """What a boot of *topo* on *host* will not reproduce (the named deviations `lab
     verify` reports), or, when it cannot boot at all, why ('' otherwise)."""
-    from . import expect
-    from .render import qemu
 
     try:
         plan = qemu.plan(topo, host)

@@ -28,6 +28,7 @@ The figures (stream bytes, lost and skipped counts per phase) go into results.js
 from __future__ import annotations
 
 import io
+import json
 import math
 import os
 import re
@@ -388,7 +389,6 @@ STAGES = {
 
 def read_record(run_dir: Path) -> tuple[dict[str, Any] | None, str | None]:
     """results.json, or why there is none to go by."""
-    import json
 
     p = run_dir / rundir.RESULTS
     try:

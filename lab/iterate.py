@@ -10,13 +10,19 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import json
 import os
 import re
+import shutil
+import time
 from pathlib import Path
 
 from . import arch as archs
 from . import atomic, proc
 from .errors import BuildError, UserError
+from .kernel import build as kbuild
+from .kernel import recipe as krecipe
+from .kernel.source import git_dirty
 
 
 def check_tree(tree: Path, arch: str | None = None) -> Path:
@@ -68,7 +74,6 @@ def describe(tree: Path) -> dict[str, str]:
     if (tree / ".git").exists():
         d = proc.run(["git", "-C", tree, "describe", "--always", "--dirty", "--tags"], check=False)
         info["git_describe"] = d.stdout.decode().strip() if d.returncode == 0 else "?"
-        from .kernel.source import git_dirty
 
         digest, new = git_dirty(tree)
         info["diff_sha256"] = digest or "clean"
@@ -95,7 +100,6 @@ def recipe_for_tree(tree: Path, arch: str) -> str:
     """The recipe a tree is built with when --recipe is not given: the one of the tree's
     own kernel line (a 6.12 tree: lab-6.12 / lab-6.12-arm64), else the arch's default.
     lab-6.1's config and patches on a 6.12 tree would judge the wrong config."""
-    from .kernel import recipe as krecipe
 
     ver = tree_version(tree)
     default = default_recipe(arch)
@@ -108,7 +112,6 @@ def recipe_for_tree(tree: Path, arch: str) -> str:
 
 def tree_recipe(tree: Path, arch: str, recipe_name: str | None = None):
     """The recipe that builds *tree*: the named recipe with the tree as its source."""
-    from .kernel import recipe as krecipe
 
     name = recipe_name or recipe_for_tree(tree, arch)
     r = krecipe.load(name)
@@ -121,7 +124,6 @@ def tree_recipe(tree: Path, arch: str, recipe_name: str | None = None):
 
 def tree_kernel(tree: Path, arch: str, recipe_name: str | None = None, progress=None):
     """Build *tree* with the recipe's config, patches and fragments; returns the artifact."""
-    from .kernel import build as kbuild
 
     tree = check_tree(tree, arch)
     r = tree_recipe(tree, arch, recipe_name)
@@ -144,16 +146,12 @@ def own_paths(text: str, work: Path, tree: Path) -> str:
 
 
 def _verdict_file(tree: Path, arch: str, recipe_name: str | None) -> Path:
-    from .kernel import build as kbuild
-
     return kbuild.work_dir(tree_recipe(tree, arch, recipe_name)) / "last-verdict.json"
 
 
 def save_verdict(tree: Path, arch: str, recipe_name: str | None, outcome, info: dict) -> None:
     """Remember the tree's latest verdict, so a later broken build can say which
     verdict still stands (and where its evidence is)."""
-    import json
-    import time
 
     f = _verdict_file(tree, arch, recipe_name)
     f.parent.mkdir(parents=True, exist_ok=True)
@@ -168,7 +166,6 @@ def save_verdict(tree: Path, arch: str, recipe_name: str | None, outcome, info: 
 
 def last_verdict(tree: Path, arch: str, recipe_name: str | None) -> dict | None:
     """The verdict saved by the last run on *tree* (any scenario), or None."""
-    import json
 
     try:
         return json.loads(_verdict_file(tree, arch, recipe_name).read_text())
@@ -185,9 +182,6 @@ def describe_verdict(v: dict) -> str:
 
 def forget_tree(tree: Path, arch: str, recipe_name: str | None = None) -> None:
     """Remove the work directory (mirror and objects, ~1.7 GB) kept for *tree*."""
-    import shutil
-
-    from .kernel import build as kbuild
 
     shutil.rmtree(kbuild.work_dir(tree_recipe(tree.expanduser().resolve(), arch, recipe_name)), ignore_errors=True)
 

@@ -11,6 +11,7 @@ never read more than the limit.
 from __future__ import annotations
 
 import errno
+import hashlib
 import os
 import stat
 from pathlib import Path
@@ -205,7 +206,6 @@ MAX_FIGURE_DIGITS = 30
 
 def sha256_file(p: Path) -> str:
     """The sha256 of file *p*, read 1 MiB at a time (a kernel image, a package)."""
-    import hashlib
 
     h = hashlib.sha256()
     with open(p, "rb") as f:

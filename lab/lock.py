@@ -27,7 +27,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from . import paths
-from .errors import InfraError
+from .errors import InfraError, UserError
 
 TIMEOUT_ENV = "LAB_LOCK_TIMEOUT"
 
@@ -68,8 +68,6 @@ def cache_lock(name: str, what: str, *, timeout: float = 600.0) -> Iterator[bool
         except ValueError:
             timeout = math.nan
         if not (math.isfinite(timeout) and timeout >= 0):
-            from .errors import UserError
-
             raise UserError(f"{TIMEOUT_ENV}={env[:40]!r}: expected a finite, non-negative number of seconds") from None
     path = lock_path(name)
     try:

@@ -33,9 +33,11 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import itertools
 import json
 import os
 import re
+import shlex
 import signal
 import subprocess
 import sys
@@ -43,15 +45,25 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cache
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
-from . import atomic, junit, proc, rundir
+from . import arch as archs
+from . import atomic, junit, paths, proc, rundir, session, topology
+from . import host as host_mod
+from . import scenario as sc
+from . import scheduler as scheduler_mod
 from .backends import base
 from .errors import LabError, UserError, unknown
+from .integrity import read_record
+from .kernel import recipe as krecipe
+from .kernel import resolve, store
 from .plan import VmOptions
 from .progress import Progress
 from .progress import of as progress_of
+from .runner import EXIT, worst
 
 FORMAT = 1
 MATRIX_FILE = "matrix.json"
@@ -169,8 +181,6 @@ def split(value: str, what: str) -> list[str]:
 
 
 def topology_names(value: str) -> list[str]:
-    from . import topology
-
     if value.strip() == "all-minis":
         return [n for n in topology.catalog_names() if n.endswith("-mini")]
     if value.strip() == "all":
@@ -179,8 +189,6 @@ def topology_names(value: str) -> list[str]:
 
 
 def scenario_names(value: str) -> list[str]:
-    from . import scenario as sc
-
     if value.strip() == "all":
         return sc.names()
     return split(value, "scenarios")
@@ -189,9 +197,6 @@ def scenario_names(value: str) -> list[str]:
 def kernel_arch(spec: str) -> str | None:
     """The arch of the kernel *spec* names, without building it (None: any, as `debian`
     is one per arch); an unknown name is refused with the nearest ones."""
-    from . import arch as archs
-    from .kernel import recipe as krecipe
-    from .kernel import resolve, store
 
     if spec == "debian":
         return None
@@ -221,7 +226,6 @@ def _sha(data: bytes) -> str:
 @cache
 def lab_source_hash() -> str:
     """lab's version and a hash of its own source: a changed lab may judge differently."""
-    from importlib.metadata import PackageNotFoundError, version
 
     root = Path(__file__).resolve().parent
     h = hashlib.sha256()
@@ -237,7 +241,6 @@ def lab_source_hash() -> str:
 
 def sweep(params: list[str] | tuple[str, ...]) -> dict[str, list[str]]:
     """``-p NAME=A,B,C`` arguments as NAME -> its values (in order, duplicates dropped)."""
-    from . import scenario as sc
 
     return {k: split(v, f"p {k}=") for k, v in sc.parse_assignments(params).items()}
 
@@ -245,7 +248,6 @@ def sweep(params: list[str] | tuple[str, ...]) -> dict[str, list[str]]:
 def _with_params(s: Any, label: str, sweeps: dict[str, list[str]]) -> list[tuple[str, tuple[str, ...]]]:
     """*s*'s rows: one per combination of the swept parameters it declares (each value
     checked now, before anything boots), labelled 'NAME k=v ...'; one row when it declares none."""
-    import itertools
 
     mine = [k for k in sweeps if k in {q.name for q in s.params}]
     rows = []
@@ -265,8 +267,6 @@ def expand(
     (``NAME=A,B``) sweeps a parameter: each scenario that declares it is a row per value.
     *schedulers* (``eevdf,scx_simple``) is a fourth axis, inside the kernels: each kernel
     column becomes one per scheduler (eevdf or cfs: the kernel's own)."""
-    from . import scenario as sc
-    from . import topology
 
     if backend not in base.names():
         raise unknown("backend", backend, list(base.names()))
@@ -310,7 +310,6 @@ def expand(
 def scheduler_names(value: str) -> list[str]:
     """The --schedulers axis: each NAME[:ARGS] checked (an unknown name is one line); the
     kernel's own (eevdf, cfs) once, as eevdf."""
-    from . import scheduler as scheduler_mod
 
     if not value:
         return []
@@ -417,8 +416,6 @@ def estimate_s(vcpus: int, scenario_timeout: float, repeat: int = 1) -> float:
 
 
 def costs_file() -> Path:
-    from . import paths
-
     return paths.cache_dir() / COSTS_FILE
 
 
@@ -586,8 +583,6 @@ def from_lab_run(cell: Cell, rc: int | None, stdout: str, log_text: str) -> Cell
         res.run_dirs = [str(r.get("run_dir")) for r in runs if r.get("run_dir")]
         res.kernel_id = str((standing.get("kernel_info") or {}).get("id", ""))
         if status == "FAIL":
-            from types import SimpleNamespace
-
             exps = [
                 SimpleNamespace(name=str(e.get("name", "")), ok=e.get("status") == "PASS", note=str(e.get("note") or ""),
                                 evidence=[str(x) for x in e.get("evidence") or []])
@@ -808,9 +803,6 @@ class Runner:
 
     # ---- the run ----
     def run(self) -> list[CellResult]:
-        from . import host as host_mod
-        from . import session, topology
-
         cells = self.cells()
         h = host_mod.probe()
         todo: list[tuple[Cell, Cost, str, str]] = []  # cell, cost, key, kernel id
@@ -850,7 +842,6 @@ class Runner:
 
     def _within_budget(self, todo: list[tuple[Cell, Cost, str, str]], vcpus: dict[str, int]) -> list[tuple[Cell, Cost, str, str]]:
         """The cells of *todo* that --budget chooses; the others recorded as SKIPs saying why."""
-        from . import scenario as sc
 
         assert self.budget_s is not None
         known = read_costs(self.costs_path)
@@ -878,8 +869,6 @@ class Runner:
         return [t for t in todo if t[0].id in ids]
 
     def _kernel_id(self, spec: str, arch: str) -> str:
-        from .kernel import resolve
-
         k = f"{spec}@{arch}"
         if k in self._kernel_errors:  # failed once: not built again for every cell
             raise self._kernel_errors[k]
@@ -1030,7 +1019,6 @@ class Runner:
 
 def _run_message(run_dir: Path) -> str:
     """What a run directory's results.json says went wrong, if it says."""
-    from .integrity import read_record
 
     doc, _ = read_record(run_dir)
     return str(doc.get("message") or "") if doc is not None and doc.get("status") == "ERROR" else ""
@@ -1054,8 +1042,6 @@ def _dur(s: float) -> str:
 
 
 def exit_code(results: list[CellResult]) -> int:
-    from .runner import EXIT, worst  # lab run's codes and order, the same for a matrix
-
     return EXIT[worst(r.status for r in results)] if results else 0
 
 
@@ -1154,7 +1140,6 @@ def plan(m: Matrix, fmt: str, *, shards: int | None, args: list[str]) -> str:
     if n > limit:
         raise UserError(f"--shards {n}: {fmt} runs at most {limit} jobs in one matrix")
     jobs = [(i, m.shard(i, n)) for i in range(1, n + 1)]
-    import shlex
 
     cmd = shlex.join(["lab", "matrix", *args])
     if fmt == "json":

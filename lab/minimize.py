@@ -63,8 +63,10 @@ import functools
 import json
 import math
 import re
+import tomllib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from . import compare, topology
@@ -108,8 +110,6 @@ class Change:
 
 def load_spec(path: str) -> dict[str, Any]:
     """A topology spec file as data (checked: it must load as a topology)."""
-    import tomllib
-    from pathlib import Path
 
     topology.load(path)  # the model's own one-line errors for a bad spec
     return tomllib.loads(Path(path).read_text())

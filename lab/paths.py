@@ -20,6 +20,7 @@ from pathlib import Path
 
 from . import config
 from .config import expand
+from .errors import UserError
 
 PACKAGE = Path(__file__).resolve().parent
 ROOT = PACKAGE.parent
@@ -52,8 +53,6 @@ def cache_dir() -> Path:
     try:
         p.mkdir(parents=True, exist_ok=True)
     except OSError as e:
-        from .errors import UserError
-
         raise UserError(
             f"cannot use {p} as lab's cache ({e.strerror}); set LAB_CACHE to a writable directory"
         ) from None
@@ -71,8 +70,6 @@ def _user_dirs(env: str, configured: tuple[Path, ...]) -> list[Path]:
         dirs, where = list(configured), "the settings file"
     for d in dirs:
         if d.exists() and not d.is_dir():
-            from .errors import UserError
-
             raise UserError(f"{where}: {d} is not a folder (give folders of .toml or .py files)")
     return dirs
 
@@ -107,8 +104,6 @@ def runs_dir(choice: Path | None = None) -> Path:
 
 def _runs_folder(p: Path, where: str) -> Path:
     if p.exists() and not p.is_dir():
-        from .errors import UserError
-
         raise UserError(f"{where}: {p} is a file, not a folder for run directories")
     return p
 
@@ -118,8 +113,6 @@ def check_runs_outside(runs: Path, tree: Path) -> None:
     (a run directory in it would change its ``git describe`` and wake ``--watch``)."""
     r, t = runs.expanduser().resolve(), tree.expanduser().resolve()
     if r == t or t in r.parents:
-        from .errors import UserError
-
         raise UserError(
             f"run directories would go to {runs}, inside the kernel tree {tree} (--kernel-tree), "
             "and lab never writes into your tree; choose another folder with --runs DIR or LAB_RUNS"

@@ -15,8 +15,9 @@ from typing import Any
 
 from . import arch as arch_mod
 from . import rundir
+from .atomic import write_text
 from .errors import UserError
-from .topology import Topology
+from .topology import Topology, load
 
 PLAN_FILE = rundir.PLAN
 NUMBERING_FILE = rundir.NUMBERING
@@ -316,7 +317,6 @@ class VmPlan:
         """plan.json, and numbering.json beside it (which files are in which numbering).
         *scenario*: what the run's scenario records beside its name (its parameters, or a
         data scenario's definition: Scenario.record()), as plan.json's ``scenario``."""
-        from .atomic import write_text
 
         d = self.to_dict()
         if scenario is not None:
@@ -339,7 +339,6 @@ class VmPlan:
     def read(cls, run_dir: Path) -> VmPlan:
         """The plan a run directory recorded; its topology from the recorded spec file
         when that still exists, else from the catalog by name."""
-        from .topology import load
 
         path = run_dir / PLAN_FILE
         if not path.is_file():

@@ -195,6 +195,7 @@ def die_with_parent(sig: int = signal.SIGKILL) -> Callable[[], None]:
 
     def preexec() -> None:
         try:
+            # deferred: CLI start (ctypes)
             import ctypes
 
             ctypes.CDLL(None, use_errno=True).prctl(1, int(sig), 0, 0, 0)  # PR_SET_PDEATHSIG = 1

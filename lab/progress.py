@@ -10,7 +10,7 @@ one when a step that took over ``SLOW_S`` ends, never a spinner's control charac
     [  6.3s] boot: done (6.3s)
 
 Library code takes a ``Progress`` (or ``None``) and calls ``step``/``update``; only the
-CLI makes one with ``for_cli()``.  ``callback()`` adapts it to the older
+CLI makes one with ``lab.cli.common.progress_for_cli()``.  ``callback()`` adapts it to the older
 ``(stage, detail)`` callables the kernel build takes.
 """
 
@@ -123,6 +123,7 @@ class LiveProgress(Progress):
         self._detail = ""
 
     def _text(self, name: str) -> str:
+        # deferred: CLI start (rich)
         from rich.markup import escape
 
         t = time.monotonic() - self._steps[-1][1] if self._steps else 0.0
@@ -151,16 +152,6 @@ class LiveProgress(Progress):
 
     def note(self, text: str) -> None:
         self.console.print(text, markup=False, highlight=False, soft_wrap=True)
-
-
-def for_cli(quiet: bool = False) -> Progress:
-    """The CLI's progress: live on a terminal, plain lines otherwise, nothing when *quiet*."""
-    if quiet:
-        return Progress()
-    from .cli.common import console
-
-    c = console(stderr=True)
-    return LiveProgress(c) if c.is_terminal else PlainProgress()
 
 
 def of(p: Progress | None) -> Progress:

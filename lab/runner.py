@@ -12,10 +12,12 @@ the VM is always stopped (backends.base: every backend).
 
 from __future__ import annotations
 
+import ctypes
 import os
 import shutil
 import signal
 import socket
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -23,17 +25,24 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from . import backends, integrity, junit, rundir, session, sysfs
 from . import host as host_mod
-from . import integrity, junit, rundir, session, sysfs
+from . import progress as progress_mod
 from . import scenario as sc
 from . import scheduler as scheduler_mod
+from .analysis import checks as ck
+from .backends.guest import GuestJob
 from .errors import InfraError, LostGuest, UserError
-from .image import initramfs
+from .expect import translate
+from .host import _host_ticks
+from .image import initramfs, workloads
+from .image import tools as tools_mod
 from .plan import VmPlan
 from .progress import Progress
 from .rundir import RunDir
 from .stats import summary  # one definition of the spread, lab compare's (sample stddev)
 from .topology import Topology
+from .trace import tracedat
 
 # INCONCLUSIVE: the data is complete but what decided the outcome is the emulation (exit
 # 4: a CI job or a bisect script must not read it as a pass or a failure).
@@ -90,7 +99,6 @@ class RunOutcome:
 def workloads_layer(arch: str, progress: Progress | None = None) -> Path:
     """lab's static workloads for *arch* as an initramfs layer (built once per inputs;
     a second lab waits for the first and reuses it)."""
-    from .image import workloads
 
     return initramfs.cached_tree_layer(
         "workloads", workloads.inputs_hash(arch), lambda root: workloads.build(arch, root / "usr" / "local" / "bin"),
@@ -102,7 +110,6 @@ def tools_layer(arch: str, tools: list[str], progress: Progress | None = None) -
     """The host tools a scenario needs, with their libraries, as an initramfs layer."""
     if not tools:
         return None
-    from .image import tools as tools_mod
 
     why = tools_mod.unpackable(arch, tools)
     if why:
@@ -201,8 +208,6 @@ def run_once(
             job = job_script(s, topo)
             (run_dir / rundir.JOB).write_text(job)
             t_boot = time.monotonic()
-            from . import backends
-            from .backends.guest import GuestJob
 
             stage("boot")
             gj = GuestJob(job, sconfig, layers=tuple(layers), files={**sfiles, **s.guest_files(topo)})
@@ -298,7 +303,6 @@ def run_checks(s: sc.Scenario, plan: VmPlan, run_dir: Path) -> dict[str, Any]:
     phase's or the figure's ``not_measured``.  Allowed CPUs come from the scenario's
     ``allowed_cpus(r, phase)`` when it records them; a file that hook reads and the run
     lacks leaves them unrecorded (a Result of its own: the verdict's is not touched)."""
-    from .analysis import checks as ck
 
     traced = ck.Traced.of(s.events, s.filters)
     r = sc.Result(s, plan.topo, plan, plan.kernel, run_dir / rundir.OUT)
@@ -327,7 +331,6 @@ def run_checks(s: sc.Scenario, plan: VmPlan, run_dir: Path) -> dict[str, Any]:
 def user_checks(s: sc.Scenario) -> list[Any]:
     """The check expressions (lab.analysis.checks.CheckExpr) judged on *s*'s runs: a data
     scenario's own, then the --check ones the user gave (each once)."""
-    from .analysis import checks as ck
 
     own = [ck.parse_check(t) for t in (s.own_checks() if hasattr(s, "own_checks") else [])]
     texts = {e.text for e in own}
@@ -337,7 +340,6 @@ def user_checks(s: sc.Scenario) -> list[Any]:
 def set_user_checks(s: sc.Scenario, texts: list[str] | tuple[str, ...], where: str = "") -> None:
     """Parse --check expressions onto *s* (a bad one: a one-line UserError, exit 2), and
     refuse, before booting, one whose events the scenario does not trace as it needs."""
-    from .analysis import checks as ck
 
     exprs = []
     for t in texts:
@@ -376,7 +378,6 @@ def check_expectation(e: Any, checks: dict[str, Any], claim: bool = False) -> sc
 def _trace_dat(out: RunOutcome, run_dir: Path) -> None:
     """trace.dat beside the text trace, for trace-cmd, KernelShark, LISA and Perfetto.  An
     export, not evidence: one that cannot be made is a note, never the run's verdict."""
-    from .trace import tracedat
 
     try:
         tracedat.assemble_run(run_dir)
@@ -428,8 +429,6 @@ def _result(s: sc.Scenario, plan: VmPlan, out_dir: Path, guest_dir: Path) -> sc.
     files, and the guest's topology snapshot in the spec's numbering."""
     view = None
     if guest_dir.exists():
-        from .expect import translate
-
         view = translate(sysfs.read_snapshot(guest_dir), plan)
     return sc.Result(s, plan.topo, plan, plan.kernel, out_dir, view, snapshot="" if view is not None else "guest/ (the topology snapshot)")
 
@@ -579,7 +578,6 @@ def host_idle_cpus(
 ) -> float:
     """How many of the host's CPUs sat idle over *sample_s* seconds (/proc/stat; time
     the hypervisor stole counts as busy, as for the host clock)."""
-    from .host import _host_ticks
 
     read = read_stat or (lambda: Path("/proc/stat").read_text())
     n = cpus or os.cpu_count() or 1
@@ -646,7 +644,6 @@ def run_verdict(
     (the progress step says which runs), and an interrupt (Ctrl-C, SIGTERM) is passed to
     each of them, so each run directory says it was interrupted and QEMU is stopped, as for
     one run; a run's error (bad input, lab's own bug) is raised once all have ended."""
-    from . import progress as progress_mod
 
     p = progress_mod.of(progress)
     outcomes: list[RunOutcome] = []
@@ -685,7 +682,6 @@ def _batch(
 ) -> list[Any]:
     """*k* runs of *s* at once, each in a thread of its own: their outcomes, or the
     exception a run raised, in start order (see run_verdict)."""
-    import threading
 
     results: list[RunOutcome | BaseException | None] = [None] * k
     done = [threading.Event() for _ in range(k)]
@@ -728,7 +724,6 @@ def _batch(
 def _interrupt(t: Any) -> None:
     """Raise KeyboardInterrupt in thread *t* at its next Python instruction (its boot
     polls QEMU every 50 ms), as a signal does in the main thread."""
-    import ctypes
 
     if t.ident is not None:
         ctypes.pythonapi.PyThreadState_SetAsyncExc(

@@ -70,8 +70,11 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from . import analysis, cpulist, integrity, levels, paths
+from .analysis import checks as ck
 from .errors import UserError, unknown
+from .image import tools as tools_mod
 from .limits import MAX_FIGURE_DIGITS, MAX_RESULT_BYTES, read_file
+from .plan import PLAN_FILE
 from .topology import Topology
 from .trace import parse_file
 
@@ -536,7 +539,6 @@ class Scenario:
         before anything boots: a topology requirement it lacks, a tool that cannot be
         packed for its arch, a kernel requirement the kernel's config does not meet.
         None when nothing known stands in the way."""
-        from .image import tools as tools_mod
 
         why = []
         lacks = self.unmet(topo)
@@ -749,7 +751,6 @@ def _load_toml(path: Path) -> Scenario:
 
 def recorded_in(run_dir: Path) -> Any:
     """plan.json's ``scenario`` record of *run_dir* (None when it has none or no plan)."""
-    from .plan import PLAN_FILE
 
     try:
         d = json.loads((run_dir / PLAN_FILE).read_text())
@@ -1019,8 +1020,6 @@ class DataScenario(Scenario):
     checks_carry_claim = True
 
     def __init__(self, d: dict[str, Any], where: str, source: str = "") -> None:
-        from .analysis import checks as ck
-
         unknown_keys = set(d) - set(KEYS)
         if unknown_keys:
             raise UserError(f"{where}: unknown key(s) {', '.join(sorted(unknown_keys))} (a scenario takes {', '.join(KEYS)})")

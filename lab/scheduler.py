@@ -33,6 +33,7 @@ from pathlib import Path
 
 from . import arch as archs
 from . import paths, proc
+from . import progress as progress_mod
 from .errors import BuildError, UserError, unknown
 from .kernel.artifact import KernelArtifact
 from .lock import cache_lock
@@ -384,6 +385,7 @@ def kernel_btf(kernel: KernelArtifact) -> Path:
 
 def kernel_source(kernel: KernelArtifact):
     """The recipe *kernel* was built from and its source (unpacked if it has to be)."""
+    # deferred: CLI start (lab.kernel.build, lab.kernel.recipe)
     from .kernel import build as kbuild
     from .kernel import recipe as krecipe
 
@@ -455,6 +457,7 @@ def build(
     """Build scheduler *name* (tools/sched_ext) for *kernel*, or find it built; a user's
     (*spec* with a path): its source tree built the same way inside the kernel's
     tools/sched_ext, or its prebuilt binary checked and stored."""
+    # deferred: CLI start (lab.kernel.source)
     from .kernel import source as ksource
 
     user = spec is not None and bool(spec.path)
@@ -578,6 +581,7 @@ class SchedulerBuildError(BuildError):
 
 
 def _build_failed(name: str, rc: int, lines: list[str], log: Path) -> SchedulerBuildError:
+    # deferred: CLI start (lab.kernel.build)
     from .kernel.build import compiler_errors
 
     errs = compiler_errors(lines)
@@ -682,7 +686,6 @@ def resolve(spec: Spec, kernel: KernelArtifact, *, build_it: bool = True, progre
     what = spec.path or spec.name
     if not build_it:
         raise UserError(f"scheduler {spec.name} is not built for kernel {kernel.label}; run: lab scheduler build {what} --kernel {kernel.name}")
-    from . import progress as progress_mod
 
     with progress_mod.of(progress).step("build", f"scheduler {spec.name} (once; later runs reuse it)") as pg:
         return build(spec.name, kernel, progress=pg.callback(), spec=spec if spec.path else None)
@@ -709,6 +712,7 @@ def guest_config(sched: Scheduler, wait_s: int = ENABLE_WAIT_S) -> dict[str, str
 
 def binary_layer(sched: Scheduler, progress=None) -> Path:
     """The initramfs layer holding the scheduler's binary (/lab/sched/bin/NAME)."""
+    # deferred: CLI start (lab.image.initramfs)
     from .image import initramfs
 
     def fill(r: Path) -> None:

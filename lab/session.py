@@ -10,12 +10,14 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import backends, rundir
 from . import host as host_mod
-from . import rundir
 from . import scheduler as scheduler_mod
+from .backends import base
 from .errors import UserError, storage_error
+from .kernel import resolve
 from .kernel.artifact import KernelArtifact
-from .paths import runs_dir
+from .paths import runs_dir, topology_dirs
 from .plan import SchedulerRef, VmOptions, VmPlan
 from .progress import Progress
 from .render import qemu as render
@@ -65,7 +67,6 @@ def prepare(
     *progress*; *artifact*: a kernel already built outside lab's store, e.g. by vng) and
     decide the VM for *topo* on this host; its run directories go to *runs* (else the
     default, paths.runs_dir())."""
-    from .kernel import resolve
 
     if build:  # a run will follow: its folder must be usable before a build or fetch
         runs_folder(runs)
@@ -98,7 +99,6 @@ def prepare(
 def for_backend(plan: VmPlan, kernel: KernelArtifact | None = None) -> VmPlan:
     """*plan* as its backend runs it: refused naming what the backend cannot express
     (and the version that can), notes for what it runs differently (Backend.adapt)."""
-    from .backends import base  # the backends' modules come in only when one is asked for
 
     return base.get(plan.options.backend).adapt(plan, kernel)
 
@@ -173,6 +173,7 @@ def _removed_on_failure(run_dir: Path) -> Iterator[None]:
 
 def dry_run_argv(s: Session) -> list[str]:
     """The QEMU argv a boot of *s* runs (in its run directory)."""
+    # deferred: CLI start (lab.backends.qemu)
     from .backends import qemu as backend
 
     return backend.dry_run_argv(s.plan, s.kernel)
@@ -181,7 +182,6 @@ def dry_run_argv(s: Session) -> list[str]:
 def dry_run(s: Session) -> str:
     """What a boot of *s* starts with its backend: the QEMU argv (run in the run
     directory), the libvirt domain XML or the vng command ($RUN_DIR: the run directory)."""
-    from . import backends
 
     return backends.dry_run(s.plan, s.kernel)
 
@@ -189,7 +189,6 @@ def dry_run(s: Session) -> str:
 def topology_arg(topo: Topology) -> str:
     """What names *topo* to another lab process, whatever its working directory: its
     catalog name, or its spec file's absolute path."""
-    from .paths import topology_dirs
 
     path = Path(topo.path).resolve() if topo.path else None
     if path is None or any(path == (d / f"{topo.name}.toml").resolve() for d in topology_dirs()):

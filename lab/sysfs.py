@@ -13,18 +13,20 @@ It yields a ``MachineView`` with CPU ids and node ids as the kernel numbered the
 
 from __future__ import annotations
 
+import glob
 import io
 import lzma
 import os
 import re
 import stat
 import tarfile
+import time
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from . import cpulist
+from . import cpulist, hwloc, lscpu
 from . import levels as lv
 from .errors import UserError
 from .limits import (
@@ -465,8 +467,6 @@ def read_capture(path: Path) -> MachineView:
     if stat.S_ISDIR(st.st_mode):
         files = _read_dir(path, links)
     elif stat.S_ISREG(st.st_mode):
-        from . import hwloc, lscpu
-
         head = read_head(path, 4096, str(path))
         if hwloc.is_xml(head[:64]):
             files = hwloc.xml_files(read_file(path, MAX_TABLE_BYTES, "an hwloc XML", where=str(path)), str(path))
@@ -652,8 +652,6 @@ CAPTURE_GLOBS = (
 
 def capture(out: Path, root: Path = Path("/"), top: str = "capture") -> int:
     """Write the topology files of the machine at *root* into a tarball.  Returns the file count."""
-    import glob
-    import time
 
     if not str(out).endswith((".tar.gz", ".tgz", ".tar")):
         raise UserError(f"{out}: the capture is a tarball: name it .tar.gz")

@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import levels
+from ..cpulist import format as fmt
 from ..topology import Topology
 from ..trace.events import (
     Event,
@@ -545,8 +546,6 @@ def switch_comm(flt: str) -> str | None:
 
 
 def _cpus(cpus: Iterable[int]) -> str:
-    from ..cpulist import format as fmt
-
     return fmt(sorted(cpus))
 
 

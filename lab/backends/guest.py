@@ -13,22 +13,28 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import lzma
 import os
 import re
 import signal
+import subprocess
 import tarfile
 import time
+import zlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
-from .. import cpulist, integrity, proc, rundir
+from .. import atomic, cpulist, integrity, paths, proc, rundir
 from .. import host as host_mod
 from ..errors import InfraError, LostGuest
 from ..image import initramfs
 from ..kernel.artifact import KernelArtifact
+from ..limits import sha256_file
+from ..lock import cache_lock
 from ..plan import VmPlan
 from ..progress import Progress
+from ..render import dtb as dtb_mod
 from ..render import qemu as render
 from ..rundir import RunDir
 
@@ -82,8 +88,6 @@ def console_tail(path: Path, lines: int = 25) -> str:
     except OSError:
         return ""
     # Drop the firmware's terminal escape sequences.
-    import re
-
     text = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", text).replace("\r", "")
     return "\n".join(text.splitlines()[-lines:])
 
@@ -118,9 +122,6 @@ def boot_image(kernel: KernelArtifact, vcpus: int = 1) -> Path:
         return image
     if kernel.config_value("PVH") != "y":
         return image
-    from .. import atomic, paths
-    from ..limits import sha256_file
-    from ..lock import cache_lock
 
     # By the image's content, not the kernel's id alone: an image changed in place (a
     # damaged or replaced file) never boots a stale extracted vmlinux.
@@ -152,9 +153,6 @@ def boot_image(kernel: KernelArtifact, vcpus: int = 1) -> Path:
 
 
 def _decompress(kind: str, blob: bytes) -> bytes:
-    import lzma
-    import zlib
-
     if kind == "xz":
         return lzma.LZMADecompressor(format=lzma.FORMAT_XZ).decompress(blob)
     return zlib.decompressobj(16 + zlib.MAX_WBITS).decompress(blob)
@@ -203,8 +201,6 @@ def prepare(
             (run_dir / f).unlink(missing_ok=True)
     build_initrd(run_dir / files.initrd, plan, kernel, job, interactive=interactive)
     if files.dtb is not None:
-        from ..render import dtb as dtb_mod
-
         # QEMU's own device tree for this machine, with the spec's caches and CPU order.
         dump = render.argv(plan, render.dump_files(files))
         dtb_mod.build(dump, plan.topo, run_dir / files.dtb)
@@ -386,8 +382,6 @@ die_with_parent = proc.die_with_parent(signal.SIGKILL)
 
 
 def subprocess_devnull():
-    import subprocess
-
     return subprocess.DEVNULL
 
 

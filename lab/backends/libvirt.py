@@ -27,16 +27,20 @@ far libvirtd); a separate host, where the paths must really be shared, is not.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import socket
+import stat
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
+from xml.etree import ElementTree as ET
 
-from .. import integrity, proc
+from .. import atomic, integrity, proc
 from ..errors import InfraError, LostGuest, UserError
 from ..kernel.artifact import KernelArtifact
 from ..plan import VmPlan
@@ -64,6 +68,7 @@ def dry_run(plan: VmPlan, kernel: KernelArtifact) -> str:
 
 def _module() -> Any:
     try:
+        # deferred: optional (libvirt)
         import libvirt
     except ImportError:
         raise UserError(
@@ -111,7 +116,6 @@ def is_local(where: str) -> bool:
     """Whether the libvirtd at URI *where* runs on this host (qemu:///system, or a
     transport to this host's own name or loopback): its QEMU is this host's process, and
     a file lab writes here is there."""
-    from urllib.parse import urlsplit
 
     try:
         host = urlsplit(where).hostname
@@ -135,7 +139,6 @@ WRAPPER_DIR = Path("/var/tmp")  # world-traversable: libvirtd probes an emulator
 
 def _default_emulator(conn: Any, plan: VmPlan, where: str) -> str:
     """The QEMU binary libvirtd at *where* runs for *plan*'s arch and accelerator."""
-    from xml.etree import ElementTree as ET
 
     libvirt = _module()
     try:
@@ -154,10 +157,6 @@ def tcg_wrapper(conn: Any, plan: VmPlan, where: str) -> str:
     cached probe of it stays valid) in
     /var/tmp/lab-<uid>/, which libvirtd's unprivileged capability probe can reach (lab's
     cache under a 0700 home cannot be)."""
-    import hashlib
-    import stat
-
-    from .. import atomic
 
     text = render.tcg_wrapper_script(_default_emulator(conn, plan, where), plan.tcg_threads)
     d = WRAPPER_DIR / f"lab-{os.getuid()}"

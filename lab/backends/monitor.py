@@ -9,6 +9,7 @@ something that will not come), or the guest busy (which vCPUs run, and where).
 
 from __future__ import annotations
 
+import bisect
 import json
 import os
 import re
@@ -17,7 +18,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import rundir
+from .. import cpulist, rundir
 
 
 class Monitor:
@@ -115,8 +116,6 @@ class Symbols:
         self.names = [n for _, n in pairs]
 
     def __call__(self, pc: str) -> str:
-        import bisect
-
         try:
             addr = int(pc, 16)
         except ValueError:
@@ -131,7 +130,6 @@ def summary(states: list[VcpuState], most: int = 3, symbol=str) -> str:
     """One phrase: how many vCPUs are halted, and where the others are (grouped by PC)."""
     if not states:
         return "QEMU gave no vCPU state"
-    from .. import cpulist
 
     running = [s for s in states if not s.halted]
     if not running:

@@ -11,6 +11,7 @@ console.log.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shlex
 import shutil
@@ -20,9 +21,11 @@ from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
-from .. import proc
-from ..errors import InfraError, LostGuest, UserError
+from .. import iterate, paths, proc
+from ..errors import BuildError, InfraError, LostGuest, UserError
+from ..kernel import recipe as krecipe
 from ..kernel.artifact import KernelArtifact
+from ..kernel.config import merge, read_config
 from ..plan import VmPlan
 from ..progress import Progress
 from ..progress import of as progress_of
@@ -137,9 +140,6 @@ def _boot(
 def tree_out(tree: Path) -> Path:
     """Where `vng --build` puts *tree*'s objects (O=): lab's cache, one per tree, so
     rebuilds are incremental and the tree itself is never written."""
-    import hashlib
-
-    from .. import paths
 
     return paths.cache_dir() / "vng-build" / hashlib.sha256(str(tree).encode()).hexdigest()[:12]
 
@@ -148,7 +148,6 @@ def config_problems(config: Path, fragments: list[Path] | tuple[Path, ...]) -> l
     """What the built *config* lacks of *fragments*' requests, one line each, naming the
     fragment line: vng's own minimal config has SCHED_MC off, and a symbol whose
     dependencies vng's config does not meet silently stays off."""
-    from ..kernel.config import merge, read_config
 
     got = read_config(config)
     return [
@@ -161,9 +160,6 @@ def config_problems(config: Path, fragments: list[Path] | tuple[Path, ...]) -> l
 def build_tree(tree: Path, arch: str, *, jobs: int | None = None) -> KernelArtifact:
     """Build *tree* through `vng --build` (vng's config + lab's fragments, O= in lab's
     cache), check that every symbol lab's fragments ask for stuck, and return the kernel."""
-    from .. import iterate
-    from ..errors import BuildError
-    from ..kernel import recipe as krecipe
 
     if arch != "x86_64":
         raise UserError(f"--backend vng builds and boots x86_64 kernels only (the topology is {arch})")

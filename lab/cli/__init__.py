@@ -5,14 +5,20 @@ This is the only place that turns LabError into a message and an exit code.
 
 from __future__ import annotations
 
+import errno
+import faulthandler
 import io
 import logging
 import os
+import signal
 import sys
 
 import click
 
-from ..errors import LabError
+from .. import session
+from ..errors import LabError, UserError, storage_error
+from . import bisect, compare, domains, kernel, matrix, minimize, qemu, report, scheduler, topo, vm
+from . import run as run_mod
 
 
 class LabGroup(click.Group):
@@ -21,13 +27,9 @@ class LabGroup(click.Group):
     def main(self, args=None, *a, **kw):
         # Remember the exact arguments: every run directory records the `lab ...`
         # line that reproduces it.
-        from .. import session
-
         session.ARGV = list(sys.argv[1:] if args is None else args)
         # SIGTERM/SIGHUP unwind like Ctrl-C, so every finally clause runs: VMs and
         # builds are stopped and what was gathered is written.
-        import signal
-
         def _interrupt(signum, frame):
             raise KeyboardInterrupt
 
@@ -51,8 +53,6 @@ class LabGroup(click.Group):
         except (AttributeError, ValueError, OSError):
             pass
         # `kill -USR1 <lab>` prints where lab is (every thread's Python stack) to stderr.
-        import faulthandler
-
         try:
             faulthandler.register(signal.SIGUSR1, all_threads=True)
         except (AttributeError, ValueError, RuntimeError, OSError):
@@ -177,9 +177,6 @@ def _usage(e: click.UsageError) -> None:
 def _name_error(e: OSError) -> LabError | None:
     """A path lab was given that the file system cannot take (ENAMETOOLONG), or that goes
     through a file (ENOTDIR), as one line naming it."""
-    import errno
-
-    from ..errors import UserError
 
     if e.errno not in (errno.ENAMETOOLONG, errno.ENOTDIR):
         return None
@@ -191,7 +188,6 @@ def _name_error(e: OSError) -> LabError | None:
 def _storage_error(e: OSError) -> LabError | None:
     """A write the storage refused (disk full, quota, read-only, permission) somewhere
     lab did not expect it, as one line naming the file."""
-    from ..errors import storage_error
 
     return storage_error(e, path=None if e.filename is not None else _file_written(e))
 
@@ -228,20 +224,6 @@ def main(verbose: bool) -> None:
 
 
 def _register() -> None:
-    from . import (
-        bisect,
-        compare,
-        domains,
-        kernel,
-        matrix,
-        minimize,
-        qemu,
-        report,
-        scheduler,
-        topo,
-        vm,
-    )
-
     main.add_command(topo.topo)
     main.add_command(compare.compare_cmd)
     main.add_command(bisect.bisect_cmd)
@@ -256,10 +238,6 @@ def _register() -> None:
     main.add_command(matrix.matrix)
     for cmd in vm.COMMANDS:
         main.add_command(cmd)
-    try:
-        from . import run as run_mod
-    except ImportError:  # pragma: no cover - during bring-up
-        return
     for cmd in run_mod.COMMANDS:
         main.add_command(cmd)
 

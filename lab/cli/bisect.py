@@ -7,8 +7,10 @@ from pathlib import Path
 
 import click
 
-from .common import TOPOLOGY
-from .vm import SCHEDULER_OPTION, VM_OPTIONS
+from ..errors import UserError
+from ..scheduler import parse_spec
+from .common import TOPOLOGY, progress_for_cli
+from .vm import SCHEDULER_OPTION, VM_OPTIONS, make_vm_options
 
 
 def _vm_options(f):
@@ -20,9 +22,6 @@ def _vm_options(f):
 def _vm(scheduler: str = "", recipe: str | None = None, **vm_kw):
     """The VM options as given (--kernel is each commit's), through the one place that
     makes them; --scheduler checked here (one line), then loaded by every step's run."""
-    from ..errors import UserError
-    from ..scheduler import parse_spec
-    from .vm import make_vm_options
 
     spec = parse_spec(scheduler) if scheduler else None
     if spec is not None and recipe is None:
@@ -67,11 +66,12 @@ def bisect_cmd(scenario_name, topo, tree, good, bad, repeat, confidence, max_run
     Prints the first bad commit with both sides' evidence.  Exit 0 found, 2 bad input
     (including ends that do not bisect), 3 error (an end that cannot be judged, or
     skipped commits that hide the answer)."""
-    from .. import bisect, progress
+    # deferred: CLI start (lab.bisect)
+    from .. import bisect
 
     vm = _vm(scheduler, recipe, **vm_kw)
     done = bisect.drive(scenario_name, topo, tree, good, bad, vm, repeat=repeat, confidence=confidence, max_runs=max_runs,
-                        recipe=recipe, progress=progress.for_cli())  # fmt: skip
+                        recipe=recipe, progress=progress_for_cli())  # fmt: skip
     click.echo(done.text, nl=False)
     if done.result.first_bad is None:
         sys.exit(3)
@@ -82,10 +82,11 @@ def bisect_cmd(scenario_name, topo, tree, good, bad, repeat, confidence, max_run
 def bisect_step_cmd(state_file: Path) -> None:
     """lab bisect's step under git bisect run: judge the clone's HEAD; exit 0 good, 1 bad,
     125 skip, 255 (git aborts the bisection) when lab itself cannot go on."""
-    from .. import bisect, progress
+    # deferred: CLI start (lab.bisect)
+    from .. import bisect
 
     try:
-        st = bisect.step(state_file, progress.for_cli())
+        st = bisect.step(state_file, progress_for_cli())
     except KeyboardInterrupt:
         sys.exit(255)
     except Exception as e:  # noqa: BLE001 - anything else must stop git, not read as "bad"

@@ -4,11 +4,16 @@ from __future__ import annotations
 
 import functools
 import math
+import os
 import re
+import sys
 from pathlib import Path
 from typing import IO, cast
 
 import click
+
+from .. import topology
+from ..progress import LiveProgress, PlainProgress, Progress
 
 
 class TopologyType(click.ParamType):
@@ -17,16 +22,13 @@ class TopologyType(click.ParamType):
     name = "TOPOLOGY"
 
     def convert(self, value, param, ctx):
-        from .. import topology
-
         if isinstance(value, topology.Topology):
             return value
         return topology.load(value)  # UserError -> one line from LabGroup
 
     def shell_complete(self, ctx, param, incomplete):
+        # deferred: CLI start (click.shell_completion)
         from click.shell_completion import CompletionItem
-
-        from .. import topology
 
         return [CompletionItem(n) for n in topology.catalog_names() if n.startswith(incomplete)]
 
@@ -115,7 +117,6 @@ class QemuChoice(click.ParamType):
         p = Path(value).expanduser()
         if not value or not p.is_file():
             self.fail(f"{value!r}: give auto, system, lab, or the path of a QEMU binary", param, ctx)
-        import os
 
         if not os.access(p, os.X_OK):
             self.fail(f"{value}: not executable", param, ctx)
@@ -191,8 +192,6 @@ class _AsciiStream:
         self._stderr = stderr
 
     def _f(self):
-        import sys
-
         return sys.stderr if self._stderr else sys.stdout
 
     def write(self, s: str) -> int:
@@ -224,8 +223,17 @@ def to_ascii(s: str) -> str:
 _ASCII = {"\u2026": "~", "\u2013": "-", "\u2014": "-", "\u2018": "'", "\u2019": "'", "\u201c": '"', "\u201d": '"', "\u00b5": "u", "\u2192": ">", "\u00d7": "x"}
 
 
+def progress_for_cli(quiet: bool = False) -> Progress:
+    """The CLI's progress: live on a terminal, plain lines otherwise, nothing when *quiet*."""
+    if quiet:
+        return Progress()
+    c = console(stderr=True)
+    return LiveProgress(c) if c.is_terminal else PlainProgress()
+
+
 @functools.cache
 def _console(stderr: bool, text: bool):
+    # deferred: CLI start (rich)
     from rich.console import Console
 
     c = Console(stderr=stderr)

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 from pathlib import Path
 
 import click
 
-from .common import TOPOLOGY, console, text_format_option
+from .. import atomic, session, topology
+from ..errors import UserError
+from ..scheduler import parse_spec
+from .common import TOPOLOGY, console, progress_for_cli, text_format_option
 from .vm import KERNEL_HELP, VM_OPTIONS, make_vm_options
 
 
@@ -54,8 +58,8 @@ def compare_cmd(what, topo, kernels, schedulers, repeat: int, as_json: bool, sto
 
     The tables are plain ASCII within 80 columns, to paste into a mail.  Exit 0 when
     both sides have judged runs, 3 when a side has none (every run an ERROR)."""
+    # deferred: CLI start (lab.compare)
     from .. import compare
-    from ..errors import UserError
 
     ctx = click.get_current_context()
     b_dirs = ctx.meta.get("lab.compare.b")
@@ -78,6 +82,7 @@ def compare_cmd(what, topo, kernels, schedulers, repeat: int, as_json: bool, sto
     if as_json:
         click.echo(json.dumps(doc, indent=1))
     else:
+        # deferred: CLI start (lab.report.compare)
         from ..report import compare as render
 
         click.echo(render.text(doc), nl=False)
@@ -88,10 +93,6 @@ def compare_cmd(what, topo, kernels, schedulers, repeat: int, as_json: bool, sto
 def sides(scenario: str, kernels: tuple[str, ...], schedulers: tuple[str, ...], vm_kw: dict) -> tuple[list, list[str] | None]:
     """A's and B's VM options: two kernels (each under the one --scheduler, if given), or
     two schedulers on one kernel; with the schedulers' labels when they are the axis."""
-    import dataclasses
-
-    from ..errors import UserError
-    from ..scheduler import parse_spec
 
     specs = [parse_spec(s) for s in schedulers]  # an unknown name is one line, before anything
     texts = [sp.text if sp else "" for sp in specs]
@@ -118,11 +119,10 @@ def _run_interleaved(scenario_name: str, topo, vms, repeat: int, labels: list[st
     """Run the scenario on both kernels, A B A B ..., and compare.  The document is also
     written to a run directory of its own (compare.json, compare.txt, command).  An
     interrupted comparison lists the runs it made, so they can be compared as they are."""
-    import dataclasses
 
-    from .. import compare, progress, runner, session, topology
+    # deferred: CLI start (lab.compare, lab.runner, lab.scenario, lab.report.compare)
+    from .. import compare, runner
     from .. import scenario as sc
-    from ..errors import UserError
     from ..report import compare as render
 
     s = sc.load(scenario_name)
@@ -130,7 +130,7 @@ def _run_interleaved(scenario_name: str, topo, vms, repeat: int, labels: list[st
     unmet = s.unmet(topo)
     if unmet:
         raise UserError(f"{s.name} cannot run on {topo.name}: the topology lacks {'; '.join(unmet)}")
-    p = progress.for_cli()
+    p = progress_for_cli()
     # As `lab run`: a bad kernel is one line and nothing else (no progress line before it).
     sessions = [session.prepare(topo, vm, progress=p) for vm in vms]
     runs: dict[str, list[dict]] = {"A": [], "B": []}
@@ -157,7 +157,6 @@ def _run_interleaved(scenario_name: str, topo, vms, repeat: int, labels: list[st
     doc = compare.compare(runs["A"], runs["B"], interleaved=True)
     names = labels or [sess.kernel.name for sess in sessions]
     d = session.new_run_dir("compare", topo, f"{names[0]}-vs-{names[1]}")
-    from .. import atomic
 
     atomic.write_text(d / "compare.json", json.dumps(doc, indent=1), "the comparison")
     atomic.write_text(d / "compare.txt", render.text(doc), "the comparison")

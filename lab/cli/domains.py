@@ -7,7 +7,9 @@ from pathlib import Path
 
 import click
 
-from .common import RUNS, SECONDS, TOPOLOGY
+from .. import backends, session
+from ..errors import UserError
+from .common import RUNS, SECONDS, TOPOLOGY, progress_for_cli
 from .vm import KERNEL_HELP, VM_OPTIONS, make_vm_options
 
 
@@ -38,8 +40,8 @@ def domains_cmd(run_dirs: tuple[Path, ...], topos, kernels, timeout: float, runs
     The tree is the topology snapshot lab's agent takes before any workload (a run
     directory's guest/); CPU ids in the topology's numbering, as every CPU id lab prints.
     Exit 0; 2 for bad input, such as a directory without a snapshot (one line naming it)."""
+    # deferred: CLI start (lab.domains)
     from .. import domains
-    from ..errors import UserError
 
     if run_dirs:
         if topos or kernels:
@@ -63,9 +65,8 @@ def domains_cmd(run_dirs: tuple[Path, ...], topos, kernels, timeout: float, runs
 def _boot(topo, vm, timeout: float, runs) -> Path:
     """Boot *topo* with *vm* until lab's agent has taken the topology snapshot (no
     workload): the run directory holding it."""
-    from .. import backends, progress, session
 
-    p = progress.for_cli()
+    p = progress_for_cli()
     s = session.prepare(topo, vm, progress=p, runs=runs)
     run_dir = session.open_run("domains", s)
     with p.step("domains", f"{topo.name}, kernel {s.kernel_label}"):

@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
+import json
+import time
+from pathlib import Path
+
 import click
 
 from .. import arch as archs
+from .. import kernel as kernel_pkg
+from ..errors import LabError, UserError
+from ..kernel import resolve
 from . import common
 
 ARCH = click.Choice(archs.NAMES)
@@ -16,6 +23,7 @@ class RecipeName(click.ParamType):
     name = "recipe"
 
     def shell_complete(self, ctx, param, incomplete):
+        # deferred: CLI start (click.shell_completion, lab.kernel.recipe)
         from click.shell_completion import CompletionItem
 
         from ..kernel import recipe
@@ -29,6 +37,7 @@ class KernelSpec(click.ParamType):
     name = "kernel"
 
     def shell_complete(self, ctx, param, incomplete):
+        # deferred: CLI start (click.shell_completion, lab.kernel.recipe, lab.kernel.store)
         from click.shell_completion import CompletionItem
 
         from ..kernel import recipe, store
@@ -47,8 +56,7 @@ def kernel() -> None:
 
 
 def _load(name: str, patches: tuple[str, ...]):
-    from pathlib import Path
-
+    # deferred: CLI start (lab.kernel.recipe)
     from ..kernel import recipe
 
     r = recipe.load(name)
@@ -59,6 +67,7 @@ def _load(name: str, patches: tuple[str, ...]):
 @common.text_format_option
 def recipes_cmd() -> None:
     """List the recipes in kernels/."""
+    # deferred: CLI start (rich, lab.kernel.recipe)
     from rich.table import Table
 
     from ..kernel import recipe
@@ -89,10 +98,10 @@ def recipes_cmd() -> None:
 )
 def config_cmd(recipe_name: str, patches: tuple[str, ...], show_all: bool) -> None:
     """Make RECIPE's .config and check it with kconfiglib, without building."""
+    # deferred: CLI start (rich, lab.kernel.build)
     from rich.console import Console
     from rich.table import Table
 
-    from ..errors import UserError
     from ..kernel import build
 
     r = _load(recipe_name, patches)
@@ -137,16 +146,15 @@ def config_cmd(recipe_name: str, patches: tuple[str, ...], show_all: bool) -> No
 @click.option("--force", is_flag=True, help="Rebuild even if the store has this kernel.")
 def build_cmd(recipe_name: str, patches: tuple[str, ...], jobs: int | None, force: bool) -> None:
     """Build RECIPE (unless the store already has it) and print its store id."""
-    import time
 
-    from .. import progress
+    # deferred: CLI start (lab.kernel.build)
     from ..kernel import build
 
     r = _load(recipe_name, patches)
     t0 = time.monotonic()
     # lab's one progress API: a live line on a terminal, timestamped lines in a log (this
     # command's own rich spinner printed nothing at all when piped, for a 20-minute build).
-    with progress.for_cli().step("build", f"kernel {r.name} ({r.arch})") as p:
+    with common.progress_for_cli().step("build", f"kernel {r.name} ({r.arch})") as p:
         a = build.build(r, jobs=jobs, progress=p.callback(), force=force)
     took = time.monotonic() - t0
     m = a.metadata
@@ -168,13 +176,11 @@ def build_cmd(recipe_name: str, patches: tuple[str, ...], jobs: int | None, forc
 def fetch_cmd(what: str, arch: str, refresh: bool) -> None:
     """Download Debian's newest 6.1 (debian) or 6.12 (debian-6.12) kernel (image, config,
     modules) into the store."""
+    # deferred: CLI start (rich)
     from rich.console import Console
 
-    from .. import progress
-    from ..kernel import fetch_debian
-
-    with progress.for_cli().step("fetch", f"Debian's {arch} kernel ({what})") as p:
-        a = fetch_debian(arch, refresh=refresh, name=what, progress=p)
+    with common.progress_for_cli().step("fetch", f"Debian's {arch} kernel ({what})") as p:
+        a = kernel_pkg.fetch_debian(arch, refresh=refresh, name=what, progress=p)
     mods = ", ".join(a.metadata.get("guest_modules", [])) or "none"
     Console(stderr=True).print(f"{a.id}: {a.image} (virtio modules to load: {mods})")
     click.echo(a.id)
@@ -185,16 +191,16 @@ def fetch_cmd(what: str, arch: str, refresh: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the metadata as JSON.")
 def list_cmd(as_json: bool) -> None:
     """List the kernels in the store."""
+    # deferred: CLI start (lab.kernel.store)
     from ..kernel import store
 
     items = store.entries()
     for kid, why in store.damaged():  # named, not listed: lab never boots one
         click.echo(f"lab: damaged store entry {kid}: {why} (lab kernel rm {kid}, or fetch/build it again: the good entry replaces it)", err=True)
     if as_json:
-        import json
-
         click.echo(json.dumps([a.metadata for a in items], indent=2))
         return
+    # deferred: CLI start (rich)
     from rich.table import Table
 
     c = common.console()
@@ -243,8 +249,8 @@ def _picked_by(items) -> dict[str, str]:
     """Store id -> the ``--kernel`` name that picks that entry now: ``debian`` (the newest
     of its arch) or the recipe whose current files it was built from.  The other rows
     are older builds, named only by their label."""
-    from ..errors import LabError
-    from ..kernel import build, recipe, resolve
+    # deferred: CLI start (lab.kernel.build, lab.kernel.recipe)
+    from ..kernel import build, recipe
 
     out: dict[str, str] = {}
     for arch in {a.arch for a in items if a.name == "debian"}:
@@ -267,9 +273,9 @@ def _picked_by(items) -> dict[str, str]:
 def show_cmd(spec: str, arch: str | None) -> None:
     """Show a kernel's metadata: 'debian' or a recipe (what --kernel picks), a store id or
     label (or a unique prefix of one), or an image path."""
-    import json
 
-    from ..kernel import recipe, resolve, store
+    # deferred: CLI start (lab.kernel.recipe, lab.kernel.store)
+    from ..kernel import recipe, store
 
     # 'debian' and recipe names pick what --kernel would; anything else is a store
     # id or label (or a unique prefix of one), then a path.
@@ -300,6 +306,7 @@ def show_cmd(spec: str, arch: str | None) -> None:
 @click.option("--arch", type=ARCH, default=None, help="Only this arch's entries match.")
 def rm_cmd(specs: tuple[str, ...], arch: str | None) -> None:
     """Remove kernels from the store (by id or label, or a unique prefix of one)."""
+    # deferred: CLI start (lab.kernel.store)
     from ..kernel import store
 
     for s in specs:

@@ -8,8 +8,12 @@ from pathlib import Path
 
 import click
 
+from .. import paths
 from ..backends import base
-from .common import console
+from ..errors import UserError, storage_error
+from ..plan import VmOptions
+from .common import console, progress_for_cli
+from .run import run_cmd
 from .vm import RUN_OPTIONS
 
 # The VM options of `lab run` but --kernel (the matrix's --kernels axis replaces it) and
@@ -24,8 +28,6 @@ def axis_options(f):
     @functools.wraps(f)
     def command(*args, topologies, kernels, scenarios, repeat, backend, accel, cpu_model, tcg_threads, bringup, append, qemu, params=(),
                 schedulers="", **kw):
-        from ..plan import VmOptions
-
         axes = {
             "topologies": topologies, "kernels": kernels, "scenarios": scenarios, "repeat": repeat, "backend": backend,
             "params": tuple(params), "schedulers": schedulers or "", "options": VmOptions(accel=accel or VmOptions.accel, cpu_model=cpu_model, tcg_threads=tcg_threads, bringup=bringup,
@@ -53,8 +55,8 @@ def axis_options(f):
 
 
 def _expand(axes):
+    # deferred: CLI start (lab.matrix)
     from .. import matrix
-    from ..errors import UserError
 
     if axes["topologies"] is None:
         raise UserError("lab matrix: give --topologies (names, or all-minis)")
@@ -66,7 +68,6 @@ def _expand(axes):
 
 def _args(axes) -> list[str]:
     """The `lab matrix` arguments that make the same matrix (for the CI's jobs)."""
-    from ..plan import VmOptions
 
     out = ["--topologies", axes["topologies"], "--kernels", axes["kernels"], "--scenarios", axes["scenarios"]]
     if axes["repeat"] > 1:
@@ -101,9 +102,8 @@ def matrix(ctx, axes, jobs, shard, rerun, output, connect, budget) -> None:
 
     Exit 0 when every cell passed or was skipped, 1 when one failed, 3 when one could not
     be judged (ERROR), else 4 when the emulation decided one (INCONCLUSIVE)."""
+    # deferred: CLI start (lab.matrix)
     from .. import matrix as mx
-    from .. import paths, progress
-    from ..errors import UserError
 
     if ctx.invoked_subcommand is not None:
         given = [p.opts[-1] for p in ctx.command.params if ctx.get_parameter_source(p.name) != click.core.ParameterSource.DEFAULT]
@@ -111,13 +111,14 @@ def matrix(ctx, axes, jobs, shard, rerun, output, connect, budget) -> None:
             raise UserError(f"lab matrix {ctx.invoked_subcommand}: give {', '.join(given)} after `{ctx.invoked_subcommand}`")
         return
     sh = mx.parse_shard(shard) if shard is not None else None
+    # deferred: CLI start (lab.minimize)
     from ..minimize import parse_duration
 
     budget_s = parse_duration(budget) if budget is not None else None
     _check_backend(axes["backend"], connect)
     m = _expand(axes)
     out = _outdir(output or paths.runs_dir() / "matrix")
-    p = progress.for_cli()
+    p = progress_for_cli()
     runner = mx.Runner(m, out, jobs=jobs, shard=sh, rerun=rerun, connect=tuple(connect), progress=p,
                        budget_s=budget_s, budget_text=budget or "")  # fmt: skip
     try:
@@ -139,7 +140,6 @@ def matrix(ctx, axes, jobs, shard, rerun, output, connect, budget) -> None:
 
 def _outdir(out: Path, make: bool = True) -> Path:
     """The output directory, made if *make*; a path that cannot be one is bad input."""
-    from ..errors import UserError, storage_error
 
     for p in (out, *out.parents):
         if p.exists() and not p.is_dir():
@@ -154,8 +154,6 @@ def _outdir(out: Path, make: bool = True) -> Path:
 
 def _check_backend(backend: str, connect) -> None:
     """The backends plug into each cell's `lab run`: refuse what this lab's cannot do."""
-    from ..errors import UserError
-    from .run import run_cmd
 
     if backend != base.DEFAULT and "backend" not in {p.name for p in run_cmd.params}:
         raise UserError(f"--backend {backend}: this lab's `lab run` has only the {base.DEFAULT} backend")
@@ -164,6 +162,7 @@ def _check_backend(backend: str, connect) -> None:
 
 
 def _show(ident, results, out: Path, doc) -> None:
+    # deferred: CLI start (rich, lab.matrix)
     from rich.markup import escape
     from rich.table import Table
 
@@ -209,6 +208,7 @@ def _show(ident, results, out: Path, doc) -> None:
 def plan_cmd(axes, fmt: str, shards: int | None) -> None:
     """The matrix's cells as a CI system's job matrix: each job runs
     `lab matrix ... --shard I/N`, and `lab matrix merge` puts them together."""
+    # deferred: CLI start (lab.matrix)
     from .. import matrix as mx
 
     m = _expand(axes)
@@ -223,6 +223,7 @@ def merge_cmd(dirs, output: Path) -> None:
     """Combine shard outputs of one matrix into one table and one JUnit file; results of
     different matrices are refused, naming the difference.  A cell no shard reported is
     an ERROR naming the missing shard."""
+    # deferred: CLI start (lab.matrix)
     from .. import matrix as mx
 
     _outdir(output, make=False)

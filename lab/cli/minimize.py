@@ -4,13 +4,17 @@ this module gives it a runner that boots VMs)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
 
 import click
 
-from .common import TOPOLOGY
+from .. import session, topology
+from ..errors import UserError
+from ..plan import VmOptions, VmPlan
+from .common import TOPOLOGY, progress_for_cli
 from .vm import vm_options
 
 
@@ -18,9 +22,9 @@ def _vm_runner(s, vm, base_name: str, workdir: Path, runs, p):
     """lab.minimize's Runner: each distinct spec written once to *workdir*/specs/ as
     BASE-mN.toml (its run directories point at it, so a bundle carries it), then one run
     of *s* on it as `lab run` makes it."""
-    import dataclasses
 
-    from .. import minimize, runner, session, topology
+    # deferred: CLI start (lab.minimize, lab.runner)
+    from .. import minimize, runner
 
     names: dict[str, str] = {}
 
@@ -56,12 +60,12 @@ def _check(s):
 
 def _input(source: Path):
     """RUN_DIR or BUNDLE -> (its record, re-judged; the spec file; the scenario; VmOptions)."""
+    # deferred: CLI start (lab.compare, lab.minimize, lab.scenario)
     from .. import compare, minimize
     from .. import scenario as sc
-    from ..errors import UserError
-    from ..plan import VmOptions, VmPlan
 
     if source.is_file():
+        # deferred: CLI start (lab.report.replay)
         from ..report import replay
 
         b = replay.open_bundle(source, None)
@@ -89,8 +93,6 @@ def _input(source: Path):
 
 
 def dataclasses_replace(obj, **kw):
-    import dataclasses
-
     return dataclasses.replace(obj, **kw)
 
 
@@ -109,8 +111,8 @@ def minimize_cmd(source: Path, n_runs: int | None, budget: str | None, output: P
     The search (minimize.json, minimize.txt, the candidate specs) is kept in a
     directory of its own; run directories go where `lab run` puts them ($LAB_RUNS: --runs
     here is the number of runs)."""
-    from .. import minimize, progress, session, topology
-    from ..errors import UserError
+    # deferred: CLI start (lab.minimize, lab.report.bundle)
+    from .. import minimize
     from ..report import bundle
 
     budget_s = minimize.parse_duration(budget) if budget is not None else None
@@ -123,7 +125,7 @@ def minimize_cmd(source: Path, n_runs: int | None, budget: str | None, output: P
     topo = topology.load(spec_file)  # its name: the file's when the spec names none
     runs = None
     session.runs_folder(runs)
-    p = progress.for_cli()
+    p = progress_for_cli()
     session.prepare(topo, opts, progress=p)  # the kernel got (built, fetched) once, a bad one refused before anything
     d = session.new_run_dir("minimize", topo, Path(str(rec.get("kernel") or "kernel")).name, runs)
     res = minimize.minimize(spec, rec, _vm_runner(s, opts, topo.name, d, runs, p), runs=n, budget_s=budget_s, check=_check(s))
@@ -153,9 +155,9 @@ def attribute_cmd(scenario_name: str, topo, vm, n_runs: int | None, as_json: boo
     switched), and report which changes flip the verdict or move a figure significantly
     (Fisher for pass rates, Welch for figures, Holm's correction over the table).
     Run directories go where `lab run` puts them ($LAB_RUNS)."""
-    from .. import minimize, progress, session, topology
+    # deferred: CLI start (lab.minimize, lab.scenario)
+    from .. import minimize
     from .. import scenario as sc
-    from ..errors import UserError
 
     s = sc.load(scenario_name)
     topo = topo or topology.load(s.topologies[0])
@@ -165,7 +167,7 @@ def attribute_cmd(scenario_name: str, topo, vm, n_runs: int | None, as_json: boo
     n = n_runs or s.verdict_runs
     runs = None
     session.runs_folder(runs)
-    p = progress.for_cli()
+    p = progress_for_cli()
     session.prepare(topo, vm, progress=p)  # the kernel got (built, fetched) once, a bad one refused before anything
     d = session.new_run_dir("attribute", topo, Path(vm.kernel).name, runs)
     doc = minimize.attribute(spec, _vm_runner(s, vm, topo.name, d, runs, p), runs=n, check=_check(s))

@@ -4,10 +4,14 @@ building Debian trixie's (the fallback)."""
 from __future__ import annotations
 
 import json
+import re
+import time
 
 import click
 
-from .common import console
+from .. import emulators
+from ..errors import UserError
+from .common import console, progress_for_cli
 
 ARCHES = click.Choice(["x86_64", "arm64"])
 
@@ -28,16 +32,11 @@ def fetch_cmd(mirror: str | None, libvirt_schemas: bool) -> None:
     apt-get download with a private sources list, lists and cache under lab's cache (the
     system's apt configuration and packages are not changed), unpacked with dpkg -x and
     published whole; the same packages fetched before are reused."""
-    import re
-    import time
-
-    from .. import emulators, progress
-    from ..errors import UserError
 
     if mirror is not None and not re.match(r"^https?://[^\s/]+(/\S*)?$", mirror):
         raise UserError(f"--mirror {mirror!r}: expected an http:// or https:// URL of a Debian mirror (e.g. {emulators.MIRROR})")
     t0 = time.monotonic()
-    ems, fetched = emulators.fetch(progress=progress.for_cli(), mirror=mirror or emulators.MIRROR)
+    ems, fetched = emulators.fetch(progress=progress_for_cli(), mirror=mirror or emulators.MIRROR)
     c = console(stderr=True)
     took = f"fetched in {time.monotonic() - t0:.1f}s" if fetched else "already in lab's cache"
     for e in ems:
@@ -45,7 +44,7 @@ def fetch_cmd(mirror: str | None, libvirt_schemas: bool) -> None:
     for e in ems:
         click.echo(e.path)
     if libvirt_schemas:
-        version, where = emulators.fetch_libvirt_schemas(progress=progress.for_cli(), mirror=mirror or emulators.MIRROR)
+        version, where = emulators.fetch_libvirt_schemas(progress=progress_for_cli(), mirror=mirror or emulators.MIRROR)
         c.print(f"libvirt {version} domain schemas: {where}", markup=False, highlight=False)
 
 
@@ -57,12 +56,9 @@ def build_cmd(jobs: int | None, archs: tuple[str, ...]) -> None:
 
     The source comes through apt with a private sources list (the system's apt
     configuration is not changed); a build with the same source and options is reused."""
-    import time
-
-    from .. import emulators, progress
 
     t0 = time.monotonic()
-    p = progress.for_cli()
+    p = progress_for_cli()
     ems = emulators.build(jobs=jobs, progress=p, archs=tuple(dict.fromkeys(archs)) or ("x86_64", "arm64"))
     c = console(stderr=True)
     for e in ems:
@@ -75,12 +71,12 @@ def build_cmd(jobs: int | None, archs: tuple[str, ...]) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the list as JSON.")
 def list_cmd(as_json: bool) -> None:
     """The system's QEMU and lab's own (fetched or built), with their versions and origins."""
-    from .. import emulators
 
     rows = [e for a in ("x86_64", "arm64") for e in emulators.available(a)]
     if as_json:
         click.echo(json.dumps([e.describe() for e in rows], indent=1))
         return
+    # deferred: CLI start (rich)
     from rich.table import Table
 
     t = Table(box=None)

@@ -3,12 +3,16 @@ or a web page."""
 
 from __future__ import annotations
 
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 import click
 
-from .common import OUTPUT
+from .. import atomic, topology
+from ..errors import UserError
+from .common import OUTPUT, progress_for_cli
 
 
 @click.group("report")
@@ -23,7 +27,7 @@ def bundle_cmd(run_dir: Path, output: Path) -> None:
     """Everything needed to reproduce RUN_DIR in one tarball: the run's files and traces,
     the topology spec, the scenario's source, the kernel's identity (and its recipe,
     fragments and patches), lab and QEMU versions, with a manifest of sha256s."""
-    from ..errors import UserError
+    # deferred: CLI start (lab.report.bundle)
     from ..report import bundle
 
     if not output.name.endswith((".tar.gz", ".tgz")):
@@ -50,12 +54,12 @@ def replay_cmd(bundle_file: Path, kernel: str | None, target: Path | None, trust
     none, naming the file and its sha256 to read first.
 
     Exit 0 pass, 1 fail, 3 error, 4 inconclusive: the new run's verdict, as `lab run`."""
-    from .. import progress as progress_mod
+    # deferred: CLI start (lab.runner, lab.report.render, lab.report.replay)
     from .. import runner
     from ..report import render, replay
 
     b = replay.open_bundle(bundle_file, target)  # bad input is refused before any progress
-    r = replay.replay(b, kernel, progress=progress_mod.for_cli(), trust=trust)
+    r = replay.replay(b, kernel, progress=progress_for_cli(), trust=trust)
     click.echo(render.replay_table(r.before, r.after.to_dict(), r.notes, str(b.root)), nl=False)
     sys.exit(runner.EXIT.get(r.after.status, 3))
 
@@ -69,6 +73,7 @@ def render_cmd(source: Path, fmt: str, output: Path | None, stored: bool) -> Non
     """A run (or a bundle of one, or `lab compare --json`'s document) as text for a mail
     (80 columns), markdown, or one self-contained HTML page (the topology drawn as
     lstopo does, the placement timeline, the migrations; a comparison side by side)."""
+    # deferred: CLI start (lab.report.render)
     from ..report import render
 
     doc = _document(source, stored)
@@ -76,18 +81,13 @@ def render_cmd(source: Path, fmt: str, output: Path | None, stored: bool) -> Non
     if output is None:
         click.echo(page, nl=False)
         return
-    from .. import atomic
 
     atomic.write_text(output, page, "the report")
     click.echo(f"{output}: {fmt}, {len(page.encode()) / 1024:.0f} KiB", err=True)
 
 
 def _document(source: Path, stored: bool = False):
-    import shutil
-    import tempfile
-
-    from .. import topology
-    from ..errors import UserError
+    # deferred: CLI start (lab.report.bundle, lab.report.document)
     from ..report import bundle, document
 
     if source.is_dir():

@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 from typing import Any
 
 import click
+from click.core import ParameterSource
 
+from .. import paths, scaffold, session, topology
+from ..errors import UserError
 from ..report import verdicts
-from .common import RUNS, console, text_format_option
+from .common import RUNS, console, progress_for_cli, text_format_option
 from .vm import scheduler_option, vm_options
 
 
@@ -18,6 +22,7 @@ from .vm import scheduler_option, vm_options
 def scenarios_cmd() -> None:
     """The scenarios (lab's scenarios/ and your own folders: $LAB_SCENARIOS, or
     `scenarios` in ~/.config/lab/config.toml; Python or TOML files) and what they reproduce."""
+    # deferred: CLI start (rich, lab.scenario)
     from rich.table import Table
 
     from .. import scenario as sc
@@ -79,11 +84,10 @@ def run_cmd(
     events, a results stream cut short, missing files, trace lines lab cannot read), 4
     inconclusive (complete data, but the emulation decided the outcome: the scenario names
     the cause)."""
-    from click.core import ParameterSource
 
-    from .. import paths, progress, runner, session, topology
+    # deferred: CLI start (lab.runner, lab.scenario)
+    from .. import runner
     from .. import scenario as sc
-    from ..errors import UserError
 
     s = _scenario(scenario_name, workloads, check_exprs)
     runner.set_user_checks(s, check_exprs)  # a bad expression: one line, exit 2, before anything
@@ -107,7 +111,7 @@ def run_cmd(
         sys.exit(_tree_loop(s, topo, vm, kernel_tree, recipe, watch=watch, repeat=repeat, per_verdict=per_verdict, as_json=as_json,
                             runs=runs, jobs=jobs))  # fmt: skip
     session.runs_folder(runs)  # a bad runs folder is refused before any progress or build
-    p = progress.for_cli()
+    p = progress_for_cli()
     sess = session.prepare(topo, vm, runs=runs, progress=p)
     outcomes = _run_repeated(s, sess, repeat, as_json, per_verdict=per_verdict, progress=p, jobs=jobs)
     if repeat > 1:
@@ -118,8 +122,8 @@ def run_cmd(
 def _scenario(name: str | None, workloads: tuple[str, ...], checks: tuple[str, ...]):
     """The scenario `lab run` runs: SCENARIO (a name, a .py or .toml file), or the data
     scenario of --workload commands judged by the --check expressions."""
+    # deferred: CLI start (lab.scenario)
     from .. import scenario as sc
-    from ..errors import UserError
 
     if workloads:
         if name is not None:
@@ -140,10 +144,10 @@ def _run_repeated(
     up to *jobs* of them side by side (runner.run_verdict; None: as the host's idle CPUs
     allow).  Each run and its boot's stages are steps of *progress* (on stderr).
     Returns the outcomes."""
-    from .. import progress as progress_mod
+    # deferred: CLI start (lab.runner)
     from .. import runner
 
-    p = progress or progress_mod.for_cli()
+    p = progress or progress_for_cli()
     c = console(stderr=as_json)
     topo = sess.topo
     outcomes: list = []
@@ -196,6 +200,7 @@ class _LoopView:
             self.c.print(f"  changed: {line}", markup=False, highlight=False)
 
     def error(self, e, info, previous) -> None:
+        # deferred: CLI start (rich, lab.iterate)
         from rich.markup import escape
 
         from .. import iterate
@@ -224,10 +229,11 @@ def _tree_loop(
     jobs: int | None = None,
 ) -> int:
     """lab.tree_loop with this command's runs (a verdict's up to *jobs* side by side) and view."""
-    from .. import progress, tree_loop
+    # deferred: CLI start (lab.tree_loop)
+    from .. import tree_loop
 
     view = _LoopView(as_json)
-    p = progress.for_cli()
+    p = progress_for_cli()
 
     def run(sess, info):
         return _run_repeated(s, sess, repeat, as_json, kernel_info=info, json_lines=watch, per_verdict=per_verdict, progress=p,
@@ -238,6 +244,7 @@ def _tree_loop(
 
 
 def _show(o) -> None:
+    # deferred: CLI start (rich)
     from rich.markup import escape
 
     c = console()
@@ -251,6 +258,7 @@ def _show(o) -> None:
         return
     verdicts.show(c, o.expectations, f"lab run {o.scenario} --topology {o.topology} --kernel {o.kernel}")
     if o.checks:
+        # deferred: CLI start (lab.analysis.checks)
         from ..analysis.checks import format_checks
 
         for line in format_checks(o.checks):
@@ -268,6 +276,7 @@ def _show(o) -> None:
 
 
 def _show_agg(agg) -> None:
+    # deferred: CLI start (rich)
     from rich.table import Table
 
     c = console()
@@ -291,6 +300,7 @@ def recheck_cmd(run_dir, scenario_file) -> None:
 
     Exit 0 pass, 1 fail, 4 inconclusive, 3 error: a run that did not finish (interrupted, lab killed,
     guest lost) or whose data is incomplete is not judged; the message names the cause."""
+    # deferred: CLI start (lab.runner)
     from .. import runner
 
     o = runner.recheck(run_dir, scenario_file)
@@ -311,10 +321,6 @@ def scenario_group() -> None:
 def scenario_new_cmd(name: str, as_toml: bool, directory) -> None:
     """Write a commented skeleton for scenario NAME (NAME.py, or NAME.toml with --toml) that
     runs and passes as written: edit it into your own question, then `lab run ./FILE`."""
-    from pathlib import Path
-
-    from .. import scaffold
-    from ..errors import UserError
 
     if not directory:
         raise UserError("lab scenario new: -o '' names no folder (the default is the current one)")

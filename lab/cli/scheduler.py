@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import json
+import time
 from pathlib import Path
 
 import click
 
+from .. import scheduler as sm
+from ..errors import UserError, unknown
+from ..kernel import resolve
 from . import common
 
 DEFAULT_KERNEL = "lab-6.12-scx"
@@ -20,9 +25,6 @@ def scheduler() -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the built schedulers' metadata as JSON.")
 def list_cmd(as_json: bool) -> None:
     """The schedulers lab can build (the kernel tree's tools/sched_ext) and those built."""
-    import json
-
-    from .. import scheduler as sm
 
     built = sm.entries()
     if as_json:
@@ -61,30 +63,18 @@ def build_cmd(name: str, kernel_spec: str, jobs: int, force: bool) -> None:
     PATH: your own scheduler, a directory with NAME.bpf.c and NAME.c (tools/sched_ext's
     layout: copy scx_simple's two files and rename them), built the same way; or a
     prebuilt static binary, checked and stored."""
-    import time
-
-    from .. import progress
-    from .. import scheduler as sm
-    from ..kernel import resolve
-
     spec = None
     if sm._is_path(name):
         spec = sm.user_spec(name)
         if spec.kind == "binary":
             got = sm.elf_arch(Path(spec.path).read_bytes())
             if got != "x86_64":  # the arch lab builds sched_ext kernels for (resolve below)
-                from ..errors import UserError
-
                 raise UserError(f"lab scheduler build {name}: a binary for {got}; lab builds sched_ext kernels for x86_64")
     elif name not in sm.TREE:
-        from ..errors import unknown
-
         raise unknown("scheduler", name, list(sm.TREE))
     if not kernel_spec.strip():
-        from ..errors import UserError
-
         raise UserError(f"--kernel: give a kernel with sched_ext (e.g. {DEFAULT_KERNEL})")
-    p = progress.for_cli()
+    p = common.progress_for_cli()
     k = resolve(kernel_spec, "x86_64", build=True, progress=p)
     t0 = time.monotonic()
     label = spec.name if spec else name
@@ -99,10 +89,6 @@ def build_cmd(name: str, kernel_spec: str, jobs: int, force: bool) -> None:
 @click.argument("spec", metavar="ID")
 def show_cmd(spec: str) -> None:
     """A built scheduler's metadata (ID: its id or a unique prefix, or NAME@ID)."""
-    import json
-
-    from .. import scheduler as sm
-    from ..errors import UserError
 
     s = sm.get(spec)
     if s is None:

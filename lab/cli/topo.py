@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import re
 import shlex
 import sys
 from pathlib import Path
 
 import click
 
-from .. import rundir
-from .common import OUTPUT, RUNS, SECONDS, TOPOLOGY, console, text_format_option
+from .. import atomic, backends, cpulist, rundir, session, topology
+from .. import host as host_mod
+from ..backends import base
+from ..errors import UserError
+from .common import OUTPUT, RUNS, SECONDS, TOPOLOGY, console, progress_for_cli, text_format_option
 from .vm import BackendChoice, vm_options
 
 
@@ -24,10 +29,9 @@ def topo() -> None:
 def list_() -> None:
     """The catalog: lab's topologies/*.toml and your own folders ($LAB_TOPOLOGIES, or
     `topologies` in ~/.config/lab/config.toml)."""
+    # deferred: CLI start (rich)
     from rich import box
     from rich.table import Table
-
-    from .. import topology
 
     c = console()
     narrow = c.width < 120  # a mail or a narrow terminal: vendor and numbering under the name
@@ -61,10 +65,9 @@ def list_() -> None:
 @text_format_option
 def show(spec) -> None:
     """A tree socket > node > LLC > cluster > core > CPUs, and the distance matrix."""
+    # deferred: CLI start (rich)
     from rich.table import Table
     from rich.tree import Tree
-
-    from .. import cpulist
 
     tp = spec
     root = Tree(f"[bold]{tp.name}[/]  {tp.arch}, {tp.vendor} {tp.model}\n{tp.summary()}")
@@ -119,13 +122,10 @@ def show(spec) -> None:
 def render(spec, fmt: str, vm) -> None:
     """The exact QEMU argv a boot of SPEC runs (as `lab boot --dry-run` prints it), the
     libvirt domain XML or the vng command of --backend libvirt|vng, or the model as JSON."""
-    import dataclasses
 
     if fmt == "json":
         click.echo(json.dumps(spec.to_dict(), indent=1))
         return
-    from .. import session
-    from ..backends import base
 
     if fmt != base.DEFAULT:
         vm = dataclasses.replace(vm, backend=fmt)
@@ -152,6 +152,7 @@ def render(spec, fmt: str, vm) -> None:
 @click.option("-o", "--output", type=OUTPUT, required=True, help="FILE.tar.gz")
 def capture(output: Path) -> None:
     """Capture this machine's topology (sysfs and /proc files) into a tarball."""
+    # deferred: CLI start (lab.sysfs)
     from .. import sysfs
 
     n = sysfs.capture(output)
@@ -170,9 +171,8 @@ def import_(capture: Path, output: Path, mini: bool, nearest: bool) -> None:
     """Turn a capture (directory or tarball: `lab topo capture`, hwloc-gather-topology, a sysfs
     copy), `lstopo --of xml` output or an `lscpu -e` table into a spec that keeps the real
     numbering."""
-    from .. import host as host_mod
-    from .. import importer, sysfs, topology
-    from ..errors import UserError
+    # deferred: CLI start (lab.importer, lab.sysfs)
+    from .. import importer, sysfs
 
     if output.suffix != ".toml":
         raise UserError(f"{output}: the spec must be a .toml file")
@@ -228,8 +228,8 @@ def import_(capture: Path, output: Path, mini: bool, nearest: bool) -> None:
 def synth(description: str, output: Path, arch: str) -> None:
     """A spec from an hwloc synthetic topology, e.g. "pack:2 numa:2 l3:4 core:8 pu:2"
     (levels from the top; what `lstopo -i` takes)."""
+    # deferred: CLI start (lab.hwloc, lab.importer)
     from .. import hwloc, importer
-    from ..errors import UserError
 
     if output.suffix != ".toml":
         raise UserError(f"{output}: the spec must be a .toml file")
@@ -242,7 +242,6 @@ def synth(description: str, output: Path, arch: str) -> None:
 
 def capture_name(path: Path) -> str:
     """A spec name for a capture: its file name without the archive suffixes."""
-    import re
 
     name = path.name
     for suffix in (".tar.gz", ".tgz", ".tar.xz", ".tar.bz2", ".tar", ".xml", ".txt"):
@@ -264,13 +263,14 @@ def diff(capture: Path, vm, as_json: bool, timeout: float, runs) -> None:
     distances, SMT / package / cluster / LLC groups, capacities and the sched-domain tree
     where the capture has one.  Exit 0 when identical, 1 when anything differs; the
     deviations the importer already names (what QEMU cannot build) are listed apart."""
-    from .. import atomic, backends, importer, progress, session, sysfs, topodiff, topology
+    # deferred: CLI start (lab.importer, lab.sysfs, lab.topodiff)
+    from .. import importer, sysfs, topodiff
 
     view = sysfs.read_capture(capture)
     name = capture_name(capture)
     text, notes = importer.view_to_spec(view, name, str(capture))
     tp = topology.loads(text, where=str(capture), default_name=name)
-    p = progress.for_cli()  # stderr only: stdout is the comparison
+    p = progress_for_cli()  # stderr only: stdout is the comparison
     s = session.prepare(tp, vm, progress=p, runs=runs)
     run_dir = session.open_run("diff", s)
     atomic.write_text(run_dir / f"{name}.toml", text, "the imported spec")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import os
@@ -12,18 +13,32 @@ from typing import cast
 
 import click
 
-from .. import rundir
+from .. import backends, config, rundir, session
+from .. import scheduler as scheduler_mod
+from ..backends import base
 from ..backends.base import names as backend_names
+from ..errors import UserError
+from ..image import tools as tools_mod
 from ..image.tools import DEFAULT_TOOLS
+from ..plan import VmOptions
 from ..render.qemu import HOTPLUG_BRINGUP_ABOVE
 from ..rundir import RunDir
-from .common import CPU_MODEL, QEMU_CHOICE, RUNS, SECONDS, TOOLS, TOPOLOGY, console
+from ..scheduler import parse_spec
+from .common import (
+    CPU_MODEL,
+    QEMU_CHOICE,
+    RUNS,
+    SECONDS,
+    TOOLS,
+    TOPOLOGY,
+    console,
+    progress_for_cli,
+)
 
 
 class BackendChoice(click.Choice):
     """A backend's name (backends.base.REGISTRY, read when the option is parsed or its help
-    shown), and *extra* choices after them (lab topo render's json).  Here, not in
-    cli.common: lab.progress imports that one, and the backends import lab.progress."""
+    shown), and *extra* choices after them (lab topo render's json)."""
 
     def __init__(self, extra: tuple[str, ...] = ()) -> None:
         super().__init__(())
@@ -59,10 +74,6 @@ def make_vm_options(*, kernel_spec: str | None, accel: str | None, connect: str 
     """The VmOptions of the VM_OPTIONS as given (every command that takes them, lab
     compare's two kernels too): what was not given comes from the settings file
     (~/.config/lab/config.toml), else lab's default."""
-    from .. import config
-    from ..backends import base
-    from ..errors import UserError
-    from ..plan import VmOptions
 
     if connect and not base.get(backend).CAPABILITIES.remote:
         raise UserError(f"--connect {connect}: a libvirt URI, for --backend {'|'.join(base.with_capability('remote'))} (not {backend})")
@@ -88,10 +99,6 @@ def scheduler_option(f):
     @functools.wraps(f)
     def command(*args, vm, scheduler: str, **kw):
         if scheduler:
-            import dataclasses
-
-            from ..scheduler import parse_spec
-
             spec = parse_spec(scheduler)
             vm = dataclasses.replace(vm, scheduler=spec.text if spec else "")
         return f(*args, vm=vm, **kw)
@@ -161,10 +168,9 @@ def boot(topology, vm, dry_run: bool, timeout: float, tool_list: tuple[str, ...]
     With CMD, prints its output and exits with its status.  In the guest, `labcpu`
     translates CPU ids between the spec's numbering and the guest's.
     """
-    from .. import backends, progress, runner, session
-    from ..backends import base, guest
-    from ..errors import UserError
-    from ..image import tools as tools_mod
+    # deferred: CLI start (lab.runner, lab.backends.guest)
+    from .. import runner
+    from ..backends import guest
 
     tools = boot_tools(topology.arch, tool_list, cmd)
     why = tools_mod.unpackable(topology.arch, tools)  # before anything is built or booted
@@ -172,7 +178,7 @@ def boot(topology, vm, dry_run: bool, timeout: float, tool_list: tuple[str, ...]
         raise UserError(f"--tools: {why}")
     if vm.scheduler and not cmd and not dry_run:
         raise UserError("--scheduler: give the command to run under it after -- (an interactive console loads none)")
-    p = progress.for_cli()  # stderr only: stdout is the command's bytes
+    p = progress_for_cli()  # stderr only: stdout is the command's bytes
     s = session.prepare(topology, vm, build=not dry_run, progress=p, runs=runs)
     if s.skip:  # a kernel without sched_ext: nothing is booted
         click.echo(f"lab: SKIP: {s.skip}", err=True)
@@ -215,8 +221,6 @@ def boot(topology, vm, dry_run: bool, timeout: float, tool_list: tuple[str, ...]
         text.buffer.flush()
     rc = res.rc if res.rc is not None else 3
     if s.plan.scheduler is not None:
-        from .. import scheduler as scheduler_mod
-
         status, why = scheduler_mod.outcome(res.out_dir, s.plan.scheduler.name, s.plan.scheduler.ops)
         if status:
             click.echo(f"lab: {status}: {why}", err=True)
@@ -231,7 +235,6 @@ def boot_tools(arch: str, asked: tuple[str, ...], cmd: tuple[str, ...] | list[st
     """The host tools a boot stages: those asked for, plus CMD's program when it is one of
     the tools lab knows to stage (``lab boot T -- numactl -H`` finds numactl) and it can be
     staged for *arch* (otherwise the guest says it is not found, as for any program)."""
-    from ..image import tools as tools_mod
 
     out = list(asked)
     prog = os.path.basename(cmd[0]) if cmd else ""
@@ -270,10 +273,11 @@ def guest_script(cmd: tuple[str, ...] | list[str]) -> str:
 def verify(topology, vm, as_json: bool, strict: bool, timeout: float, runs) -> None:
     """Boot TOPOLOGY and check that the guest kernel sees it: nodes, distances,
     siblings, caches and every CPU's sched-domain tree.  Exit 1 on a mismatch."""
-    from .. import backends, expect, progress, session, sysfs
+    # deferred: CLI start (lab.expect, lab.sysfs)
+    from .. import expect, sysfs
 
     t0 = time.monotonic()
-    p = progress.for_cli()  # stderr only: stdout is the table or the JSON
+    p = progress_for_cli()  # stderr only: stdout is the table or the JSON
     s = session.prepare(topology, vm, progress=p, runs=runs)  # a fetch or build on demand is its own step
     run_dir = session.open_run("verify", s)
     with p.step("verify", topology.name):
@@ -310,6 +314,7 @@ def verify(topology, vm, as_json: bool, strict: bool, timeout: float, runs) -> N
 
 
 def _table(topology, s, vd, res, wall, run_dir, ok) -> None:
+    # deferred: CLI start (rich)
     from rich.table import Table
 
     c = console()

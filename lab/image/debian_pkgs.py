@@ -36,6 +36,7 @@ from pathlib import Path
 
 from .. import arch as archs
 from .. import lock, paths, proc
+from ..emulators import DebPackage, _apt_options, _verified_deb
 from ..errors import InfraError, UserError
 
 MIRROR = "http://deb.debian.org/debian"
@@ -88,7 +89,6 @@ def sources_list(release: str) -> str:
 def apt_options(arch: str) -> list[str]:
     """apt options for lab's private apt of *arch*: its own sources, lists, cache and
     dpkg status, and Debian's *arch* as the only architecture."""
-    from ..emulators import _apt_options
 
     apt = base(arch) / "apt"
     deb = archs.get(arch).debian
@@ -261,7 +261,6 @@ def download(arch: str, pkgs: Iterable[Package]) -> list[Path]:
         with tempfile.TemporaryDirectory(prefix=paths.tmp_prefix("debs"), dir=debs) as td:
             os.chmod(td, 0o777)  # apt-get download may drop privileges to _apt
             cp = proc.run(["apt-get", *apt_options(arch), "-q", "download", *(p.spec for p in todo)], cwd=td, check=False, timeout=1800)
-            from ..emulators import DebPackage, _verified_deb
 
             for p in todo:  # the one .deb of each, with the archive's SHA256 (QEMU's fetch checks the same)
                 try:

@@ -347,6 +347,7 @@ def plan(arch: str, tools: list[str] | tuple[str, ...], sysroot: Path | None = N
     ``from_debian(arch)``, else from the host.  An Entry's source is a host path."""
     _check_arch(arch)
     if sysroot is None and from_debian(arch):
+        # deferred: CLI start (lab.image.debian_pkgs)
         from . import debian_pkgs
 
         sysroot = debian_pkgs.sysroot(arch, tuple(tools), DEFAULT_TOOLS)
@@ -423,6 +424,7 @@ def unpackable(arch: str, tools: list[str] | tuple[str, ...]) -> str | None:
     _check_arch(arch)
     try:
         if from_debian(arch):
+            # deferred: CLI start (lab.image.debian_pkgs)
             from . import debian_pkgs
 
             _, missing = debian_pkgs.resolve(arch, tuple(tools))
@@ -463,6 +465,7 @@ def tools_hash(arch: str, tools: list[str] | tuple[str, ...]) -> str:
     _check_arch(arch)
     h = hashlib.sha256(f"arch={arch}\ntools={','.join(tools)}\n".encode())
     if from_debian(arch) and tools:
+        # deferred: CLI start (lab.image.debian_pkgs)
         from . import debian_pkgs
 
         pkgs, missing = debian_pkgs.resolve(arch, tuple(tools))

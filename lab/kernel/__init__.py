@@ -12,8 +12,9 @@ import re
 from pathlib import Path
 
 from .. import arch as archs
+from .. import atomic, paths
 from .. import progress as progress_mod
-from ..errors import UserError
+from ..errors import UserError, unknown
 from ..progress import Progress
 from .artifact import KernelArtifact
 
@@ -28,6 +29,7 @@ DEBIAN_LINES = ("debian", "debian-6.12")
 def fetch_debian(arch: str = "x86_64", *, refresh: bool = False, name: str = "debian", progress: Progress | None = None) -> KernelArtifact:
     """Download Debian's newest kernel of the line *name* ("debian": 6.1, "debian-6.12")
     for *arch* into the store (once)."""
+    # deferred: CLI start (lab.kernel.debian)
     from .debian import fetch_debian as _fetch
 
     return _fetch(arch, refresh=refresh, name=name, progress=progress)
@@ -47,6 +49,7 @@ def resolve(spec: str, arch: str, *, build: bool = True, progress: Progress | No
 
     A fetch or a build on demand is a step of *progress* (minutes, so it is shown).
     """
+    # deferred: CLI start (lab.kernel.recipe, lab.kernel.store)
     from . import recipe as krecipe
     from . import store
 
@@ -73,6 +76,7 @@ def resolve(spec: str, arch: str, *, build: bool = True, progress: Progress | No
     if spec in krecipe.names():
         r = krecipe.load(spec)
         _check_arch(r.arch, arch, f"recipe {spec}")
+        # deferred: CLI start (lab.kernel.build)
         from . import build as kbuild
 
         found = kbuild.lookup_built(r)
@@ -93,8 +97,6 @@ def resolve(spec: str, arch: str, *, build: bool = True, progress: Progress | No
         if other:
             _check_arch(other[0].arch, arch, f"kernel {other[0].label}")
 
-    from ..errors import unknown
-
     choices = krecipe.names() + list(DEBIAN_LINES) + [a.label for a in store.entries()]
     raise unknown("kernel (recipe, store id, 'debian' or a path)", spec, choices)
 
@@ -111,7 +113,6 @@ def _release_key(release: str) -> tuple:
 def from_image(path: Path, arch: str) -> KernelArtifact:
     """An artifact for a bare image file; a gzipped arm64 image is decompressed into
     the cache, because QEMU's -kernel needs the raw arm64 Image."""
-    from .. import atomic, paths
 
     path = path.resolve()
     data = path.read_bytes()

@@ -5,12 +5,9 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-from ..errors import UserError
-
-if TYPE_CHECKING:
-    from ..plan import KernelRef
+from ..errors import UserError, nearest
+from ..plan import KernelRef
 
 
 @dataclass(frozen=True)
@@ -77,7 +74,6 @@ class KernelArtifact:
 
     def ref(self) -> KernelRef:
         """What a run records of this kernel (plan.json)."""
-        from ..plan import KernelRef
 
         return KernelRef(name=self.name, id=self.id, release=self.release, arch=self.arch, image=str(self.image))
 
@@ -85,6 +81,7 @@ class KernelArtifact:
         """The value of CONFIG_<symbol> in this kernel's config ("n" if not set)."""
         if self.config is None or not self.config.is_file():
             return None  # unknown: a bare image's, or a config deleted since
+        # deferred: CLI start (lab.kernel.config)
         from .config import read_config
 
         return read_config(self.config).get(symbol.removeprefix("CONFIG_"), "n")
@@ -122,8 +119,6 @@ class KernelArtifact:
             if key in by_name:
                 visit(by_name[key], ())
             elif key not in builtin:
-                from ..errors import nearest
-
                 close = nearest(key, list(by_name))
                 hint = f"; did you mean {', '.join(close)}?" if close else ""
                 raise UserError(f"kernel {self.id}: no module '{n}' in {self.modules}{hint}")

@@ -20,6 +20,7 @@ import platform
 import re
 import shlex
 import shutil
+import struct
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -351,7 +352,6 @@ def extract_btf(vmlinux: Path, dest: Path) -> bool:
 def elf_section(path: Path, name: str) -> bytes | None:
     """The contents of section *name* of the 64-bit little-endian ELF file *path*
     (None when it has no such section; ValueError when it is not such a file)."""
-    import struct
 
     with open(path, "rb") as f:
         head = f.read(64)

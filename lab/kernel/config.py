@@ -14,7 +14,10 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+import kconfiglib
+
 from .. import arch as archs
+from .. import proc
 from ..errors import UserError
 
 _SET = re.compile(r"^(CONFIG_[A-Za-z0-9_]+)=(.*)$")
@@ -116,7 +119,6 @@ class Problem:
 
 def kconfig_env(srctree: Path, arch: str, cc: str, ld: str, kernelversion: str = "") -> dict:
     """The environment the kernel's Makefile gives Kconfig, for kconfiglib."""
-    from .. import proc
 
     karch = archs.get(arch).kernel_arch
     cc_text = proc.run([*cc.split(), "--version"]).stdout.decode().splitlines()[0]
@@ -138,8 +140,6 @@ def kconfig_env(srctree: Path, arch: str, cc: str, ld: str, kernelversion: str =
 
 
 def _kconfig_class():
-    import kconfiglib
-
     class Kconfig(kconfiglib.Kconfig):
         # Linux 5.13 replaced "option modules" with a bare "modules" line
         # (6dd85ff178cd "kconfig: change "modules" from sub-option to first-level
@@ -172,7 +172,6 @@ def load_kconfig(srctree: Path, env: dict, config: Path | None = None):
 
 def check(kconf, requests: dict[str, Request]) -> list[Problem]:
     """Requested values that the loaded config does not have, each with a reason."""
-    import kconfiglib
 
     problems = []
     for r in requests.values():
@@ -202,28 +201,24 @@ def check(kconf, requests: dict[str, Request]) -> list[Problem]:
 
 
 def _value(sym) -> str:
-    import kconfiglib as k
-
-    if sym.type in (k.BOOL, k.TRISTATE):
-        return k.TRI_TO_STR[sym.tri_value]
+    if sym.type in (kconfiglib.BOOL, kconfiglib.TRISTATE):
+        return kconfiglib.TRI_TO_STR[sym.tri_value]
     return sym.str_value or '""'
 
 
 def _why(kconf, sym, want: str) -> str:
-    import kconfiglib as k
-
-    expr_str = k.expr_str
-    if want in ("y", "m") and k.expr_value(sym.direct_dep) == 0:
-        unmet = [t for t in k.split_expr(sym.direct_dep, k.AND) if k.expr_value(t) == 0]
+    expr_str = kconfiglib.expr_str
+    if want in ("y", "m") and kconfiglib.expr_value(sym.direct_dep) == 0:
+        unmet = [t for t in kconfiglib.split_expr(sym.direct_dep, kconfiglib.AND) if kconfiglib.expr_value(t) == 0]
         leaves = []
         for t in unmet:
-            for item in k.expr_items(t):
-                if isinstance(item, k.Symbol) and not item.is_constant:
+            for item in kconfiglib.expr_items(t):
+                if isinstance(item, kconfiglib.Symbol) and not item.is_constant:
                     leaves.append(f"{item.name}={_value(item)}")
         detail = f" (now {', '.join(dict.fromkeys(leaves))})" if leaves else ""
         return f"unmet dependency: depends on {' && '.join(expr_str(t) for t in unmet)}{detail}"
-    if want == "n" and k.expr_value(sym.rev_dep) > 0:
-        sel = [expr_str(t) for t in k.split_expr(sym.rev_dep, k.OR) if k.expr_value(t) > 0]
+    if want == "n" and kconfiglib.expr_value(sym.rev_dep) > 0:
+        sel = [expr_str(t) for t in kconfiglib.split_expr(sym.rev_dep, kconfiglib.OR) if kconfiglib.expr_value(t) > 0]
         return f"selected by {' || '.join(sel)}"
     if want in ("y", "m") and sym.visibility == 0:
         return "not user-settable (no prompt); enable an option that selects it"
@@ -232,9 +227,9 @@ def _why(kconf, sym, want: str) -> str:
     if sym.choice is not None and want == "y":
         sel = sym.choice.selection
         return f"choice picked {sel.name if sel else 'nothing'} (another fragment may select it)"
-    if sym.type in (k.INT, k.HEX) and sym.ranges:
+    if sym.type in (kconfiglib.INT, kconfiglib.HEX) and sym.ranges:
         rng = [
-            f"{expr_str(lo)}..{expr_str(hi)}" for lo, hi, cond in sym.ranges if k.expr_value(cond)
+            f"{expr_str(lo)}..{expr_str(hi)}" for lo, hi, cond in sym.ranges if kconfiglib.expr_value(cond)
         ]
         if rng:
             return f"outside its range {rng[0]}"

@@ -23,6 +23,7 @@ import os
 import re
 import shutil
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -35,6 +36,7 @@ from ..lock import cache_lock
 from ..progress import Progress
 from . import store
 from .artifact import KernelArtifact
+from .config import read_config
 
 # What the guest needs from the kernel: PCI transport, virtio-serial, and friends.
 # (virtio_ring.ko has no symbol of its own: it comes with VIRTIO and is a
@@ -208,8 +210,6 @@ def _install(root: Path, tmp: Path, arch: str, release: str, pkg: str, version: 
         # The .deb ships no modules.dep (the postinst runs depmod); module_paths() needs it.
         proc.run(["depmod", "-b", str(tmp), release], timeout=600)
 
-    from .config import read_config
-
     cfg = read_config(tmp / "config")
     virtio = {sym: cfg.get(sym, "n") for sym in VIRTIO_SYMBOLS}
     as_modules = [VIRTIO_SYMBOLS[s] for s, v in virtio.items() if v == "m"]
@@ -236,7 +236,6 @@ def _install(root: Path, tmp: Path, arch: str, release: str, pkg: str, version: 
 
 def decompress_modules(mods: Path) -> int:
     """Decompress .ko.xz/.ko.gz (and .ko.zst with zstd) in place; fix modules.dep."""
-    from concurrent.futures import ThreadPoolExecutor
 
     def one(ko: Path) -> int:
         ext, out = ko.suffix, ko.with_suffix("")

@@ -6,6 +6,7 @@ the field.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import os
 import tomllib
@@ -86,8 +87,6 @@ class Recipe:
 
 
 def _replace(r: Recipe, **kw) -> Recipe:
-    import dataclasses
-
     return dataclasses.replace(r, **kw)
 
 

@@ -34,6 +34,7 @@ from .. import paths, proc
 from ..errors import InfraError, UserError
 from ..limits import sha256_file
 from .recipe import Patch
+from .store import swap_dirs
 
 DEBIAN_TARBALLS = {
     "6.1": Path("/usr/src/linux-source-6.1.tar.xz"),
@@ -135,7 +136,6 @@ def _publish(tmp: Path, dest: Path) -> None:
     """Put the unpacked tree *tmp* at *dest*: a build copying from the old tree never sees
     it vanish (the two are exchanged in one step where the filesystem can), then the old
     one is removed."""
-    from .store import swap_dirs
 
     if dest.exists():
         swap_dirs(tmp, dest)

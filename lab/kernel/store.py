@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from .. import paths
-from ..errors import InfraError, UserError
+from ..errors import InfraError, UserError, unknown
 from .artifact import KernelArtifact
 
 
@@ -113,8 +113,6 @@ def remove(id_or_prefix: str, arch: str | None = None) -> KernelArtifact | None:
         a = None  # a damaged entry, named by its id: removed as it is
     outside = not id_or_prefix or "/" in id_or_prefix or id_or_prefix.startswith(".")
     if a is None and (outside or not (root() / id_or_prefix / "metadata.json").is_file()):
-        from ..errors import unknown
-
         raise unknown("kernel", id_or_prefix, [e.label for e in entries() if arch is None or e.arch == arch])
     entry = a.image.parent if a is not None else root() / id_or_prefix
     kid = a.id if a is not None else id_or_prefix

@@ -21,6 +21,7 @@ Traps this avoids:
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import replace
 from pathlib import Path
 from xml.etree import ElementTree as ET
@@ -28,6 +29,7 @@ from xml.etree import ElementTree as ET
 from .. import cpulist
 from ..errors import UserError
 from ..plan import VmPlan
+from . import qemu as rq
 from .qemu import BootFiles, cmdline
 
 # libvirt versions that first express something (for the refusal messages).
@@ -181,7 +183,6 @@ def _cpu_override(dom: ET.Element, p: VmPlan) -> None:
     which keeps TOPOEXT for AMD models under TCG: render.qemu) gets QEMU's -cpu verbatim
     through <qemu:commandline>: QEMU takes the last -cpu, so the guest sees exactly the CPU
     the QEMU backend gives it (libvirt marks such a domain as tainted, nothing more)."""
-    from . import qemu as rq
 
     args = ["-cpu", p.cpu_model] if _needs_override(p) else []
     if rq.x2apic_iommu(p):  # the QEMU backend's interrupt-remapping IOMMU, the same device
@@ -235,7 +236,6 @@ def tcg_wrapper_script(qemu_binary: str, threads: str) -> str:
     Without it a 32-vCPU guest on a 2-core host ran MTTCG: slower to boot than one TCG
     thread, and under a loaded host it hung at boot (RCU stalls, a CPU's timer never
     firing), where the QEMU backend's thread=single booted."""
-    import shlex
 
     return (
         "#!/bin/sh\n"

@@ -18,7 +18,7 @@ from .. import levels as lv
 from ..errors import UserError
 from ..host import Host
 from ..plan import KernelRef, VmOptions, VmPlan
-from ..topology import AMD_ZEN_RECLAIM_DISTANCE, RECLAIM_DISTANCE, Topology
+from ..topology import AMD_ZEN_RECLAIM_DISTANCE, RECLAIM_DISTANCE, Topology, irregularities
 
 # Intel model for x86 guests under TCG when the real machine is not an AMD Zen: with
 # -smp dies=D it gives one L3 per die and SMT siblings.
@@ -85,8 +85,6 @@ def plan(
     emu = emulators.choose(host.emulators(arch), arch, options.qemu, need, need_why)
     version = emu.version
     if topo.shape is None:
-        from ..topology import irregularities
-
         raise UserError(
             f"{topo.path or topo.name}: groups: the machine is irregular ({'; '.join(irregularities(topo))}); "
             "QEMU's -smp builds only regular machines (every socket, node, LLC, cluster and core alike): "

@@ -27,24 +27,34 @@ a link, and every member must match the manifest's hash.  Anything else is a one
 
 from __future__ import annotations
 
+import ast
 import gzip
 import hashlib
 import io
 import json
 import os
 import platform
+import shlex
 import shutil
 import tarfile
 import time
+import tomllib
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import IO, Any
 
-from .. import __version__, atomic, rundir
+from .. import __version__, atomic, expect, iterate, paths, proc, rundir
+from .. import scenario as sc
 from ..errors import UserError, storage_error
+from ..integrity import read_record
+from ..kernel import recipe as krecipe
+from ..kernel import store
 from ..limits import size as show_size
+from ..plan import VmPlan, read_plan_json
+from ..runner import EXIT
+from . import fidelity
 
 FORMAT = 1  # the bundle layout this lab writes and the newest it reads
 MANIFEST = "manifest.json"
@@ -116,11 +126,8 @@ class Bundle:
 
 def make(run_dir: Path, out: Path) -> dict[str, Any]:
     """Write the bundle of *run_dir* to *out*; returns its manifest."""
-    from ..plan import VmPlan
-    from ..runner import EXIT
 
     plan = VmPlan.read(run_dir)
-    from ..integrity import read_record
 
     results, why = read_record(run_dir)
     if results is None:
@@ -171,9 +178,6 @@ def make(run_dir: Path, out: Path) -> dict[str, Any]:
     else:
         manifest["scenario"] = None  # a scenario this lab no longer has: the run still reproduces by hand
     manifest["kernel"] = _kernel_members(plan, results, members)
-    from .. import expect
-    from ..plan import read_plan_json
-    from . import fidelity
 
     manifest["fidelity"] = fidelity.stamp(plan.topo, read_plan_json(run_dir / rundir.PLAN), results, expect.deviations(plan.topo, plan)).to_dict()
     members["host.json"] = json.dumps(_host(plan), indent=1).encode()
@@ -181,8 +185,6 @@ def make(run_dir: Path, out: Path) -> dict[str, Any]:
 
 
 def sc_record(run_dir: Path) -> dict[str, Any] | None:
-    from .. import scenario as sc
-
     rec = sc.recorded_in(run_dir)
     return rec if isinstance(rec, dict) else None
 
@@ -193,9 +195,6 @@ def _scenario_file(name: str, command: str, run_dir: Path) -> Path | None:
     declares that name, else lab's scenario of that name.  The file is read as text and
     parsed, never imported: a run directory is data, and its command file could name any
     file on this host."""
-    import shlex
-
-    from .. import scenario as sc
 
     try:
         args = shlex.split(command)
@@ -216,7 +215,6 @@ def _scenario_file(name: str, command: str, run_dir: Path) -> Path | None:
 
 def _declares_scenario(path: Path, name: str) -> bool:
     """Whether *path* (Python source, parsed not run) has a class with ``name = "<name>"``."""
-    import ast
 
     try:
         if path.stat().st_size > 1 << 20:
@@ -246,7 +244,6 @@ def _read_text(p: Path) -> str:
 
 def _kernel_members(plan, results: dict[str, Any], members: dict[str, bytes | Path]) -> dict[str, Any]:
     """The kernel's identity, and the files that rebuild or name it."""
-    from ..kernel import store
 
     ref = plan.kernel
     ki = results.get("kernel_info")
@@ -267,8 +264,6 @@ def _kernel_members(plan, results: dict[str, Any], members: dict[str, bytes | Pa
         k["kind"] = "recipe"
     elif art is None and k["name"] in _recipe_names():
         # The build is gone from this lab's store: the recipe still names its inputs.
-        from .. import paths
-
         k["kind"] = "recipe"
         k["recipe"] = k["name"]
         k["note"] = "the kernel is no longer in this lab's store: its .config and hashes are not bundled"
@@ -291,14 +286,11 @@ def _kernel_members(plan, results: dict[str, Any], members: dict[str, bytes | Pa
 
 
 def _recipe_names() -> list[str]:
-    from ..kernel import recipe as krecipe
-
     return krecipe.names()
 
 
 def _recipe_members(inputs: dict[str, Any], members: dict[str, bytes | Path]) -> None:
     """The recipe (and the ones it extends), every fragment and patch, as kernels/."""
-    from .. import paths
 
     recipe = inputs.get("recipe")
     if not recipe or not Path(recipe).is_file():
@@ -312,8 +304,6 @@ def _recipe_members(inputs: dict[str, Any], members: dict[str, bytes | Path]) ->
             if p.is_file() and not p.is_symlink():
                 members[f"kernel/kernels/{p.relative_to(d.parent).as_posix()}"] = p
     # Parents named by `extends` live beside it.
-    import tomllib
-
     seen = {f.parent.name}
     todo = [f]
     while todo:
@@ -331,7 +321,6 @@ def _recipe_members(inputs: dict[str, Any], members: dict[str, bytes | Path]) ->
 
 def _tree_diff(tree: Path, want: str) -> bytes | None:
     """The tree's uncommitted diff, when the tree is still as the run judged it."""
-    from .. import iterate, proc
 
     if not (tree / ".git").exists():
         return None
@@ -344,8 +333,6 @@ def _tree_diff(tree: Path, want: str) -> bytes | None:
 
 
 def _host(plan) -> dict[str, Any]:
-    from .. import proc
-
     qemu = ""
     try:
         r = proc.run([plan.qemu, "--version"], check=False, timeout=30)

@@ -10,10 +10,23 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .. import compare, expect, topology
 from .. import levels as lv
+from ..analysis.placement import (
+    MigrationAccumulator,
+    PathAccumulator,
+    ResidencyAccumulator,
+    run_all,
+)
+from ..compare import rejudge
 from ..errors import UserError
+from ..integrity import read_record, unfinished
+from ..limits import MAX_FILE_BYTES, read_file
+from ..plan import VmPlan, read_plan_json
 from ..rundir import RunDir
 from ..topology import Topology
+from ..trace.parser import parse_file
+from . import fidelity
 
 # How many tasks get a colour of their own in the timeline (the busiest); the rest are
 # drawn as "other tasks".  Twelve colours stay told apart at a glance.
@@ -88,12 +101,10 @@ def load_run(run_dir: Path, topo: Topology | None = None, source: str = "", stor
     its verdict re-judged by lab's current scenario of that name (lab.compare.rejudge)
     unless *stored*; the message says where the stored verdict differs, or that it is
     the stored one."""
-    from ..plan import VmPlan, read_plan_json
 
     rd = RunDir(run_dir)
     if topo is None:
         plan = VmPlan.read(run_dir)  # names a folder that is no run directory first
-    from ..integrity import read_record, unfinished
 
     res, why = read_record(run_dir)
     if res is None:
@@ -102,8 +113,6 @@ def load_run(run_dir: Path, topo: Topology | None = None, source: str = "", stor
     if late:  # a killed or interrupted run is shown as what it is (as lab compare does)
         res = {**res, "status": "ERROR", "message": late, "expectations": []}
     elif not stored:
-        from ..compare import rejudge
-
         res = rejudge(run_dir, res, topo)
     verdict_note = ""
     if res.get("stored_status") is not None:
@@ -117,8 +126,6 @@ def load_run(run_dir: Path, topo: Topology | None = None, source: str = "", stor
     kernel.pop("image", None)
     command = rd.read_command()
     migr, tl = _trace(rd.out, plan)
-    from .. import expect
-    from . import fidelity
 
     stamp = fidelity.stamp(plan.topo, read_plan_json(rd.plan), res, expect.deviations(plan.topo, plan))
     return RunDoc(
@@ -148,13 +155,6 @@ def _list(v: Any) -> list:
 
 def _trace(out: Path, plan) -> tuple[dict[str, int], Timeline | None]:
     """Migration counts and the placement timeline of the run's main (or first) phase."""
-    from ..analysis.placement import (
-        MigrationAccumulator,
-        PathAccumulator,
-        ResidencyAccumulator,
-        run_all,
-    )
-    from ..trace.parser import parse_file
 
     phases = sorted(p.name[len("trace.") : -len(".txt")] for p in out.glob("trace.*.txt")) if out.is_dir() else []
     if not phases:
@@ -241,8 +241,6 @@ class CompareDoc:
 
 def load_compare(path: Path) -> CompareDoc:
     """The comparison document at *path*, checked against its schema."""
-    from .. import compare, topology
-    from ..limits import MAX_FILE_BYTES, read_file
 
     try:
         doc = json.loads(read_file(path, 16 * MAX_FILE_BYTES, "a compare document"))

@@ -11,6 +11,7 @@ recorded'), and lab.expect.deviations() of the plan."""
 from __future__ import annotations
 
 import re
+import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -37,7 +38,6 @@ class Stamp:
 
     def text(self, width: int = 80) -> list[str]:
         """'Fidelity:' and its three fields, wrapped at *width* with the value's column kept."""
-        import textwrap
 
         out = ["Fidelity:"]
         for k, v in self.fields():

@@ -7,6 +7,7 @@ tests/unit/test_report_render.py; ``LAB_REGEN=1`` rewrites them)."""
 from __future__ import annotations
 
 import math
+import re
 import textwrap
 from html import escape
 from typing import Any
@@ -143,7 +144,6 @@ def _md(s: str) -> str:
 
 def _fence(lines: list[str]) -> list[str]:
     """*lines* in a code fence longer than any run of backticks in them."""
-    import re
 
     longest = max((len(m) for ln in lines for m in re.findall(r"`+", ln)), default=0)
     f = "`" * max(3, longest + 1)

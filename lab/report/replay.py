@@ -10,15 +10,25 @@ kernel was the developer's tree, which a bundle carries as a describe and a diff
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
+import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .. import emulators, rundir, runner, session, topology
+from .. import host as host_mod
 from .. import progress as progress_mod
-from .. import rundir
+from .. import scenario as sc
 from ..errors import UserError
+from ..kernel import build as kbuild
+from ..kernel import recipe as krecipe
+from ..kernel import resolve
+from ..paths import runs_dir
+from ..plan import VmOptions
+from . import fidelity
 from .bundle import Bundle, extract
 
 
@@ -32,7 +42,6 @@ class Replay:
 
 def open_bundle(path: Path, target: Path | None = None) -> Bundle:
     """Extract *path* into *target*, or into a new directory in lab's runs folder."""
-    from ..paths import runs_dir
 
     if target is None:
         # Their own folder: an opened bundle is not a run directory (tools that glob the
@@ -61,7 +70,6 @@ def results_of(b: Bundle) -> dict[str, Any]:
 
 def kernel_spec(b: Bundle, override: str | None, progress=None) -> tuple[str, list[str]]:
     """The --kernel that gets or rebuilds the bundle's kernel here, and notes on what differs."""
-    from ..kernel import resolve
 
     k = b.kernel
     kind = k.get("kind")
@@ -69,8 +77,6 @@ def kernel_spec(b: Bundle, override: str | None, progress=None) -> tuple[str, li
     notes: list[str] = []
     prog = progress_mod.of(progress)
     if override:
-        from ..kernel import recipe as krecipe
-
         try:  # a name lab does not know is refused before anything starts
             resolve(override, arch, build=False)
         except UserError:  # a recipe of this arch not built yet is built by the run
@@ -92,8 +98,6 @@ def kernel_spec(b: Bundle, override: str | None, progress=None) -> tuple[str, li
         name = str(k.get("recipe") or k.get("name"))
         if not (kdir / name / "recipe.toml").is_file():
             raise UserError(f"{b.root}: the bundle's kernel is recipe {name} but it carries no kernel/kernels/{name}/recipe.toml")
-        from ..kernel import build as kbuild
-        from ..kernel import recipe as krecipe
 
         r = krecipe.load(name, kernels_dir=kdir)
         art = kbuild.lookup_built(r)
@@ -119,8 +123,6 @@ def qemu_notes_before(plan: dict[str, Any], arch: str, progress=None) -> list[st
     """A bundle that ran on Debian's bookworm-backports QEMU: fetch it here when lab has
     no fetched QEMU of that Debian version (the archive serves its current one only),
     and say so when the version got is another."""
-    from .. import emulators
-    from .. import host as host_mod
 
     want = str(plan.get("qemu_debian_version") or "")
     if plan.get("qemu_origin") != "debian-backports" or not want:
@@ -149,9 +151,6 @@ def qemu_notes_after(plan: dict[str, Any], now: Any) -> list[str]:
 def fidelity_notes(b: Bundle, plan: dict[str, Any], before: dict[str, Any], now: Any) -> list[str]:
     """Where this host's conditions differ from the bundle's (lab.report.fidelity): the
     bundle's host cores from its run's timing, else its host.json; the bundle's stamp."""
-    import os
-
-    from . import fidelity
 
     timing = t if isinstance(t := before.get("timing"), dict) else {}
     cpus = timing.get("host_cpus")
@@ -184,8 +183,6 @@ def scenario_of(b: Bundle, trust: bool = False, say=None) -> tuple[Any, str]:
     the bundle's, byte for byte), and refuses when it has none, naming the file and its
     sha256 to read before trusting it."""
 
-    from .. import scenario as sc
-
     scen_file = b.file("scenario")
     name = b.manifest.get("scenario_name")
     digest = b.sha256("scenario")
@@ -204,8 +201,6 @@ def scenario_of(b: Bundle, trust: bool = False, say=None) -> tuple[Any, str]:
 
 
 def _python_scenario(b: Bundle, trust: bool, say, scen_file, name, digest, sc) -> tuple[Any, str]:
-    import hashlib
-
     if trust:
         if scen_file is None:
             raise UserError(f"{b.root}: the bundle carries no scenario source to trust")
@@ -232,8 +227,6 @@ def replay(b: Bundle, kernel: str | None = None, progress=None, trust: bool = Fa
     """Rerun bundle *b*: same topology spec, VM options and scenario (lab's own of that
     name unless *trust*: scenario_of()); the kernel from kernel_spec().  Returns the
     bundle's results next to the new outcome."""
-    from .. import runner, session, topology
-    from ..plan import VmOptions
 
     before = results_of(b)
     topo_file = b.file("topology")

@@ -104,6 +104,7 @@ def show(console: Any, expectations: Iterable[Any], title: str) -> None:
     """The table and the reasons on a rich *console* (lab run, lab recheck)."""
     # rich is imported here, not at the top: the plain-text report (a mail, a CI log)
     # never loads it.
+    # deferred: CLI start (rich)
     from rich.markup import escape
     from rich.table import Table
 

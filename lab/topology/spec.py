@@ -12,6 +12,7 @@ Every error names the file and the field.
 
 from __future__ import annotations
 
+import json
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
@@ -45,6 +46,13 @@ SHAPE_KEYS = {*SHAPE_FIELDS, "numbering", "cpus"}
 GROUP_KEYS = {*(x.key for x in lv.GROUPED), "numbering"}  # nodes, sockets, llcs, clusters, cores
 NUMA_KEYS = {"distances", "memory_mb"}
 PROV_KEYS = {"machine", "sources", "notes", "derived_from"}
+
+
+def toml_str(s: str) -> str:
+    """*s* as a TOML basic string, for the spec text lab writes (``lab topo import``,
+    an hwloc synthetic topology)."""
+    # A JSON string is a TOML basic string, except that TOML also wants DEL escaped.
+    return json.dumps(s, ensure_ascii=False).replace("\x7f", "\\u007f")
 
 
 def _toml_type(v: Any) -> str:
