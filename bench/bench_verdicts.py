@@ -75,6 +75,11 @@ CASES: list[tuple] = [
     # workload variant (the workers pinned in pairs onto one core's siblings).
     ("smt-spread", "numa4-96-micro", "debian", "PASS"),
     ("smt-spread", "numa4-96-micro", "debian", "FAIL", ("-p", "pin=siblings")),
+    # Misfit migration on the asymmetric arm64 machine (Debian's arm64 6.1), and its
+    # known-bad topology variant: the same machine with alike capacities (no
+    # SD_ASYM_CPUCAPACITY), judged against tensor-gs101's big CPUs 6-7.
+    ("misfit-migration", "tensor-gs101", "debian", "PASS"),
+    ("misfit-migration", "tests/fixtures/topologies/tensor-gs101-symmetric.toml", "debian", "FAIL", ("-p", "big=6-7")),
 ]
 TARGET = 0.95  # 19 of 20
 REPO = Path(__file__).resolve().parents[1]
