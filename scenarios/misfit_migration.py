@@ -15,19 +15,24 @@ it).  Without SD_ASYM_CPUCAPACITY nothing marks a lone running task as worth mov
 one task on an otherwise idle machine is no imbalance, so it stays where it runs.
 
 Here: a busy loop (``sh -c 'while :; do :; done'``) is started pinned (taskset) to the
-machine's first lowest-capacity CPU, and a light task (``sleep 0.2`` in a loop, a
-wakeup every 200 ms and little work) pinned to the next; after ``-p pinned_s``
-seconds both are freed to every CPU (taskset -p) and traced (sched_switch,
-sched_wakeup(_new), sched_migrate_task) for ``-p seconds``.  The instant they were
-freed is taken as the first placement (sched_wakeup_new) of the free step's own shell,
-forked just before its two taskset calls: an upper bound on the time to reach a big CPU
-(TCG takes tens of milliseconds to start a process).  From sched_switch: how long after being freed the busy loop first ran on one of
-the *big* CPUs (``-p big``; by default the spec's highest-capacity CPUs), and the share
-of its running time after that spent on them.  The claim-carrying expectation: it
-reached a big CPU within MAX_REACH_S of being freed and ran there at least MIN_BIG_SHARE
-of the rest.  The light task's share on the other (little) CPUs is reported as a figure
-(capacity-aware wakeup placement, select_idle_capacity(), keeps a task that fits on a
-little CPU), not judged.
+machine's first lowest-capacity CPU, and a light task (one shell reading with a 0.2 s
+timeout from a FIFO nobody writes: a wakeup every 200 ms, almost no work, no process
+forked) pinned to the next; after ``-p pinned_s`` seconds both are freed to every CPU
+(taskset -p) and traced (sched_switch, sched_wakeup(_new), sched_migrate_task) for ``-p
+seconds``.  The instant they were freed is taken as the first placement
+(sched_wakeup_new) of the free step's own shell, forked just before its two taskset
+calls: so the time to reach a big CPU is an upper bound, which includes starting those
+(hundreds of milliseconds under TCG).  From sched_switch: how long after being freed
+the busy loop first ran on one of the *big* CPUs (``-p big``; by default the spec's
+highest-capacity CPUs), and the share of its running time from then on spent on them.
+The claim-carrying expectation: it reached a big CPU within MAX_REACH_S of being freed
+and ran there at least MIN_BIG_SHARE of the rest.  The light task's share of its
+running time on the other (little) CPUs is a figure, not judged: capacity-aware wakeup
+placement (select_idle_capacity(): the first idle CPU from the target that fits the
+task's utilization) should keep it little, but a run where it is not does not speak to
+misfit migration.  A first design's light task, a ``sleep 0.05`` loop, forked a process
+per wakeup and ran on little CPUs 16 to 30 % of its time only (the bench file at
+MAX_REACH_S); the FIFO read keeps it one process.
 
 Known-bad variant: a topology variant, the same machine with its capacities left out
 (tests/fixtures/topologies/tensor-gs101-symmetric.toml: eight CPUs of capacity 1024,
@@ -60,9 +65,18 @@ from lab.trace.events import SchedSwitch, SchedWakeupNew
 PHASE = "main"
 SECONDS = 6
 PINNED_S = 1.0
-# Bounds, measured (see the figures files named in the README's scenario table).
-MAX_REACH_S = 1.0
+# Bounds, measured on Debian's 6.1 arm64 kernel under TCG (5 runs a side,
+# bench/results/bench_verdicts-20261126-052904.json, the light task then a `sleep` loop):
+# on tensor-gs101 the busy loop reached CPU 6 or 7 0.39 to 0.57 s after the free step's
+# shell was forked (its taskset calls take most of that under TCG) and ran there 98.3 to
+# 100 % of the rest; on tensor-gs101-symmetric with -p big=6-7 it never left CPU 0.  2 s
+# and 80 % leave room on the passing side, and nothing on the failing side comes near.
+MAX_REACH_S = 2.0
 MIN_BIG_SHARE = 0.8
+# The light task must be light: at most this share of the traced time running (a shell
+# whose `read -t` returned at once would spin, and be a second busy loop).
+MAX_LIGHT_BUSY = 0.25
+ASYMMETRIC = "asymmetric CPU capacities (or -p big=CPUS naming the CPUs to judge against)"
 
 
 def placement(events: Iterable[Any], cpu_map: Callable[[int], int], pid: int, since: float) -> dict[str, Any]:
@@ -155,12 +169,13 @@ class MisfitMigration(Scenario):
         Param("big", "", "the CPUs (spec numbering) the busy loop must reach; default: the highest-capacity CPUs (needed on a machine with alike CPUs)"),
     ]
 
-    def skip_reason(self, topo, kernel=None):
-        why = super().skip_reason(topo, kernel)
+    def unmet(self, topo):
+        # A requirement that depends on a parameter: what `lab run`, `lab matrix` and
+        # `lab bisect` ask before booting.
+        lacks = super().unmet(topo)
         if not self.p["big"] and not topo.asymmetric:
-            more = "asymmetric CPU capacities (or -p big=CPUS naming the CPUs to judge against)"
-            return f"{why}; the topology lacks {more}" if why else f"the topology lacks {more}"
-        return why
+            lacks.append(ASYMMETRIC)
+        return lacks
 
     def steps(self, topo):
         big = _big(topo, self.p["big"])
@@ -173,7 +188,11 @@ ALL=$(cat /sys/devices/system/cpu/online)
 lab_trace_on
 taskset -c "$(labcpu {hog})" sh -c 'while :; do :; done' &
 HOG=$!
-taskset -c "$(labcpu {light})" sh -c 'while :; do sleep 0.2; done' &
+# The light task: one shell waking every 200 ms from a read with a timeout on a FIFO
+# nobody writes (no process forked per wakeup, so no fork placement in the way).
+FIFO=/tmp/misfit-light.fifo
+rm -f "$FIFO"; mkfifo "$FIFO"
+taskset -c "$(labcpu {light})" sh -c 'exec 3<> "$1"; while :; do read -t 0.2 x <&3; done' light "$FIFO" &
 LIGHT=$!
 echo "$HOG" > hog.pid
 echo "$LIGHT" > light.pid
@@ -184,6 +203,7 @@ sleep {self.p['seconds']}
 kill "$HOG" "$LIGHT"
 wait
 lab_trace_off
+rm -f "$FIFO"
 """
 
     def check(self, r):
@@ -199,7 +219,8 @@ lab_trace_off
         light_s = sum(t1 - t0 for t0, t1, _ in lt["runs"])
         light_little = sum(t1 - t0 for t0, t1, c in lt["runs"] if c not in big)
         traced = (h["last"] - since) if h["last"] is not None and freed is not None else 0.0
-        ran = r.step("free").rc == 0 and freed is not None and f["ran_s"] > 0 and traced >= 0.5 * float(self.p["seconds"])
+        light_busy = light_s / traced if traced > 0 else 0.0
+        ran = r.step("free").rc == 0 and freed is not None and f["ran_s"] > 0 and traced >= 0.5 * float(self.p["seconds"]) and light_busy <= MAX_LIGHT_BUSY
         reach = f["reach_s"]
         ok = ran and reach is not None and reach <= MAX_REACH_S and f["big_share"] >= MIN_BIG_SHARE
         big_s = cpulist.format(sorted(big))
@@ -224,7 +245,8 @@ lab_trace_off
                     "light_ran_s": round(light_s, 6),
                     "light_little_share": round(light_little / light_s, 6) if light_s > 0 else None,
                 },
-                note="" if ran else f"freed={'seen' if freed is not None else 'not seen'} (step free rc {r.step('free').rc}), busy loop ran {f['ran_s']} s, traced {traced:.2f} s after being freed",
+                note="" if ran else (f"freed={'seen' if freed is not None else 'not seen'} (step free rc {r.step('free').rc}), busy loop ran {f['ran_s']} s, "
+                                     f"traced {traced:.2f} s after being freed, light task running {light_busy:.0%} of it (at most {MAX_LIGHT_BUSY:.0%})"),
             ),
             Expectation(
                 "the busy loop moved to a big CPU and stayed there",
