@@ -30,9 +30,11 @@ and ran there at least MIN_BIG_SHARE of the rest.  The light task's share of its
 running time on the other (little) CPUs is a figure, not judged: capacity-aware wakeup
 placement (select_idle_capacity(): the first idle CPU from the target that fits the
 task's utilization) should keep it little, but a run where it is not does not speak to
-misfit migration.  A first design's light task, a ``sleep 0.05`` loop, forked a process
-per wakeup and ran on little CPUs 16 to 30 % of its time only (the bench file at
-MAX_REACH_S); the FIFO read keeps it one process.
+misfit migration.  A first design's light task, a ``sleep 0.2`` loop, forked a process
+per wakeup and ran on little CPUs 16 to 30 % of its time only
+(bench/results/figures-misfit-migration-sleep-loop-asymmetric-20261126-053356.json);
+the FIFO read keeps it one process, on little CPUs 69.5 to 100 % of its time
+(figures-misfit-migration-asymmetric-20261126-053607.json).
 
 Known-bad variant: a topology variant, the same machine with its capacities left out
 (tests/fixtures/topologies/tensor-gs101-symmetric.toml: eight CPUs of capacity 1024,
@@ -65,12 +67,17 @@ from lab.trace.events import SchedSwitch, SchedWakeupNew
 PHASE = "main"
 SECONDS = 6
 PINNED_S = 1.0
-# Bounds, measured on Debian's 6.1 arm64 kernel under TCG (5 runs a side,
-# bench/results/bench_verdicts-20261126-052904.json, the light task then a `sleep` loop):
-# on tensor-gs101 the busy loop reached CPU 6 or 7 0.39 to 0.57 s after the free step's
-# shell was forked (its taskset calls take most of that under TCG) and ran there 98.3 to
-# 100 % of the rest; on tensor-gs101-symmetric with -p big=6-7 it never left CPU 0.  2 s
-# and 80 % leave room on the passing side, and nothing on the failing side comes near.
+# Bounds, measured on Debian's 6.1 arm64 kernel under TCG, 5 runs a side: on
+# tensor-gs101 the busy loop reached CPU 6 or 7 0.28 to 0.44 s after the free step's
+# shell was forked (starting its taskset calls takes most of that under TCG) and ran
+# there 100 % of the rest, PASS 5/5; on tensor-gs101-symmetric with -p big=6-7 it never
+# left CPU 0, FAIL 5/5 (bench/results/bench_verdicts-20261126-053351.json,
+# figures-misfit-migration-asymmetric-20261126-053607.json,
+# figures-misfit-migration-symmetric-20261126-053609.json; the first design's 5 + 5,
+# with a sleep-loop light task: 0.39 to 0.57 s and 98.3 to 100 % against never,
+# bench_verdicts-20261126-052904.json and the figures-misfit-migration-sleep-loop-*
+# files).  2 s and 80 % leave room on the passing side; nothing on the failing side
+# comes near either.
 MAX_REACH_S = 2.0
 MIN_BIG_SHARE = 0.8
 # The light task must be light: at most this share of the traced time running (a shell
