@@ -82,6 +82,11 @@ CASES: list[tuple] = [
     ("scheduler-survives", "numa4-96-micro", "lab-6.12-scx", "PASS", ("--scheduler", str(FIXTURES / "schedulers" / "scx_llcnode"))),
     ("scheduler-survives", str(FIXTURES / "topologies" / "zen3-2s-micro.toml"), "lab-6.12-scx", "FAIL",
      ("--scheduler", str(FIXTURES / "schedulers" / "scx_llcnode"))),
+    # Misfit migration on the asymmetric arm64 machine (Debian's arm64 6.1), and its
+    # known-bad topology variant: the same machine with alike capacities (no
+    # SD_ASYM_CPUCAPACITY), judged against tensor-gs101's big CPUs 6-7.
+    ("misfit-migration", "tensor-gs101", "debian", "PASS"),
+    ("misfit-migration", "tests/fixtures/topologies/tensor-gs101-symmetric.toml", "debian", "FAIL", ("-p", "big=6-7")),
 ]
 TARGET = 0.95  # 19 of 20
 REPO = Path(__file__).resolve().parents[1]

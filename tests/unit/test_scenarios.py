@@ -1356,3 +1356,116 @@ def test_smt_spread_counts_workers_not_their_parent(tmp_path):
     o = _smt_run(tmp_path, trace)
     assert o.ok and o.by[CLAIM_SMT].figures["shared_s"] == 0.0
     assert o.by["the workers ran (stress-ng --cpu) and were traced past the settling time"].figures["workers_seen"] == 4
+
+
+# ---- misfit-migration (issue 36 item 3) ------------------------------------------------------
+# tensor-gs101: CPUs 0-3 capacity 250, 4-5 620, 6-7 1024 (linear numbering); the symmetric
+# variant (the known-bad topology) has the same CPUs with alike capacities.
+SYMMETRIC = Path(__file__).resolve().parents[1] / "fixtures" / "topologies" / "tensor-gs101-symmetric.toml"
+HOG, LIGHT, FREE = ("sh", 300), ("sh", 301), 310
+CLAIM_MISFIT = "the busy loop moved to a big CPU and stayed there"
+RAN_MISFIT = "the busy loop and the light task ran, were freed and traced"
+
+
+def _misfit_trace(hog: list[tuple[float, int]], freed: float | None = 2.0, end: float = 8.0) -> str:
+    """The busy loop switched in at (ts, cpu) (off its previous CPU at that instant; it
+    starts on CPU 0 at 1.0 s), the light task on CPU 1 every second, the free step's shell
+    forked at *freed*, a kworker tick at *end*."""
+    evs: list[tuple[float, str]] = []
+    cur = None
+    for ts, cpu in [(1.0, 0), *hog]:
+        if cur is not None:
+            evs.append((ts, _sw(cur, ts, HOG, IDLE)))
+        evs.append((ts + 1e-6, _sw(cpu, ts + 1e-6, IDLE, HOG)))
+        cur = cpu
+    for k in range(1, 8):
+        evs.append((k + 0.5, _sw(1, k + 0.5, IDLE, LIGHT)))
+        evs.append((k + 0.51, _sw(1, k + 0.51, LIGHT, IDLE)))
+    if freed is not None:
+        body = f"comm=sh pid={FREE} prio=120 target_cpu=005"
+        evs.append((freed, line("job.sh", 154, 4, freed, "sched_wakeup_new", body)))
+    evs.append((end, _sw(3, end, IDLE, ("kworker/3:1", 9))))
+    return "".join(t for _, t in sorted(evs))
+
+
+def _misfit_run(tmp_path, trace: str, topo=None, free_rc: str = "0\n", **params: str):
+    s = sc.load("misfit-migration")
+    s.set_params(params)
+    t = topology.load(topo or "tensor-gs101")
+    out = tmp_path / "out"
+    out.mkdir()
+    files = {"hog.pid": "300\n", "light.pid": "301\n", "free.pid": f"{FREE}\n", "free.rc": free_rc, "free.out": "", "free.err": "",
+             "trace.main.txt": trace}  # fmt: skip
+    for f, text in files.items():
+        (out / f).write_text(text)
+    plan = SimpleNamespace(guest_to_spec=tuple(c.id for c in t.cpus), guest_node_to_spec=t.node_ids, guest_reclaim_distance=30, cpu_vendor="arm")
+    exps = sc.call_check(s, sc.Result(s, t, plan, None, out, None))
+    return SimpleNamespace(by={e.name: e for e in exps}, ok=all(e.ok for e in exps))
+
+
+def test_misfit_migration_busy_loop_reaching_a_big_cpu_passes(tmp_path):
+    o = _misfit_run(tmp_path, _misfit_trace([(2.3, 7)]))
+    e = o.by[CLAIM_MISFIT]
+    assert o.ok and e.claim, e.to_dict()
+    assert e.figures["big"] == "6-7" and e.figures["reach_s"] == 0.300001 and e.figures["big_share"] == 1.0
+    assert e.figures["by_cpu_s"] == {"0": 0.3, "7": 5.7}
+    ran = o.by[RAN_MISFIT]
+    assert ran.figures["freed_at"] == 2.0 and ran.figures["traced_s"] == 6.0 and ran.figures["light_little_share"] == 1.0
+
+
+def test_misfit_migration_staying_on_the_little_cpu_fails_on_the_symmetric_variant(tmp_path):
+    o = _misfit_run(tmp_path, _misfit_trace([]), topo=SYMMETRIC, big="6-7")
+    e = o.by[CLAIM_MISFIT]
+    assert not e.ok and e.figures["reach_s"] is None and e.figures["by_cpu_s"] == {"0": 6.0}
+    assert e.note == ("the busy loop never ran on CPUs 6-7 in 6.0 s after being freed "
+                      "(tensor-gs101-symmetric's CPUs have alike capacities: no misfit migration, the known-bad variant)")  # fmt: skip
+    assert o.by[RAN_MISFIT].ok
+
+
+def test_misfit_migration_late_or_brief_big_cpu_fails(tmp_path):
+    late = _misfit_run(tmp_path, _misfit_trace([(4.5, 6)])).by[CLAIM_MISFIT]
+    assert not late.ok and late.note == "the busy loop first ran on CPUs 6-7 2.50 s after being freed (at most 2.0 s)"
+    (tmp_path / "b").mkdir()
+    # on CPU 7 from 2.2 s to 3 s, then back on CPU 0: 0.8 of 5.8 s on the big CPUs
+    brief = _misfit_run(tmp_path / "b", _misfit_trace([(2.2, 7), (3.0, 0)])).by[CLAIM_MISFIT]
+    assert not brief.ok and brief.figures["big_share"] == 0.137931
+    assert brief.note == "the busy loop ran on CPUs 6-7 14% of its time after reaching them (at least 80%)"
+
+
+def test_misfit_migration_without_the_free_step_is_a_failed_precondition(tmp_path):
+    o = _misfit_run(tmp_path, _misfit_trace([(2.3, 7)], freed=None))
+    ran = o.by[RAN_MISFIT]
+    assert not ran.ok and ran.note.startswith("freed=not seen (step free rc 0)")
+    assert not o.by[CLAIM_MISFIT].ok and o.by[CLAIM_MISFIT].note == ""
+
+
+def test_misfit_migration_a_light_task_that_spins_is_a_failed_precondition(tmp_path):
+    # the light task runs 2 s of the 6 s traced (a shell whose read -t returned at once)
+    trace = _misfit_trace([(2.3, 7)]) + _sw(2, 3.0, IDLE, LIGHT) + _sw(2, 5.0, LIGHT, IDLE)
+    trace = "".join(sorted(trace.splitlines(keepends=True), key=lambda x: float(x.split(": ")[0].split()[-1])))
+    ran = _misfit_run(tmp_path, trace).by[RAN_MISFIT]
+    assert not ran.ok and ran.note.endswith("light task running 34% of it (at most 25%)"), ran.note
+    assert ran.figures["light_little_share"] == 1.0 and ran.figures["light_ran_s"] == 2.06  # CPUs 1 and 2 are little
+
+
+def test_misfit_migration_skips_alike_cpus_unless_told_the_big_ones():
+    from lab.errors import UserError
+
+    s = sc.load("misfit-migration")
+    assert s.skip_reason(topology.load("tensor-gs101")) is None
+    sym = topology.load(SYMMETRIC)
+    assert s.skip_reason(sym) == "the topology lacks asymmetric CPU capacities (or -p big=CPUS naming the CPUs to judge against)"
+    assert s.unmet(topology.load("zen3-2s-mini")) == ["asymmetric CPU capacities (or -p big=CPUS naming the CPUs to judge against)"]
+    s.set_params({"big": "6-7"})
+    assert s.skip_reason(sym) is None
+    steps = s.steps(sym)
+    assert 'taskset -c "$(labcpu 0)" sh -c' in steps and 'taskset -c "$(labcpu 1)" sh -c' in steps
+    s.set_params({"big": "0-7"})
+    with pytest.raises(UserError, match=r"^-p big=0-7: leaves fewer than 2 other CPUs of tensor-gs101-symmetric to start on$"):
+        s.steps(sym)
+    s.set_params({"big": "9"})
+    with pytest.raises(UserError, match=r"^-p big=9: tensor-gs101-symmetric has no CPU 9$"):
+        s.steps(sym)
+    s.set_params({"big": "6-"})
+    with pytest.raises(UserError, match=r"^-p big=6-: not a cpulist"):
+        s.steps(sym)
