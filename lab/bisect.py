@@ -52,7 +52,7 @@ def exit_code(status: str) -> int:
 
 
 @dataclass
-class Step:
+class CommitStep:
     """One commit judged: its verdict from up to *of* runs, or why there is none."""
 
     sha: str
@@ -83,7 +83,7 @@ class Step:
         return d
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> Step:
+    def from_dict(cls, d: dict[str, Any]) -> CommitStep:
         names = {f.name for f in dataclasses.fields(cls)}
         return cls(**{k: v for k, v in d.items() if k in names})
 
@@ -192,9 +192,9 @@ def subject(repo: Path, sha: str) -> str:
 # --- judging one commit ---------------------------------------------------------------------
 
 
-def judge(s, topo, vm, clone: Path, sha: str, runs: int, recipe: str | None, progress=None, role: str = "") -> Step:
+def judge(s, topo, vm, clone: Path, sha: str, runs: int, recipe: str | None, progress=None, role: str = "") -> CommitStep:
     """Build *clone* at *sha* and run *s* until a majority of up to *runs* runs decides.
-    Never raises for what the commit does (a failed build, an ERROR): the Step says it."""
+    Never raises for what the commit does (a failed build, an ERROR): the CommitStep says it."""
 
     p = progress_mod.of(progress)
     t0 = time.monotonic()
@@ -217,11 +217,11 @@ def judge(s, topo, vm, clone: Path, sha: str, runs: int, recipe: str | None, pro
 
 
 def _build(clone: Path, sha: str, topo, recipe: str | None, p, role: str, runs: int, t0: float):
-    """*clone* checked out at *sha* and built: (the Step so far, the kernel), or (the
-    Step saying why it did not build, None)."""
+    """*clone* checked out at *sha* and built: (the CommitStep so far, the kernel), or (the
+    CommitStep saying why it did not build, None)."""
 
     checkout(clone, sha)
-    step = Step(sha, subject(clone, sha), "ERROR", of=runs, role=role, parent=_git(clone, "rev-parse", "--verify", "--quiet", f"{sha}^", check=False))
+    step = CommitStep(sha, subject(clone, sha), "ERROR", of=runs, role=role, parent=_git(clone, "rev-parse", "--verify", "--quiet", f"{sha}^", check=False))
     try:
         with p.step("build", f"{sha[:12]} {step.subject}"):
             art = iterate.tree_kernel(clone, topo.arch, recipe, progress=p.callback())
@@ -254,8 +254,8 @@ def _run(s, topo, vm, sess, art, clone: Path, sha: str, p, label: str, n: int):
 def measure_ends(s, topo, vm, clone: Path, good: str, bad: str, confidence: float, max_runs: int,
                  recipe: str | None, progress=None):  # fmt: skip
     """Build both ends and run them interleaved until their pass rates are told apart
-    (bisect_seq.estimate_ends): (Ends, the good end's Step, the bad end's Step).  An end
-    that does not build is an Ends refused as unjudged, its Step saying why."""
+    (bisect_seq.estimate_ends): (Ends, the good end's CommitStep, the bad end's CommitStep).  An end
+    that does not build is an Ends refused as unjudged, its CommitStep saying why."""
 
     p = progress_mod.of(progress)
     built: dict[str, Any] = {}
@@ -296,7 +296,7 @@ def measure_ends(s, topo, vm, clone: Path, good: str, bad: str, confidence: floa
     return ends, steps[0], steps[1]
 
 
-def judge_seq(s, topo, vm, clone: Path, sha: str, rule: dict[str, Any], recipe: str | None, progress=None) -> Step:
+def judge_seq(s, topo, vm, clone: Path, sha: str, rule: dict[str, Any], recipe: str | None, progress=None) -> CommitStep:
     """Build *clone* at *sha* and run *s* until the SPRT of *rule* (p_good, p_bad,
     confidence, max_runs: lab bisect's state) decides; a step it cannot decide in
     max_runs runs is UNDECIDED (skipped) with its rates.  Never raises for what the
@@ -328,7 +328,7 @@ def judge_seq(s, topo, vm, clone: Path, sha: str, rule: dict[str, Any], recipe: 
     return step
 
 
-def confidence_of(steps: list[Step]) -> tuple[float, int] | None:
+def confidence_of(steps: list[CommitStep]) -> tuple[float, int] | None:
     """The first bad commit's confidence from the SPRT steps (bisect_seq.overall_confidence)
     and how many decisions it multiplies; None when the bisection was not sequential."""
 
@@ -339,28 +339,28 @@ def confidence_of(steps: list[Step]) -> tuple[float, int] | None:
     return overall_confidence(confs), sum(c is not None for c in confs)
 
 
-def record(log: Path, step: Step) -> None:
+def record(log: Path, step: CommitStep) -> None:
     """Append *step* to the bisection's steps.jsonl (one line, written whole)."""
     with open(log, "a") as f:
         f.write(json.dumps(step.to_dict(), default=str) + "\n")
 
 
-def read_steps(log: Path) -> list[Step]:
+def read_steps(log: Path) -> list[CommitStep]:
     try:
         lines = log.read_text().splitlines()
     except FileNotFoundError:
         return []
-    return [Step.from_dict(json.loads(x)) for x in lines if x.strip()]
+    return [CommitStep.from_dict(json.loads(x)) for x in lines if x.strip()]
 
 
 # --- the bisection ----------------------------------------------------------------------------
 
 
 @dataclass
-class Result:
+class BisectResult:
     first_bad: str | None  # None: skipped commits hide it (then *candidates*)
     candidates: list[str]
-    steps: list[Step]
+    steps: list[CommitStep]
     log: str  # git bisect log
 
 
@@ -368,7 +368,7 @@ _FIRST_BAD = re.compile(r"^([0-9a-f]{40,64}) is the first bad commit", re.M)
 _COULD_BE = re.compile(r"The first bad commit could be any of:\n((?:[0-9a-f]{40,64}\n?)+)")
 
 
-def run_bisect(clone: Path, good: str, bad: str, step_argv: list[str], steps_log: Path) -> Result:
+def run_bisect(clone: Path, good: str, bad: str, step_argv: list[str], steps_log: Path) -> BisectResult:
     """``git bisect run`` in *clone* between *good* and *bad*, each commit judged by
     *step_argv* (whose progress goes to lab's stderr; git's own chatter is kept for the
     log).  The clone is reset whatever happens."""
@@ -384,10 +384,10 @@ def run_bisect(clone: Path, good: str, bad: str, step_argv: list[str], steps_log
         _git(clone, "bisect", "reset", check=False)
     m = _FIRST_BAD.search(out)
     if m:
-        return Result(m[1], [m[1]], read_steps(steps_log), blog)
+        return BisectResult(m[1], [m[1]], read_steps(steps_log), blog)
     m2 = _COULD_BE.search(out)
     if m2:
-        return Result(None, m2[1].split(), read_steps(steps_log), blog)
+        return BisectResult(None, m2[1].split(), read_steps(steps_log), blog)
     tail = proc.tail(out, 5)
     raise InfraError(f"git bisect run stopped without an answer (exit {cp.returncode}): {tail}")
 
@@ -399,7 +399,7 @@ def run_bisect(clone: Path, good: str, bad: str, step_argv: list[str], steps_log
 class Bisection:
     """A finished bisection: its answer, the report (mail text) and where it is kept."""
 
-    result: Result
+    result: BisectResult
     text: str
     run_dir: Path
 
@@ -500,7 +500,7 @@ def drive(
     return Bisection(result, text, d)
 
 
-def step(state_file: Path, progress: Progress) -> Step:
+def step(state_file: Path, progress: Progress) -> CommitStep:
     """One step of ``git bisect run``: judge the clone's HEAD as the state file (drive())
     says, record it in the steps log, say git's answer on *progress*."""
     state = json.loads(state_file.read_text())
@@ -532,7 +532,7 @@ def _wrap(s: str, indent: str = "") -> list[str]:
     return textwrap.wrap(s, 80, initial_indent=indent, subsequent_indent=indent + "  ", break_on_hyphens=False) or [indent]
 
 
-def report(result: Result, *, scenario: str, topology: str, wall_s: float, run_dir: str | None = None) -> str:
+def report(result: BisectResult, *, scenario: str, topology: str, wall_s: float, run_dir: str | None = None) -> str:
     """The bisection's answer as mail text (ASCII, at most 80 columns): the first bad
     commit, both sides' evidence, and every commit judged.  A pure function."""
     by_sha = {st.sha: st for st in result.steps}
@@ -568,7 +568,7 @@ def report(result: Result, *, scenario: str, topology: str, wall_s: float, run_d
     return "\n".join(line.rstrip() for line in out) + "\n"
 
 
-def _seq_lines(result: Result) -> list[str]:
+def _seq_lines(result: BisectResult) -> list[str]:
     """lab bisect --confidence: the answer's confidence, the rule and both ends' rates
     (nothing for the fixed majority)."""
 
@@ -588,7 +588,7 @@ def _seq_lines(result: Result) -> list[str]:
     return out
 
 
-def _good_side(result: Result, bad: Step) -> Step | None:
+def _good_side(result: BisectResult, bad: CommitStep) -> CommitStep | None:
     """The good side's evidence: *bad*'s parent, which git judged good before naming
     *bad* (or the good end), else the last good commit judged."""
     goods = [st for st in result.steps if st.status == "PASS"]
@@ -596,7 +596,7 @@ def _good_side(result: Result, bad: Step) -> Step | None:
     return parent or (goods[-1] if goods else None)
 
 
-def _evidence(label: str, st: Step) -> list[str]:
+def _evidence(label: str, st: CommitStep) -> list[str]:
     out = _wrap(f"{label} {st.sha[:12]} {st.describe()}: {st.subject}")
     # The run that stands for the verdict: one that agrees with the majority.
     run = next((r for r in st.runs if r.get("status") == st.status), st.runs[-1] if st.runs else None)

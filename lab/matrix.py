@@ -1132,7 +1132,7 @@ GITHUB_MAX_JOBS = 256  # a GitHub Actions matrix makes at most 256 jobs
 GITLAB_MAX_JOBS = 200  # GitLab's parallel:matrix makes at most 200 jobs
 
 
-def plan(m: Matrix, fmt: str, *, shards: int | None, args: list[str]) -> str:
+def ci_plan(m: Matrix, fmt: str, *, shards: int | None, args: list[str]) -> str:
     """The expansion for a CI system: *shards* jobs (default one per runnable cell, at
     most what the CI allows), each running ``lab matrix <args> --shard I/N``."""
     limit = {"github": GITHUB_MAX_JOBS, "gitlab": GITLAB_MAX_JOBS}.get(fmt, 10_000)

@@ -190,7 +190,7 @@ def build_initrd(dest: Path, plan: VmPlan, kernel: KernelArtifact, job: GuestJob
     return initramfs.assemble(dest, initrd_layers(dest, plan, kernel, job, interactive=interactive))
 
 
-def prepare(
+def make_boot_files(
     plan: VmPlan, kernel: KernelArtifact, run_dir: Path, job: GuestJob, *, interactive: bool = False
 ) -> render.BootFiles:
     """Make the files a boot reads in *run_dir* (initramfs, arm64's device tree)."""

@@ -211,7 +211,7 @@ def _boot(
         emulator = tcg_wrapper(conn, plan, where) if plan.accel == "tcg" and plan.tcg_threads != "multi" else None
         job = job or guest.GuestJob()
         job = replace(job, config={**job.config, "LAB_HOST_ENDS": "1"})  # see ended() below
-        files = replace(guest.prepare(plan, kernel, run_dir, job), monitor=None)  # libvirt owns QEMU's monitor
+        files = replace(guest.make_boot_files(plan, kernel, run_dir, job), monitor=None)  # libvirt owns QEMU's monitor
         assert files.console and files.agent_log and files.results
         xml = domain_xml(plan, files, run_dir, emulator)
         (run_dir / "domain.xml").write_text(xml)

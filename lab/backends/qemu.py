@@ -32,7 +32,7 @@ from .guest import (  # the protocol every backend shares
     collect,
     console_tail,
     die_with_parent,
-    prepare,
+    make_boot_files,
     subprocess_devnull,
     watch,
 )
@@ -69,7 +69,7 @@ def boot(
     snapshot, the job and the results are steps of *progress*, moved on by what the
     agent says (its other lines are the current step's detail)."""
     job = job or GuestJob()
-    files = prepare(plan, kernel, run_dir, job)
+    files = make_boot_files(plan, kernel, run_dir, job)
     assert files.console and files.agent_log and files.results and files.monitor
     argv = render.argv(plan, files)
     RunDir(run_dir).write_argv(argv)
@@ -178,7 +178,7 @@ def interactive(plan: VmPlan, kernel: KernelArtifact, run_dir: Path, layers: tup
     if not os.isatty(0):
         raise UserError("an interactive console needs a terminal; give a command after --")
     job = GuestJob(layers=tuple(x for x in layers if x is not None))
-    files = prepare(plan, kernel, run_dir, job, interactive=True)
+    files = make_boot_files(plan, kernel, run_dir, job, interactive=True)
     argv = render.argv(plan, files)
     RunDir(run_dir).write_argv(argv)
     return proc.run(argv, cwd=run_dir, capture=False, check=False).returncode

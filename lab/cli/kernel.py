@@ -107,7 +107,7 @@ def config_cmd(recipe_name: str, patches: tuple[str, ...], show_all: bool) -> No
     r = _load(recipe_name, patches)
     console = Console(stderr=True)
     with console.status(f"preparing {r.name}") as st:
-        p = build.prepare(r, progress=lambda stage, d: st.update(f"{stage}: {d}"))
+        p = build.configure(r, progress=lambda stage, d: st.update(f"{stage}: {d}"))
     bad = {x.request.name: x for x in p.problems}
     t = Table("symbol", "requested", "got", "from", "why", box=None)
     for req in p.requests.values():

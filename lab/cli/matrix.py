@@ -212,7 +212,7 @@ def plan_cmd(axes, fmt: str, shards: int | None) -> None:
     from .. import matrix as mx
 
     m = _expand(axes)
-    click.echo(mx.plan(m, fmt, shards=shards, args=_args(axes)))
+    click.echo(mx.ci_plan(m, fmt, shards=shards, args=_args(axes)))
 
 
 @matrix.command("merge")

@@ -340,7 +340,7 @@ def _check_arch(arch: str) -> None:
         raise UserError(f"unknown arch '{arch}' (known: {', '.join(archs.NAMES)})")
 
 
-def plan(arch: str, tools: list[str] | tuple[str, ...], sysroot: Path | None = None) -> list[Entry]:
+def pack_entries(arch: str, tools: list[str] | tuple[str, ...], sysroot: Path | None = None) -> list[Entry]:
     """Everything ``stage_tools`` would put in the root, sorted by guest path.
 
     The tools come from *sysroot* when given, else from Debian's *arch* packages when
@@ -429,7 +429,7 @@ def unpackable(arch: str, tools: list[str] | tuple[str, ...]) -> str | None:
 
             _, missing = debian_pkgs.resolve(arch, tuple(tools))
             return debian_pkgs.no_package(arch, missing) if missing else None
-        plan(arch, tools)
+        pack_entries(arch, tools)
     except UserError as e:
         return str(e)
     return None
@@ -443,7 +443,7 @@ def stage_tools(root: Path, arch: str, tools: list[str] | tuple[str, ...]) -> li
     """
     root = Path(root)
     staged = []
-    for e in plan(arch, tools):
+    for e in pack_entries(arch, tools):
         dest = root / e.guest.lstrip("/")
         dest.parent.mkdir(parents=True, exist_ok=True)
         if dest.is_symlink() or dest.exists():
@@ -473,7 +473,7 @@ def tools_hash(arch: str, tools: list[str] | tuple[str, ...]) -> str:
             raise UserError(debian_pkgs.no_package(arch, missing))
         h.update(f"debian {debian_pkgs.key(pkgs)}\n".encode())
         return h.hexdigest()
-    for e in plan(arch, tools):
+    for e in pack_entries(arch, tools):
         h.update(f"\n--- {e.guest}\n".encode())
         if e.link is not None:
             h.update(f"-> {e.link}".encode())

@@ -175,14 +175,14 @@ def _noop(stage: str, detail: str) -> None:
     pass
 
 
-def prepare(recipe: Recipe, *, progress: Progress = _noop) -> Prepared:
+def configure(recipe: Recipe, *, progress: Progress = _noop) -> Prepared:
     """Source, patches and .config for *recipe*, with the kconfiglib check done
     (``lab kernel config``).  Takes the work directory's lock."""
     with _locked(recipe, "preparing"):
-        return _prepare(recipe, progress=progress)
+        return _configure(recipe, progress=progress)
 
 
-def _prepare(recipe: Recipe, *, progress: Progress = _noop) -> Prepared:
+def _configure(recipe: Recipe, *, progress: Progress = _noop) -> Prepared:
     t0 = time.monotonic()
     toolchain = Toolchain.for_arch(recipe.arch)
     for f in recipe.all_fragments():
@@ -191,7 +191,7 @@ def _prepare(recipe: Recipe, *, progress: Progress = _noop) -> Prepared:
     src_info = _resolve_source(recipe)
     work = work_dir(recipe)
     progress("patch", f"{len(recipe.patches)} patches")
-    src = ksource.prepare(src_info, recipe.patches, work)
+    src = ksource.patched_copy(src_info, recipe.patches, work)
     t1 = time.monotonic()
     obj = work / "obj"
     obj.mkdir(exist_ok=True)
@@ -252,7 +252,7 @@ def build(
             found = lookup_built(recipe)
             if found is not None:
                 return found
-        p = _prepare(recipe, progress=progress)
+        p = _configure(recipe, progress=progress)
         if p.problems:
             raise UserError(
                 f"kernel recipe {recipe.name}: config check failed: "

@@ -275,7 +275,7 @@ def mirror(src: Path, dest: Path, force: AbstractSet[str] = frozenset()) -> int:
     return copied
 
 
-def prepare(source: Source, patches: tuple[Patch, ...], work: Path) -> Path:
+def patched_copy(source: Source, patches: tuple[Patch, ...], work: Path) -> Path:
     """A work copy of *source* at ``work/src`` with *patches* applied in order."""
     src = work / "src"
     marker = src / ".lab-patched"

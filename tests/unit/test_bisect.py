@@ -60,9 +60,9 @@ def test_exit_codes_follow_git_bisect_run():
     assert bisect.exit_code("FAIL") == 1
     for skip in ("ERROR", "BUILD", "SKIP", "INCONCLUSIVE"):  # never read as good or bad
         assert bisect.exit_code(skip) == 125
-    st = bisect.Step("a" * 40, "s", "FAIL", passed=1, failed=2, of=3, runs=[{}, {}, {}])
+    st = bisect.CommitStep("a" * 40, "s", "FAIL", passed=1, failed=2, of=3, runs=[{}, {}, {}])
     assert st.exit_code == 1 and st.describe() == "FAIL in 2 of 3 run(s)"
-    assert bisect.Step.from_dict({**st.to_dict(), "new_field": 1}) == st
+    assert bisect.CommitStep.from_dict({**st.to_dict(), "new_field": 1}) == st
 
 
 def test_clone_is_lab_s_and_the_tree_is_never_written(history):
@@ -158,7 +158,7 @@ def _judge_by_file(results: dict[str, str]):
         run = {"status": status, "run_dir": f"/runs/{sha[:7]}", "expectations": [
             {"name": "targets distinct (no pile-up)", "status": status, "figures": {"distinct": 4 if status == "PASS" else 2},
              "evidence": [] if status == "PASS" else ["targets 0,4,4,4"]}]}  # fmt: skip
-        return bisect.Step(sha, bisect.subject(clone, sha), status, passed=int(status == "PASS"),
+        return bisect.CommitStep(sha, bisect.subject(clone, sha), status, passed=int(status == "PASS"),
                            failed=int(status == "FAIL"), runs=[run], role=role, parent=shas_parent(clone, sha))  # fmt: skip
 
     def shas_parent(clone, sha):
@@ -193,7 +193,7 @@ def test_report_shows_both_sides(history, monkeypatch, tmp_path):
     clone = bisect.workspace(tree)
     steps = [judge(None, None, None, clone, s, 1, None, role=role) for s, role in
              ((shas[0], "good end"), (shas[4], "bad end"), (shas[2], ""), (shas[1], ""))]  # fmt: skip
-    text = bisect.report(bisect.Result(shas[2], [shas[2]], steps, ""), scenario="llc-spread-pinned", topology="zen3-2s-mini", wall_s=42)
+    text = bisect.report(bisect.BisectResult(shas[2], [shas[2]], steps, ""), scenario="llc-spread-pinned", topology="zen3-2s-mini", wall_s=42)
     lines = text.splitlines()
     assert lines[0] == f"first bad commit: {shas[2][:12]} c2: BAD"
     assert any(ln.startswith(f"bad  {shas[2][:12]} FAIL in 1 of 1 run(s)") for ln in lines)
@@ -221,7 +221,7 @@ def _fake_runs(monkeypatch, statuses: dict[str, list[str]]):
     from lab import session
 
     def build(clone, sha, topo, recipe, p, role, runs, t0):
-        return bisect.Step(sha, bisect.subject(clone, sha), "ERROR", of=runs, role=role), type("Art", (), {"id": f"k-{sha[:7]}"})()
+        return bisect.CommitStep(sha, bisect.subject(clone, sha), "ERROR", of=runs, role=role), type("Art", (), {"id": f"k-{sha[:7]}"})()
 
     def run(s, topo, vm, sess, art, clone, sha, p, label, n):
         return _Outcome(statuses[sha][n - 1], n)
@@ -282,13 +282,13 @@ def test_the_sequential_report_states_the_answer_s_confidence(history):
             "confidence": 0.95, "max_runs": 30, "state": "ready"}  # fmt: skip
 
     def st(sha, status, role="", conf=None):
-        return bisect.Step(sha, bisect.subject(clone, sha), status, passed=3 * (status == "PASS"), failed=3 * (status == "FAIL"),
+        return bisect.CommitStep(sha, bisect.subject(clone, sha), status, passed=3 * (status == "PASS"), failed=3 * (status == "FAIL"),
                            runs=[{"status": status, "run_dir": "/r"}] * 3, role=role,
                            seq=ends if role else {"method": "sprt", "confidence": conf})  # fmt: skip
 
     steps = [st(shas[0], "PASS", "good end"), st(shas[4], "FAIL", "bad end"), st(shas[2], "FAIL", conf=0.985),
              st(shas[1], "PASS", conf=0.985)]  # fmt: skip
-    text = bisect.report(bisect.Result(shas[2], [shas[2]], steps, ""), scenario="llc-spread-pinned", topology="zen3-2s-mini", wall_s=42)
+    text = bisect.report(bisect.BisectResult(shas[2], [shas[2]], steps, ""), scenario="llc-spread-pinned", topology="zen3-2s-mini", wall_s=42)
     lines = text.splitlines()
     assert lines[:4] == [
         f"first bad commit: {shas[2][:12]} c2: BAD",
@@ -304,7 +304,7 @@ def test_the_sequential_report_states_the_answer_s_confidence(history):
 
 
 def test_the_fixed_majority_s_records_are_unchanged():
-    st = bisect.Step("a" * 40, "s", "PASS", passed=2, of=3, runs=[{}, {}])
+    st = bisect.CommitStep("a" * 40, "s", "PASS", passed=2, of=3, runs=[{}, {}])
     assert "seq" not in st.to_dict() and st.describe() == "PASS in 2 of 2 run(s)"
 
 

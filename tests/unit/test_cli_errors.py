@@ -358,7 +358,7 @@ def bad(tmp_path, monkeypatch):
     def work(*a, **kw):
         raise AssertionError("a bad input got as far as real work (build, fetch, boot, capture)")
 
-    for mod, name in ((build, "build"), (build, "prepare"), (debian, "fetch_debian"), (qemu, "boot"),
+    for mod, name in ((build, "build"), (build, "configure"), (debian, "fetch_debian"), (qemu, "boot"),
                       (qemu, "interactive"), (sysfs, "capture")):  # fmt: skip
         monkeypatch.setattr(mod, name, work)
     # The default kernel as if fetched, so that a case fails for its own bad value, not

@@ -69,7 +69,7 @@ def fake_sysroot(root: Path, arch: str, *, interp: str | None = None, with_numa:
 def test_loader_and_libraries_per_arch(tmp_path, arch):
     a = archs.get(arch)
     root = fake_sysroot(tmp_path / "sysroot", arch)
-    entries = {e.guest: e for e in tools.plan(arch, ["numactl"], sysroot=root)}
+    entries = {e.guest: e for e in tools.pack_entries(arch, ["numactl"], sysroot=root)}
     ld = f"/lib/{a.triplet}/{os.path.basename(a.loader)}"
     assert a.loader in entries  # at the exact PT_INTERP path
     assert set(entries) == {a.loader, ld, "/usr/bin/numactl", f"/lib/{a.triplet}/libc.so.6", f"/usr/lib/{a.triplet}/libnuma.so.1"} - (
@@ -93,19 +93,19 @@ def test_loader_choice_is_the_arch_s():
 def test_a_binary_naming_another_loader_is_refused(tmp_path):
     root = fake_sysroot(tmp_path, "arm64", interp="/lib64/ld-linux-x86-64.so.2")
     with pytest.raises(UserError, match="names the loader /lib64/ld-linux-x86-64.so.2; an arm64 glibc binary names /lib/ld-linux-aarch64.so.1"):
-        tools.plan("arm64", ["numactl"], sysroot=root)
+        tools.pack_entries("arm64", ["numactl"], sysroot=root)
 
 
 def test_a_library_outside_the_closure_is_named(tmp_path):
     root = fake_sysroot(tmp_path, "arm64", with_numa=False)
     with pytest.raises(UserError, match=r"needs libnuma\.so\.1 \(via numactl\), which no arm64 package of numactl's library closure ships"):
-        tools.plan("arm64", ["numactl"], sysroot=root)
+        tools.pack_entries("arm64", ["numactl"], sysroot=root)
 
 
 def test_a_tool_missing_from_its_package_is_named(tmp_path):
     root = fake_sysroot(tmp_path, "arm64")
     with pytest.raises(UserError, match="tool 'hackbench': Debian's arm64 package rt-tests has no /usr/bin/hackbench"):
-        tools.plan("arm64", ["hackbench"], sysroot=root)
+        tools.pack_entries("arm64", ["hackbench"], sysroot=root)
 
 
 # --- the dependency closure ---------------------------------------------------------------

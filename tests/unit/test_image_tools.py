@@ -41,7 +41,7 @@ def ldd(path: str) -> tuple[dict[str, str], str | None]:
 @needs_tools
 @pytest.mark.parametrize("tool", PRESENT)
 def test_plan_matches_ldd(tool):
-    entries = {e.guest: e for e in tools.plan(HOST, [tool])}
+    entries = {e.guest: e for e in tools.pack_entries(HOST, [tool])}
     exe = os.path.realpath(shutil.which(tool))
     libs, interp = ldd(exe)
 
@@ -110,15 +110,15 @@ def test_tools_hash():
 
 def test_unknown_arch():
     with pytest.raises(UserError, match="unknown arch 'mips'"):
-        tools.plan("mips", ["perf"])
+        tools.pack_entries("mips", ["perf"])
 
 
 def test_missing_tool_names_the_package(monkeypatch):
     monkeypatch.setitem(tools.PACKAGES, "lab-no-such-tool", "lab-no-such-package")
     with pytest.raises(UserError, match="'lab-no-such-tool' not found.*lab-no-such-package"):
-        tools.plan(HOST, ["lab-no-such-tool"])
+        tools.pack_entries(HOST, ["lab-no-such-tool"])
     with pytest.raises(UserError, match="'lab-unknown' not found.*on PATH"):
-        tools.plan(HOST, ["lab-unknown"])
+        tools.pack_entries(HOST, ["lab-unknown"])
 
 
 @needs_tools
@@ -133,7 +133,7 @@ def test_debian_perf_wrapper_stages_the_real_binary(tmp_path, monkeypatch):
     for version in ("5.10", "6.1", "6.12"):
         shutil.copy(elf, bindir / f"perf_{version}")
     monkeypatch.setenv("PATH", f"{bindir}:{os.environ['PATH']}")
-    entries = {e.guest: e for e in tools.plan(HOST, ["perf"])}
+    entries = {e.guest: e for e in tools.pack_entries(HOST, ["perf"])}
     assert entries[f"{bindir}/perf"].link == "perf_6.12"
     assert entries[f"{bindir}/perf_6.12"].source == bindir / "perf_6.12"
     assert f"{bindir}/perf_6.1" not in entries
@@ -150,7 +150,7 @@ def test_script_without_binary_is_a_user_error(tmp_path, monkeypatch):
     (tmp_path / "numactl").chmod(0o755)
     monkeypatch.setenv("PATH", str(tmp_path))
     with pytest.raises(UserError, match="is a script.*numactl"):
-        tools.plan(HOST, ["numactl"])
+        tools.pack_entries(HOST, ["numactl"])
 
 
 def test_read_elf_of_a_dynamic_binary():

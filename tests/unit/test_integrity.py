@@ -111,7 +111,7 @@ def install_guest(setattr, files: Files | None = None, *, stream: bytes | None =
         return 0
 
     setattr(backend, "_run_qemu", run_qemu)
-    setattr(backend, "prepare", lambda plan, kernel, run_dir, job, **kw: render.boot_files(plan, Path("/nonexistent")))
+    setattr(backend, "make_boot_files", lambda plan, kernel, run_dir, job, **kw: render.boot_files(plan, Path("/nonexistent")))
     setattr(session, "prepare", lambda topo, vm, **kw: _session(topo.name))
     setattr(runner, "workloads_layer", lambda arch, progress=None: Path("/nonexistent/workloads.cpio"))
 

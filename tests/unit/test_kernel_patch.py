@@ -48,11 +48,11 @@ def test_prepare_applies_to_copy_only(tmp_path, tree, monkeypatch):
     monkeypatch.setenv("LAB_CACHE", str(tmp_path / "cache"))
     src = source.resolve(str(tree))
     work = tmp_path / "work"
-    out = source.prepare(src, (p(tmp_path, "good.patch", GOOD),), work)
+    out = source.patched_copy(src, (p(tmp_path, "good.patch", GOOD),), work)
     assert "int b = 1;" in (out / "kernel/sched/core.c").read_text()
     assert "int b = 1;" not in (tree / "kernel/sched/core.c").read_text()
     # Without the patch the copy goes back to the source's content.
-    out = source.prepare(src, (), work)
+    out = source.patched_copy(src, (), work)
     assert (out / "kernel/sched/core.c").read_text() == (tree / "kernel/sched/core.c").read_text()
 
 
@@ -127,9 +127,9 @@ def test_repatched_file_keeps_mtime_when_unchanged(tmp_path, tree, monkeypatch):
     src = source.resolve(str(tree))
     work = tmp_path / "work"
     patches = (p(tmp_path, "good.patch", GOOD),)
-    out = source.prepare(src, patches, work)
+    out = source.patched_copy(src, patches, work)
     m1 = (out / "kernel/sched/core.c").stat().st_mtime_ns
     os.utime(out / "kernel/sched/core.c", ns=(m1 - 10**9, m1 - 10**9))
     m1 -= 10**9
-    out = source.prepare(src, patches, work)
+    out = source.patched_copy(src, patches, work)
     assert (out / "kernel/sched/core.c").stat().st_mtime_ns == m1
