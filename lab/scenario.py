@@ -49,6 +49,7 @@ named module-level function.
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import json
 import math
@@ -69,13 +70,14 @@ from functools import cache, cached_property
 from pathlib import Path
 from typing import Any, ClassVar
 
-from . import analysis, cpulist, integrity, levels, paths
+from . import analysis, atomic, cpulist, integrity, levels, paths
 from .analysis import checks as ck
 from .errors import UserError, unknown
 from .image import tools as tools_mod
 from .limits import MAX_FIGURE_DIGITS, MAX_RESULT_BYTES, read_file
 from .plan import PLAN_FILE
 from .topology import Topology
+from .topology.spec import toml_str
 from .trace import parse_file
 
 # check() gets this long (wall seconds) before the run is an ERROR: the slowest shipped
@@ -1157,6 +1159,33 @@ def from_workloads(commands: list[str] | tuple[str, ...], checks: list[str] | tu
          "workloads": list(commands), "checks": list(checks)},
         "--workload", source=WORKLOAD_NAME,
     )  # fmt: skip
+
+
+def workload_file(commands: list[str] | tuple[str, ...], checks: list[str] | tuple[str, ...]) -> Path:
+    """from_workloads()'s scenario as a TOML scenario file, for the commands that take a
+    scenario by name or path and hand it on (`lab matrix --workload`, `lab bisect
+    --workload`): kept under lab's cache, named by its content, so the same commands and
+    checks are the same file (and the same matrix inputs) every time."""
+    s = from_workloads(commands, checks)  # what is wrong with them: one line, as for lab run
+    text = "\n".join([
+        "# lab's scenario of --workload commands judged by --check expressions (scenario.workload_file)",
+        f"name = {toml_str(WORKLOAD_NAME)}",
+        f"summary = {toml_str(s.summary)}",
+        f"workloads = [{', '.join(toml_str(c) for c in commands)}]",
+        f"checks = [{', '.join(toml_str(c) for c in checks)}]",
+        "",
+    ])  # fmt: skip
+    try:
+        data = text.encode()
+    except UnicodeEncodeError:
+        raise UserError("--workload/--check: not UTF-8 text (a TOML scenario file holds only UTF-8)") from None
+    back = tomllib.loads(text)
+    assert back["workloads"] == list(commands) and back["checks"] == list(checks), back
+    path = paths.cache_dir() / "workloads" / f"{hashlib.sha256(data).hexdigest()[:16]}.toml"
+    if not path.is_file() or path.read_bytes() != data:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic.write_text(path, text, "a workload scenario")
+    return path
 
 
 def from_record(rec: Any, where: str) -> DataScenario:

@@ -30,8 +30,25 @@ def _vm(scheduler: str = "", recipe: str | None = None, **vm_kw):
     return make_vm_options(kernel_spec="debian", scheduler=spec.text if spec else "", **vm_kw)
 
 
+def _scenario_or_workload(name: str | None, workloads: tuple[str, ...], checks: tuple[str, ...]) -> str:
+    """SCENARIO, or the TOML scenario file of --workload/--check (scenario.workload_file):
+    every step's run reads the scenario by its path."""
+    if workloads:
+        if name is not None:
+            raise UserError(f"lab bisect: give a SCENARIO or --workload CMD, not both ({name!r} and --workload)")
+        # deferred: CLI start (lab.scenario)
+        from .. import scenario
+
+        return str(scenario.workload_file(workloads, checks))
+    if checks:
+        raise UserError("lab bisect --check: goes with --workload (a scenario's own checks judge each commit)")
+    if name is None:
+        raise UserError("lab bisect: give a SCENARIO (`lab scenarios` lists them) or --workload CMD with --check EXPR")
+    return name
+
+
 @click.command("bisect")
-@click.argument("scenario_name", metavar="SCENARIO")
+@click.argument("scenario_name", metavar="[SCENARIO]", required=False, default=None)
 @click.option("-t", "--topology", "topo", type=TOPOLOGY, default=None, help="Topology (default: the scenario's first).")
 @click.option("--kernel-tree", "tree", type=click.Path(path_type=Path), required=True, help="Your kernel tree (a git repository; never written).")
 @click.option("--good", required=True, metavar="REV", help="A commit where the scenario passes.")
@@ -43,10 +60,15 @@ def _vm(scheduler: str = "", recipe: str | None = None, **vm_kw):
 @click.option("--max-runs", type=click.IntRange(1, 999), default=None, metavar="N",
               help="With --confidence: runs per end and per commit before a commit is skipped as undecided (default 30).")
 @click.option("--recipe", default=None, help="Config, fragments and patches for each commit (default lab-6.1 / lab-6.1-arm64).")
+@click.option("--workload", "workloads", multiple=True, metavar="CMD",
+              help="Instead of SCENARIO: these commands (repeatable, run together, traced), as `lab run --workload`.")
+@click.option("--check", "check_exprs", multiple=True, metavar="EXPR", help="With --workload: what each commit is judged by (repeatable).")
 @SCHEDULER_OPTION
 @_vm_options
-def bisect_cmd(scenario_name, topo, tree, good, bad, repeat, confidence, max_runs, recipe, scheduler, **vm_kw) -> None:
-    """Find the first commit between --good and --bad where SCENARIO fails.
+def bisect_cmd(scenario_name, topo, tree, good, bad, repeat, confidence, max_runs, recipe, scheduler, workloads=(), check_exprs=(),
+               **vm_kw) -> None:
+    """Find the first commit between --good and --bad where SCENARIO fails (or, instead
+    of a SCENARIO, --workload CMD judged by --check EXPR, as `lab run` takes them).
 
     git bisect run drives the search in a clone of your tree in lab's cache; each
     commit is built like --kernel-tree (incrementally, with ccache) and judged by the
@@ -69,6 +91,7 @@ def bisect_cmd(scenario_name, topo, tree, good, bad, repeat, confidence, max_run
     # deferred: CLI start (lab.bisect)
     from .. import bisect
 
+    scenario_name = _scenario_or_workload(scenario_name, workloads, check_exprs)
     vm = _vm(scheduler, recipe, **vm_kw)
     done = bisect.drive(scenario_name, topo, tree, good, bad, vm, repeat=repeat, confidence=confidence, max_runs=max_runs,
                         recipe=recipe, progress=progress_for_cli())  # fmt: skip

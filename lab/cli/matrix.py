@@ -27,9 +27,14 @@ def axis_options(f):
 
     @functools.wraps(f)
     def command(*args, topologies, kernels, scenarios, repeat, backend, accel, cpu_model, tcg_threads, bringup, append, qemu, params=(),
-                schedulers="", **kw):
+                schedulers="", workloads=(), check_exprs=(), **kw):
+        if check_exprs and not workloads:
+            raise UserError("lab matrix --check: goes with --workload (a scenario's own checks judge its cells)")
+        if workloads and scenarios != "all":
+            raise UserError(f"lab matrix: give --scenarios or --workload, not both (--scenarios {scenarios})")
         axes = {
             "topologies": topologies, "kernels": kernels, "scenarios": scenarios, "repeat": repeat, "backend": backend,
+            "workloads": tuple(workloads), "checks": tuple(check_exprs),
             "params": tuple(params), "schedulers": schedulers or "", "options": VmOptions(accel=accel or VmOptions.accel, cpu_model=cpu_model, tcg_threads=tcg_threads, bringup=bringup,
                                  append=append, qemu=qemu),
         }  # fmt: skip
@@ -48,6 +53,10 @@ def axis_options(f):
         click.option("--backend", default="qemu", show_default=True, metavar="|".join(base.names()), help="How each cell's VM is run."),
         click.option("-p", "--param", "params", multiple=True, metavar="NAME=A,B",
                      help="Sweep a scenario parameter: each scenario declaring NAME is a row per value (repeatable: every combination)."),
+        click.option("--workload", "workloads", multiple=True, metavar="CMD",
+                     help="Instead of --scenarios: one row of these commands (repeatable, run together, traced), as `lab run --workload`."),
+        click.option("--check", "check_exprs", multiple=True, metavar="EXPR",
+                     help="With --workload: what its cells are judged by (repeatable), as `lab run --check`."),
     )  # fmt: skip
     for opt in reversed(opts):
         command = opt(command)
@@ -60,8 +69,14 @@ def _expand(axes):
 
     if axes["topologies"] is None:
         raise UserError("lab matrix: give --topologies (names, or all-minis)")
+    scenarios = axes["scenarios"]
+    if axes.get("workloads"):  # a TOML scenario file, named by its content (scenario.workload_file)
+        # deferred: CLI start (lab.scenario)
+        from .. import scenario
+
+        scenarios = str(scenario.workload_file(axes["workloads"], axes.get("checks", ())))
     return matrix.expand(
-        axes["scenarios"], axes["topologies"], axes["kernels"], repeat=axes["repeat"], options=axes["options"],
+        scenarios, axes["topologies"], axes["kernels"], repeat=axes["repeat"], options=axes["options"],
         backend=axes["backend"], params=axes.get("params", ()), schedulers=axes.get("schedulers", ""),
     )  # fmt: skip
 
@@ -69,7 +84,14 @@ def _expand(axes):
 def _args(axes) -> list[str]:
     """The `lab matrix` arguments that make the same matrix (for the CI's jobs)."""
 
-    out = ["--topologies", axes["topologies"], "--kernels", axes["kernels"], "--scenarios", axes["scenarios"]]
+    out = ["--topologies", axes["topologies"], "--kernels", axes["kernels"]]
+    if axes.get("workloads"):  # the commands themselves: the CI's job makes its own file of them
+        for w in axes["workloads"]:
+            out += ["--workload", w]
+        for c in axes.get("checks", ()):
+            out += ["--check", c]
+    else:
+        out += ["--scenarios", axes["scenarios"]]
     if axes["repeat"] > 1:
         out += ["--repeat", str(axes["repeat"])]
     for p in axes.get("params", ()):

@@ -72,6 +72,13 @@ def _matrix_axes(path: str) -> dict[str, list[list[str]]]:
         # a sweep no scenario declares, or a value of the wrong type or out of range
         "params": [[*mx, "-p", x] for x in ("groups=0", "groups=x", "nope=1,2", "groups", "groups=", "groups=1,,2", "=3")],
         "schedulers": [[*mx, "--schedulers", x] for x in (*BAD_SCHEDULERS, "eevdf,cfs", "eevdf,,scx_simple")],
+        # an empty or unbalanced command, no --check to judge it by, or --scenarios as well
+        "workloads": [[*cmd, "--topologies", "xeon-2s22c-mini", "--workload", w, "--check", "starvation < 1s"] for w in ("", "sh -c 'x")]
+        + [[*cmd, "--topologies", "xeon-2s22c-mini", "--workload", "true"], [*mx, "--workload", "true", "--check", "starvation < 1s"],
+           [*cmd, "--topologies", "xeon-2s22c-mini", "--workload"]],
+        # an expression that does not parse, or --check without --workload
+        "check_exprs": [[*cmd, "--topologies", "xeon-2s22c-mini", "--workload", "true", "--check", c] for c in ("starvaton < 1s", "")]
+        + [[*mx, "--check", "starvation < 1s"]],
         **vm,
     }
     if path == "matrix":
@@ -194,6 +201,12 @@ CASES: dict[str, dict[str, list[list[str]]]] = {
         + [["bisect", "llc-spread-pinned", *BISECT, "--max-runs", "9"]],  # without --confidence
         "scheduler": [["bisect", "llc-spread-pinned", *BISECT, "--recipe", "lab-6.12-scx", "--scheduler", x] for x in BAD_SCHEDULERS]
         + [["bisect", "llc-spread-pinned", *BISECT, "--scheduler", "scx_simple"]],  # the default recipe has no sched_ext
+        # neither SCENARIO nor --workload, both, no --check, an unbalanced command, --check alone
+        "workloads": [["bisect", *BISECT], ["bisect", "llc-spread-pinned", *BISECT, "--workload", "true", "--check", "starvation < 1s"],
+                      ["bisect", *BISECT, "--workload", "true"], ["bisect", *BISECT, "--workload", "sh -c 'x", "--check", "starvation < 1s"],
+                      ["bisect", *BISECT, "--workload"]],  # fmt: skip
+        "check_exprs": [["bisect", *BISECT, "--workload", "true", "--check", c] for c in ("starvaton < 1s", "")]
+        + [["bisect", "llc-spread-pinned", *BISECT, "--check", "starvation < 1s"]],
     },
     "domains": {
         "": [["domains"]],
