@@ -35,3 +35,21 @@ def test_workload_from_the_command_line_passes_and_rechecks(debian_kernel):
     again = subprocess.run([sys.executable, "-m", "lab", "recheck", str(run_dir)], capture_output=True, text=True, timeout=600)
     assert again.returncode == 0, again.stdout[-2000:] + again.stderr[-2000:]
     assert not qemu_running(run_dir.name)
+
+
+@pytest.mark.vm
+@pytest.mark.parametrize(("check", "want", "rc"), [("starvation < 1s", "PASS", 0), ("starvation < 1us", "FAIL", 1)])
+def test_a_matrix_row_of_a_workload_judges_it(debian_kernel, tmp_path, check, want, rc):
+    """`lab matrix --workload CMD --check EXPR`: the commands are a row, each cell a `lab
+    run` of their TOML file; the check decides the cell both ways (no task waits a
+    microsecond is a bound no run meets)."""
+    out = tmp_path / "m"
+    cp = subprocess.run(
+        [sys.executable, "-m", "lab", "matrix", "--workload", "hackbench -g 2 -l 200", "--check", check,
+         "--topologies", "zen3-2s-mini", "-o", str(out)],
+        capture_output=True, text=True, timeout=1200,
+    )  # fmt: skip
+    assert cp.returncode == rc, cp.stdout[-3000:] + cp.stderr[-3000:]
+    doc = json.loads((out / "matrix.json").read_text())
+    (cell,) = doc["cells"]
+    assert (cell["cell"]["scenario"], cell["status"]) == ("workload", want), cell
