@@ -87,6 +87,10 @@ CASES: list[tuple] = [
     # SD_ASYM_CPUCAPACITY), judged against tensor-gs101's big CPUs 6-7.
     ("misfit-migration", "tensor-gs101", "debian", "PASS"),
     ("misfit-migration", "tests/fixtures/topologies/tensor-gs101-symmetric.toml", "debian", "FAIL", ("-p", "big=6-7")),
+    # Wake-affine across LLCs (Debian's 6.1): a ping-pong pair started in two LLCs of a
+    # node shares the waker's LLC; the known-bad knob (NO_WA_IDLE, NO_WA_WEIGHT) keeps it split.
+    ("wake-affine", "zen3-2s-mini", "debian", "PASS"),
+    ("wake-affine", "zen3-2s-mini", "debian", "FAIL", ("-p", "wake_affine=off")),
 ]
 TARGET = 0.95  # 19 of 20
 REPO = Path(__file__).resolve().parents[1]

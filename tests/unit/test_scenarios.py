@@ -1469,3 +1469,103 @@ def test_misfit_migration_skips_alike_cpus_unless_told_the_big_ones():
     s.set_params({"big": "6-"})
     with pytest.raises(UserError, match=r"^-p big=6-: not a cpulist"):
         s.steps(sym)
+
+
+# ---- wake-affine (issue 36 item 3) -----------------------------------------------------------
+# zen3-2s-mini, node 0: LLC 0 = CPUs 0,1,16,17, LLC 1 = CPUs 2,3,18,19 (smt-last numbering).
+CLAIM_WA = "most wakeups land in the waker's LLC"
+RAN_WA = "the pair ran and its wakeups were traced (sched_waking paired with sched_wakeup)"
+KNOBS_WA = "sched features as asked (knobs written)"
+WA_OFF = "/sys/kernel/debug/sched/features=NO_WA_IDLE\n/sys/kernel/debug/sched/features=NO_WA_WEIGHT\n"
+
+
+def _wake_affine_trace(moves: list[tuple[int, int]], latency: float = 0.00002) -> str:
+    """Each (waker_cpu, target_cpu): one side of the pair (pids 101 and 102 in turn) woken
+    by the other: sched_waking on the waker's CPU, sched_wakeup on the target, then the
+    wakee switched in there *latency* later."""
+    out = []
+    for i, (src, dst) in enumerate(moves):
+        ts = 1.0 + i * 0.001
+        wakee, waker = (101, 102) if i % 2 else (102, 101)
+        out.append(line("pingpong", waker, src, ts, "sched_waking", f"comm=pingpong pid={wakee} prio=120 target_cpu={src:03d}"))
+        out.append(line("<idle>", 0, dst, ts + 0.0001, "sched_wakeup", f"comm=pingpong pid={wakee} prio=120 target_cpu={dst:03d}"))
+        out.append(line("<idle>", 0, dst, ts + 0.0001 + latency, "sched_switch",
+                        f"prev_comm=swapper/{dst} prev_pid=0 prev_prio=120 prev_state=R ==> next_comm=pingpong next_pid={wakee} next_prio=120"))  # fmt: skip
+    return "".join(out)
+
+
+def _wake_affine_run(tmp_path, trace: str, knobs: str = "", rc: str = "0\n", **params: str):
+    s = sc.load("wake-affine")
+    s.set_params(params)
+    t = topology.load("zen3-2s-mini")
+    out = tmp_path / "out"
+    out.mkdir()
+    files = {"knobs": knobs, "allowed": "0-7,16-23\n", "start": "0:2\n", "pingpong.rc": rc, "pingpong.err": "",
+             "pingpong.out": '{"workload":"pingpong","total_rtt_per_s":9796.2}\n', "trace.main.txt": trace}  # fmt: skip
+    for f, text in files.items():
+        (out / f).write_text(text)
+    # the trace is written in the spec's numbering: the guest's is taken to be the same
+    plan = SimpleNamespace(guest_to_spec=tuple(sorted(c.id for c in t.cpus)), guest_node_to_spec=t.node_ids, guest_reclaim_distance=30, cpu_vendor="amd")
+    exps = sc.call_check(s, sc.Result(s, t, plan, None, out, None))
+    return SimpleNamespace(by={e.name: e for e in exps}, ok=all(e.ok for e in exps))
+
+
+def test_wake_affine_pair_pulled_into_the_wakers_llc_passes(tmp_path):
+    # the pinned start (waker on 0, wakee on 2: the other LLC), then the pair inside LLC 0
+    moves = [(0, 2), (2, 0)] * 5 + [(0, 1), (1, 0), (0, 16), (16, 0), (0, 1), (1, 0), (1, 17), (17, 1), (0, 1), (1, 0)]
+    o = _wake_affine_run(tmp_path, _wake_affine_trace(moves))
+    e = o.by[CLAIM_WA]
+    assert o.ok and e.claim, e.to_dict()
+    assert e.figures["waker_llc"] == 1.0
+    assert e.figures["levels"] == {"cpu": 0, "core": 4, "llc": 6, "node": 0, "elsewhere": 0}  # the later half only
+    assert (e.figures["latency_p50_us"], e.figures["latency_p99_us"]) == (20.0, 20.0)
+    ran = o.by[RAN_WA]
+    assert ran.figures == {"wakeups": 20, "steady_wakeups": 10, "start": "0:2", "total_rtt_per_s": 9796.2}
+    assert o.by[KNOBS_WA].figures == {"wake_affine": "on", "knobs": 0}
+
+
+def test_wake_affine_pair_kept_split_fails_naming_the_knob(tmp_path):
+    o = _wake_affine_run(tmp_path, _wake_affine_trace([(0, 2), (2, 0)] * 10), knobs=WA_OFF, wake_affine="off")
+    e = o.by[CLAIM_WA]
+    assert not e.ok and e.figures["waker_llc"] == 0.0
+    assert e.figures["levels"] == {"cpu": 0, "core": 0, "llc": 0, "node": 10, "elsewhere": 0}
+    assert e.note == ("0% of the steady part's wakeups in the waker's LLC (at least 80%): NO_WA_IDLE and NO_WA_WEIGHT written, "
+                      "wake_affine() returns the previous CPU (the known-bad variant)")  # fmt: skip
+    assert o.by[RAN_WA].ok and o.by[KNOBS_WA].ok and o.by[KNOBS_WA].figures == {"wake_affine": "off", "knobs": 2}
+
+
+def test_wake_affine_below_the_bound_fails(tmp_path):
+    # the later half: 7 of 10 in the waker's LLC, 2 in other LLCs of node 0, 1 on node 1
+    late = [(0, 1), (1, 0), (0, 1), (1, 0), (0, 1), (1, 0), (0, 1), (1, 2), (2, 4), (4, 8)]
+    o = _wake_affine_run(tmp_path, _wake_affine_trace([(0, 1)] * 10 + late))
+    e = o.by[CLAIM_WA]
+    assert not e.ok and e.figures["waker_llc"] == 0.7
+    assert e.figures["levels"] == {"cpu": 0, "core": 0, "llc": 7, "node": 2, "elsewhere": 1}
+    assert e.note == "70% of the steady part's wakeups in the waker's LLC (at least 80%)"
+
+
+def test_wake_affine_unwritten_knob_or_no_wakeups_are_failed_preconditions(tmp_path):
+    failed = "/sys/kernel/debug/sched/features=FAILED(NO_WA_IDLE)\n/sys/kernel/debug/sched/features=NO_WA_WEIGHT\n"
+    o = _wake_affine_run(tmp_path, _wake_affine_trace([(0, 2)] * 4), knobs=failed, wake_affine="off")
+    k = o.by[KNOBS_WA]
+    assert not k.ok and "CONFIG_SCHED_DEBUG" in k.note
+    (tmp_path / "b").mkdir()
+    o = _wake_affine_run(tmp_path / "b", "", rc="1\n")
+    ran = o.by[RAN_WA]
+    assert not ran.ok and ran.note == "pingpong rc 1, 0 wakeups traced"
+    assert not o.by[CLAIM_WA].ok and o.by[CLAIM_WA].note == ""
+
+
+def test_wake_affine_steps_write_the_knob_only_when_off_and_skip_one_llc_nodes():
+    s = sc.load("wake-affine")
+    zen = topology.load("zen3-2s-mini")
+    assert "sched/features" not in s.steps(zen)
+    s.set_params({"wake_affine": "off"})
+    steps = s.steps(zen)
+    assert "lab_sysctl /sys/kernel/debug/sched/features NO_WA_IDLE\nlab_sysctl /sys/kernel/debug/sched/features NO_WA_WEIGHT" in steps
+    assert "--start \"$W:$E\" --settle 32" in steps
+    assert s.unmet(topology.load("numa4-96-mini")) == ["at least 2 llcs per node"]
+    from lab.errors import UserError
+
+    with pytest.raises(UserError, match=r"^-p wake_affine=maybe: scenario wake-affine's parameter wake_affine takes one of on, off$"):
+        s.set_params({"wake_affine": "maybe"})

@@ -50,6 +50,10 @@ BOTH_SIDES: dict[str, dict[str, list[tuple]]] = {
         "good": [("vm", ("misfit-migration", "tensor-gs101", "debian", "PASS"))],
         "bad": [("vm", ("misfit-migration", "tests/fixtures/topologies/tensor-gs101-symmetric.toml", "debian", "FAIL", ("-p", "big=6-7")))],
     },
+    "wake-affine": {
+        "good": [("vm", ("wake-affine", "zen3-2s-mini", "debian", "PASS"))],
+        "bad": [("vm", ("wake-affine", "zen3-2s-mini", "debian", "FAIL", ("-p", "wake_affine=off")))],
+    },
     "soft-affinity": {
         "good": [("recorded", "soft-affinity-xeon-2s22c-mini-lab-6.1-soft-affinity", "PASS")],
         "bad": [("recorded", "soft-affinity-xeon-2s22c-mini-lab-6.1-soft-affinity-preference-off", "FAIL")],

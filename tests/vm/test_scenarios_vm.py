@@ -60,6 +60,10 @@ KNOWN_VERDICTS = [
     # capacities (the known-bad topology, a spec file) nothing moves it to CPUs 6-7
     ("misfit-migration", "tensor-gs101", "debian", "PASS"),
     ("misfit-migration", "tests/fixtures/topologies/tensor-gs101-symmetric.toml", "debian", "FAIL", ("-p", "big=6-7")),
+    # wake-affine (issue 36) on zen3-2s-mini: a ping-pong pair started across two LLCs of a
+    # node shares the waker's LLC; with NO_WA_IDLE and NO_WA_WEIGHT the wakee stays in its own
+    ("wake-affine", "zen3-2s-mini", "debian", "PASS"),
+    ("wake-affine", "zen3-2s-mini", "debian", "FAIL", ("-p", "wake_affine=off")),
 ]
 
 
@@ -118,6 +122,8 @@ MECHANISM = {
     "smt-spread": {"no two workers on one core's SMT siblings while a core is idle"},
     # alike capacities: no misfit migration; nothing else may fail
     "misfit-migration": {"the busy loop moved to a big CPU and stayed there"},
+    # NO_WA_IDLE and NO_WA_WEIGHT: wake_affine() returns the previous CPU; nothing else may fail
+    "wake-affine": {"most wakeups land in the waker's LLC"},
 }
 
 
