@@ -53,115 +53,17 @@ def cache_size_notes(view: MachineView, cpus: list[int]) -> list[str]:
 def view_to_spec(view: MachineView, name: str, source: str) -> tuple[str, list[str]]:
     """TOML text (groups form) for a captured machine, and the notes made on the way."""
     notes: list[str] = list(view.notes)
-    online = set(view.online) or set(view.cpus)
-    offline = sorted(set(view.cpus) - online)
-    if offline:
-        notes.append(f"CPUs {cpulist.format(offline)} were offline and are left out")
-    seen_ids = set(view.cpus) | online
-    holes = sorted(set(range(max(seen_ids) + 1)) - seen_ids) if seen_ids else []
-    if holes:
-        notes.append(
-            f"CPU ids {cpulist.format(holes)} do not exist on this machine (holes in the numbering): "
-            "the spec keeps the kernel's ids and lab translates the guest's dense ones"
-        )
-    cpus = sorted(c for c in online if c in view.cpus and view.cpus[c].package is not None)
-    if not cpus:
-        raise UserError(f"{source}: no online CPU with topology files")
-
-    # Nodes: only those with CPUs; distances rows follow the node ids in order.
-    all_nodes = sorted(view.distances) or sorted(view.nodes)
-    nodes = {n: tuple(c for c in view.nodes[n] if c in online) for n in sorted(view.nodes)}
-    cpu_nodes = [n for n in sorted(nodes) if nodes[n]]
-    memless = [n for n in sorted(nodes) if not nodes[n]]
-    if memless:
-        notes.append(f"nodes {', '.join(map(str, memless))} have no CPUs and are left out")
-    owner: dict[int, int] = {}
-    for n in cpu_nodes:
-        for c in nodes[n]:
-            if c in owner:
-                raise UserError(
-                    f"{source}: sys/devices/system/node/node{owner[c]}/cpulist and node{n}/cpulist both list CPU {c}"
-                )
-            owner[c] = n
-    in_node = set(owner)
-    orphans = sorted(set(cpus) - in_node)
-    if orphans:
-        raise UserError(f"{source}: CPU {orphans[0]} is in no node's cpulist")
-    dist = []
-    for n in cpu_nodes:
-        row = view.distances.get(n)
-        if row is None:
-            raise UserError(f"{source}: missing sys/devices/system/node/node{n}/distance")
-        if len(row) != len(all_nodes):
-            raise UserError(
-                f"{source}: node{n}/distance has {len(row)} entries for {len(all_nodes)} nodes"
-            )
-        dist.append([row[all_nodes.index(m)] for m in cpu_nodes])
-
-    def groups_by(key: Callable[[int], Iterable[int]]) -> list[tuple[int, ...]]:
-        # A CPU is always in its own group, even when a garbled capture's sibling list
-        # leaves it out: the spec's validation then names the overlap.
-        seen: dict[tuple[int, ...], None] = {}
-        for c in cpus:
-            g = {x for x in key(c) if x in online}
-            g.add(c)
-            seen.setdefault(tuple(sorted(g)), None)
-        return sorted(seen, key=lambda g: g[0])
-
-    pkg_of: dict[int, int] = {}
-    for c in cpus:
-        pkg = view.cpus[c].package
-        assert pkg is not None  # cpus above keeps only CPUs with a package id
-        pkg_of[c] = pkg
-    by_pkg: dict[int, list[int]] = {}
-    for c in cpus:
-        by_pkg.setdefault(pkg_of[c], []).append(c)
-    sockets = sorted((tuple(v) for v in by_pkg.values()), key=lambda g: g[0])
-    cores = groups_by(lambda c: view.cpus[c].siblings("core") or (c,))
+    online, cpus = _online_cpus(view, source, notes)
+    nodes, cpu_nodes = _cpu_nodes(view, online, cpus, source, notes)
+    dist = _distance_rows(view, cpu_nodes, source)
+    pkg_of, sockets = _sockets(view, cpus)
+    cores = _groups_by(cpus, online, lambda c: view.cpus[c].siblings("core") or (c,))
     node_of = {c: n for n in cpu_nodes for c in nodes[n]}
-
-    llc_level = view.llc_level
-    snc = False
-    if llc_level is None:
-        notes.append("no cache information: one LLC per node and socket assumed")
-        by_node_pkg: dict[tuple[int, int], list[int]] = {}
-        for c in cpus:
-            by_node_pkg.setdefault((node_of[c], pkg_of[c]), []).append(c)
-        llcs = groups_by(lambda c: by_node_pkg[(node_of[c], pkg_of[c])])
-    else:
-        def llc_shared(c: int) -> tuple[int, ...]:
-            cache = view.cpus[c].cache(llc_level)
-            return cache.shared if cache else (c,)
-
-        def llc(c: int) -> list[int]:
-            # Like the kernel, an LLC never crosses a node (x86 topology_sane()).
-            return [o for o in llc_shared(c) if node_of.get(o) == node_of[c]]
-
-        llcs = groups_by(llc)
-        raw = groups_by(llc_shared)
-        if len(raw) != len(llcs):
-            if _is_snc(raw, node_of, pkg_of, view.vendor):
-                snc = True
-                notes.append(
-                    f"sub-NUMA clustering: each L{llc_level} is a whole socket's, shared by its nodes; Linux "
-                    "schedules on its per-node parts (x86 match_llc()), and so does the guest: one "
-                    f"L{llc_level} per socket, nodes assigned per core"
-                )
-            else:
-                notes.append(f"L{llc_level} groups crossing nodes were split at node boundaries")
-    clusters = None
-    if any(view.cpus[c].siblings("cluster") for c in cpus):
-        cl = groups_by(lambda c: view.cpus[c].siblings("cluster") or (c,))
-        if set(cl) != set(cores) and set(cl) != set(llcs):
-            clusters = cl
-
+    llcs, snc, split = _llcs(view, cpus, online, node_of, pkg_of, notes)
+    clusters = _clusters(view, cpus, online, cores, llcs)
     notes.extend(cache_size_notes(view, cpus))
     per_thread = _per_thread_caches(view, cpus, cores)
-    for cache in per_thread:
-        notes.append(
-            f"{cache} is private to each SMT thread here"
-            + (" (x86 builds its CLS level from the L2 siblings)" if cache == "L2" else "")
-        )
+    notes.extend(_per_thread_notes(per_thread))
     if cpu_nodes != list(range(len(cpu_nodes))):
         notes.append(
             f"node ids {', '.join(map(str, cpu_nodes))} are sparse: the guest's nodes are 0-{len(cpu_nodes) - 1} "
@@ -182,53 +84,15 @@ def view_to_spec(view: MachineView, name: str, source: str) -> tuple[str, list[s
         f"vendor = {toml_str(vendor)}",
         f"model = {toml_str(model)}",
     ]
-    caps = {c: view.cpus[c].capacity for c in cpus}
-    if len({v for v in caps.values() if v is not None}) > 1:
-        if arch != "arm64" or any(v is None or v < 1 for v in caps.values()):
-            notes.append(
-                "CPUs of different capacities (hybrid core types): QEMU cannot give x86 CPUs different "
-                "capacities, the guest's CPUs are alike"
-                if arch != "arm64" else "cpu_capacity is missing or 0 for some CPUs: the guest's CPUs are alike"
-            )
-        else:
-            by_cap: dict[int, list[int]] = {}
-            for c, v in caps.items():
-                assert v is not None
-                by_cap.setdefault(v, []).append(c)
-            pairs = sorted(by_cap.items(), key=lambda kv: min(kv[1]))
-            lines.append("capacity = { " + ", ".join(f'"{cpulist.format(cs)}" = {v}' for v, cs in pairs) + " }")
-            notes.append(
-                "CPUs of " + str(len(pairs)) + " capacities (" + ", ".join(f"{cpulist.format(cs)}: {v}" for v, cs in pairs)
-                + "): the guest's device tree gives them as capacity-dmips-mhz, so its kernel builds SD_ASYM_CPUCAPACITY"
-            )
-    if view.family is not None:
-        lines.append(f"family = {view.family:#x}")
-    elif vendor == "amd":
-        lines.append("family = 0x17  # not in the capture; assumed Zen")
-        notes.append("AMD CPU family not in the capture: 0x17 assumed")
+    lines += _capacity_lines(view, cpus, arch, notes)
+    lines += _family_lines(view, vendor, notes)
     lines += ["", "[groups]", "nodes = { " + ", ".join(f'"{n}" = "{cpulist.format(nodes[n])}"' for n in cpu_nodes) + " }"]
-
-    def glist(key: str, gs) -> list[str]:
-        out = [f"{key} = ["]
-        for g in gs:
-            out.append(f'  "{cpulist.format(g)}",')
-        out.append("]")
-        return out
-
-    lines += glist("sockets", sockets)
-    lines += glist("llcs", llcs)
+    lines += _glist("sockets", sockets)
+    lines += _glist("llcs", llcs)
     if clusters is not None:
-        lines += glist("clusters", clusters)
-    lines += glist("cores", cores)
-    split = llc_level is not None and not snc and len(raw) != len(llcs)
-    if snc or per_thread or split:
-        lines += ["", "[caches]"]
-        if snc:
-            lines.append("snc = true")
-        if split:
-            lines.append("split_llc = true")
-        if per_thread:
-            lines.append("per_thread = [" + ", ".join(toml_str(x) for x in per_thread) + "]")
+        lines += _glist("clusters", clusters)
+    lines += _glist("cores", cores)
+    lines += _import_caches_lines(snc, split, per_thread)
     lines += ["", "[numa]", "distances = ["]
     for dist_row in dist:
         lines.append("  [" + ", ".join(map(str, dist_row)) + "],")
@@ -241,6 +105,208 @@ def view_to_spec(view: MachineView, name: str, source: str) -> tuple[str, list[s
     # Validate what we wrote: an import that does not load is a bug here, not the user's.
     topology.loads(text, where=f"import of {source}", default_name=name)
     return text, notes
+
+
+def _online_cpus(view: MachineView, source: str, notes: list[str]) -> tuple[set[int], list[int]]:
+    """The online CPU ids, and those of them the import keeps (online, with topology
+    files, sorted); notes the offline CPUs and holes in the numbering."""
+    online = set(view.online) or set(view.cpus)
+    offline = sorted(set(view.cpus) - online)
+    if offline:
+        notes.append(f"CPUs {cpulist.format(offline)} were offline and are left out")
+    seen_ids = set(view.cpus) | online
+    holes = sorted(set(range(max(seen_ids) + 1)) - seen_ids) if seen_ids else []
+    if holes:
+        notes.append(
+            f"CPU ids {cpulist.format(holes)} do not exist on this machine (holes in the numbering): "
+            "the spec keeps the kernel's ids and lab translates the guest's dense ones"
+        )
+    cpus = sorted(c for c in online if c in view.cpus and view.cpus[c].package is not None)
+    if not cpus:
+        raise UserError(f"{source}: no online CPU with topology files")
+    return online, cpus
+
+
+def _cpu_nodes(
+    view: MachineView, online: set[int], cpus: list[int], source: str, notes: list[str]
+) -> tuple[dict[int, tuple[int, ...]], list[int]]:
+    """Each node's online CPUs (node id -> CPUs, every node) and the ids of the nodes that
+    have CPUs, sorted; notes the nodes without CPUs, refuses a CPU in two nodes or none."""
+    nodes = {n: tuple(c for c in view.nodes[n] if c in online) for n in sorted(view.nodes)}
+    cpu_nodes = [n for n in sorted(nodes) if nodes[n]]
+    memless = [n for n in sorted(nodes) if not nodes[n]]
+    if memless:
+        notes.append(f"nodes {', '.join(map(str, memless))} have no CPUs and are left out")
+    owner: dict[int, int] = {}
+    for n in cpu_nodes:
+        for c in nodes[n]:
+            if c in owner:
+                raise UserError(
+                    f"{source}: sys/devices/system/node/node{owner[c]}/cpulist and node{n}/cpulist both list CPU {c}"
+                )
+            owner[c] = n
+    orphans = sorted(set(cpus) - set(owner))
+    if orphans:
+        raise UserError(f"{source}: CPU {orphans[0]} is in no node's cpulist")
+    return nodes, cpu_nodes
+
+
+def _distance_rows(view: MachineView, cpu_nodes: list[int], source: str) -> list[list[int]]:
+    """The distance matrix between the nodes with CPUs (rows and columns in *cpu_nodes*'
+    order), from each node's distance file, whose columns are all the machine's nodes."""
+    all_nodes = sorted(view.distances) or sorted(view.nodes)
+    dist = []
+    for n in cpu_nodes:
+        row = view.distances.get(n)
+        if row is None:
+            raise UserError(f"{source}: missing sys/devices/system/node/node{n}/distance")
+        if len(row) != len(all_nodes):
+            raise UserError(
+                f"{source}: node{n}/distance has {len(row)} entries for {len(all_nodes)} nodes"
+            )
+        dist.append([row[all_nodes.index(m)] for m in cpu_nodes])
+    return dist
+
+
+def _groups_by(cpus: list[int], online: set[int], key: Callable[[int], Iterable[int]]) -> list[tuple[int, ...]]:
+    """The distinct groups *key* gives *cpus* (online members only), each sorted, ordered
+    by their lowest CPU."""
+    # A CPU is always in its own group, even when a garbled capture's sibling list
+    # leaves it out: the spec's validation then names the overlap.
+    seen: dict[tuple[int, ...], None] = {}
+    for c in cpus:
+        g = {x for x in key(c) if x in online}
+        g.add(c)
+        seen.setdefault(tuple(sorted(g)), None)
+    return sorted(seen, key=lambda g: g[0])
+
+
+def _sockets(view: MachineView, cpus: list[int]) -> tuple[dict[int, int], list[tuple[int, ...]]]:
+    """Each CPU's package id, and the packages' CPUs ordered by their lowest CPU."""
+    pkg_of: dict[int, int] = {}
+    for c in cpus:
+        pkg = view.cpus[c].package
+        assert pkg is not None  # _online_cpus keeps only CPUs with a package id
+        pkg_of[c] = pkg
+    by_pkg: dict[int, list[int]] = {}
+    for c in cpus:
+        by_pkg.setdefault(pkg_of[c], []).append(c)
+    return pkg_of, sorted((tuple(v) for v in by_pkg.values()), key=lambda g: g[0])
+
+
+def _llcs(
+    view: MachineView, cpus: list[int], online: set[int], node_of: dict[int, int], pkg_of: dict[int, int],
+    notes: list[str],
+) -> tuple[list[tuple[int, ...]], bool, bool]:
+    """The LLC groups as the kernel schedules on them (never crossing a node), whether the
+    capture is sub-NUMA clustered (snc), and whether its LLCs crossing nodes were split
+    otherwise (split_llc); notes which."""
+    llc_level = view.llc_level
+    if llc_level is None:
+        notes.append("no cache information: one LLC per node and socket assumed")
+        by_node_pkg: dict[tuple[int, int], list[int]] = {}
+        for c in cpus:
+            by_node_pkg.setdefault((node_of[c], pkg_of[c]), []).append(c)
+        return _groups_by(cpus, online, lambda c: by_node_pkg[(node_of[c], pkg_of[c])]), False, False
+
+    def llc_shared(c: int) -> tuple[int, ...]:
+        cache = view.cpus[c].cache(llc_level)
+        return cache.shared if cache else (c,)
+
+    def llc(c: int) -> list[int]:
+        # Like the kernel, an LLC never crosses a node (x86 topology_sane()).
+        return [o for o in llc_shared(c) if node_of.get(o) == node_of[c]]
+
+    llcs = _groups_by(cpus, online, llc)
+    raw = _groups_by(cpus, online, llc_shared)
+    if len(raw) == len(llcs):
+        return llcs, False, False
+    if _is_snc(raw, node_of, pkg_of, view.vendor):
+        notes.append(
+            f"sub-NUMA clustering: each L{llc_level} is a whole socket's, shared by its nodes; Linux "
+            "schedules on its per-node parts (x86 match_llc()), and so does the guest: one "
+            f"L{llc_level} per socket, nodes assigned per core"
+        )
+        return llcs, True, False
+    notes.append(f"L{llc_level} groups crossing nodes were split at node boundaries")
+    return llcs, False, True
+
+
+def _clusters(
+    view: MachineView, cpus: list[int], online: set[int], cores: list[tuple[int, ...]], llcs: list[tuple[int, ...]]
+) -> list[tuple[int, ...]] | None:
+    """The cluster groups from the capture's cluster sibling lists, or None when it has
+    none or they are just the cores or just the LLCs (no level of its own)."""
+    if not any(view.cpus[c].siblings("cluster") for c in cpus):
+        return None
+    cl = _groups_by(cpus, online, lambda c: view.cpus[c].siblings("cluster") or (c,))
+    if set(cl) != set(cores) and set(cl) != set(llcs):
+        return cl
+    return None
+
+
+def _per_thread_notes(per_thread: list[str]) -> list[str]:
+    """One note per cache level private to each SMT thread."""
+    return [
+        f"{cache} is private to each SMT thread here"
+        + (" (x86 builds its CLS level from the L2 siblings)" if cache == "L2" else "")
+        for cache in per_thread
+    ]
+
+
+def _capacity_lines(view: MachineView, cpus: list[int], arch: str, notes: list[str]) -> list[str]:
+    """The [cpu] table's capacity line when the CPUs' capacities differ (arm64 only: x86
+    gets a note that the guest's CPUs are alike), and the note saying so."""
+    caps = {c: view.cpus[c].capacity for c in cpus}
+    if len({v for v in caps.values() if v is not None}) <= 1:
+        return []
+    if arch != "arm64" or any(v is None or v < 1 for v in caps.values()):
+        notes.append(
+            "CPUs of different capacities (hybrid core types): QEMU cannot give x86 CPUs different "
+            "capacities, the guest's CPUs are alike"
+            if arch != "arm64" else "cpu_capacity is missing or 0 for some CPUs: the guest's CPUs are alike"
+        )
+        return []
+    by_cap: dict[int, list[int]] = {}
+    for c, v in caps.items():
+        assert v is not None
+        by_cap.setdefault(v, []).append(c)
+    pairs = sorted(by_cap.items(), key=lambda kv: min(kv[1]))
+    notes.append(
+        "CPUs of " + str(len(pairs)) + " capacities (" + ", ".join(f"{cpulist.format(cs)}: {v}" for v, cs in pairs)
+        + "): the guest's device tree gives them as capacity-dmips-mhz, so its kernel builds SD_ASYM_CPUCAPACITY"
+    )
+    return ["capacity = { " + ", ".join(f'"{cpulist.format(cs)}" = {v}' for v, cs in pairs) + " }"]
+
+
+def _family_lines(view: MachineView, vendor: str, notes: list[str]) -> list[str]:
+    """The [cpu] table's family line: the capture's, or Zen's 0x17 assumed (and noted) for
+    an AMD CPU whose family the capture lacks."""
+    if view.family is not None:
+        return [f"family = {view.family:#x}"]
+    if vendor == "amd":
+        notes.append("AMD CPU family not in the capture: 0x17 assumed")
+        return ["family = 0x17  # not in the capture; assumed Zen"]
+    return []
+
+
+def _glist(key: str, gs: Iterable[tuple[int, ...]]) -> list[str]:
+    """A [groups] list of cpulists, one a line."""
+    return [f"{key} = [", *(f'  "{cpulist.format(g)}",' for g in gs), "]"]
+
+
+def _import_caches_lines(snc: bool, split: bool, per_thread: list[str]) -> list[str]:
+    """The [caches] table of an import (after a blank line), or nothing when it has none."""
+    if not (snc or per_thread or split):
+        return []
+    lines = ["", "[caches]"]
+    if snc:
+        lines.append("snc = true")
+    if split:
+        lines.append("split_llc = true")
+    if per_thread:
+        lines.append("per_thread = [" + ", ".join(toml_str(x) for x in per_thread) + "]")
+    return lines
 
 
 def _is_snc(raw_llcs, node_of: dict[int, int], pkg_of: dict[int, int], vendor: str | None) -> bool:

@@ -530,48 +530,8 @@ def _number(ctx: _Ctx, shape: Shape, numbering: str, explicit: Any) -> list[int]
 def _from_groups(ctx: _Ctx, t: Mapping) -> tuple[list[Cpu], Shape | None, str, bool]:
     p = "groups."
     ctx.keys(t, GROUP_KEYS, p)
-    nodes_raw = t.get("nodes")
-    if not isinstance(nodes_raw, Mapping) or not nodes_raw:
-        raise ctx.err(f"{p}nodes", 'must be a table of node id -> cpulist, e.g. { 0 = "0-7" }')
-    if len(nodes_raw) > MAX_NODES:
-        raise ctx.err(f"{p}nodes", f"{len(nodes_raw)} nodes, more than the {MAX_NODES} Linux supports")
-    nodes: dict[int, list[int]] = {}
-    total = 0
-    for k, v in nodes_raw.items():
-        # TOML keys are strings; int() would take ' 1', '-0', '1_0' and '٣' too.
-        if not (k.isascii() and k.isdigit() and (k == "0" or k[0] != "0")):
-            raise ctx.err(f"{p}nodes.{show(k, 30)}", "node ids are whole numbers like 0 or 12")
-        if len(k) > 4 or int(k) >= MAX_NODES:
-            raise ctx.err(f"{p}nodes.{show(k, 30)}", f"node ids go up to {MAX_NODES - 1}")
-        nodes[int(k)] = ctx.cpulist(v, f"{p}nodes.{k}")
-        total += len(nodes[int(k)])
-        if total > MAX_CPUS:
-            raise ctx.err(f"{p}nodes", f"more than the {MAX_CPUS} CPUs lab supports")
-    all_cpus = _partition(ctx, f"{p}nodes", {f"node {k}": v for k, v in nodes.items()}, None)
-
-    def group_list(key: str, required: bool) -> list[list[int]] | None:
-        raw = t.get(key)
-        if raw is None:
-            if required:
-                raise ctx.err(f"{p}{key}", "missing list of cpulists")
-            return None
-        if not isinstance(raw, list) or not raw:
-            raise ctx.err(f"{p}{key}", "must be a non-empty list of cpulists")
-        out, n = [], 0
-        for i, v in enumerate(raw):
-            out.append(ctx.cpulist(v, f"{p}{key}[{i}]"))
-            # Bounded as it is read: a million copies of '0-4095' stop here, not in memory.
-            n += len(out[-1])
-            if n > MAX_CPUS:
-                raise ctx.err(f"{p}{key}", f"the groups list more than the {MAX_CPUS} CPUs lab supports")
-        return out
-
-    # Every level but the nodes (a table by node id, above) is a list of cpulists, large to small.
-    listed = [x for x in reversed(lv.GROUPED) if not x.real_ids]
-    lists = {x.name: group_list(x.key, not x.optional) for x in listed}
-    for x in listed:
-        if (groups := lists[x.name]) is not None:
-            _partition(ctx, f"{p}{x.key}", {f"{x.key}[{i}]": g for i, g in enumerate(groups)}, all_cpus)
+    nodes, all_cpus = _group_nodes(ctx, t, p)
+    lists = _group_lists(ctx, t, p, all_cpus)
     sockets, llcs, clusters, cores = lists["socket"], lists["llc"], lists["cluster"], lists["core"]
     assert sockets is not None and llcs is not None and cores is not None
 
@@ -591,18 +551,102 @@ def _from_groups(ctx: _Ctx, t: Mapping) -> tuple[list[Cpu], Shape | None, str, b
     _nest(ctx, f"{p}clusters", clusters, llc_of, "LLC", f"{p}llcs")
     _nest(ctx, f"{p}llcs", llcs, node_of, "node", f"{p}nodes")
     _nest(ctx, f"{p}llcs", llcs, sock_of, "socket", f"{p}sockets")
-    # Nodes nest in sockets, or sockets in nodes.
+    node_in_socket = _nodes_and_sockets_nest(ctx, p, nodes, sockets, node_of, sock_of)
+
+    cpus = _canonical_cpus(
+        all_cpus, nodes, node_of, (sockets, sock_of), (llcs, llc_of), (clusters, clu_of), (cores, core_of)
+    )
+    shape = _regular_shape(cpus, node_in_socket)
+    numbering = _groups_numbering(ctx, t, p, shape, cpus)
+    return cpus, shape, numbering, has_clusters
+
+
+def _group_nodes(ctx: _Ctx, t: Mapping, p: str) -> tuple[dict[int, list[int]], set[int]]:
+    """The groups form's nodes table (node id -> its CPUs) and every CPU it lists, each
+    CPU in one node; refuses ids that are not plain whole numbers and more nodes or CPUs
+    than lab supports."""
+    nodes_raw = t.get("nodes")
+    if not isinstance(nodes_raw, Mapping) or not nodes_raw:
+        raise ctx.err(f"{p}nodes", 'must be a table of node id -> cpulist, e.g. { 0 = "0-7" }')
+    if len(nodes_raw) > MAX_NODES:
+        raise ctx.err(f"{p}nodes", f"{len(nodes_raw)} nodes, more than the {MAX_NODES} Linux supports")
+    nodes: dict[int, list[int]] = {}
+    total = 0
+    for k, v in nodes_raw.items():
+        # TOML keys are strings; int() would take ' 1', '-0', '1_0' and '٣' too.
+        if not (k.isascii() and k.isdigit() and (k == "0" or k[0] != "0")):
+            raise ctx.err(f"{p}nodes.{show(k, 30)}", "node ids are whole numbers like 0 or 12")
+        if len(k) > 4 or int(k) >= MAX_NODES:
+            raise ctx.err(f"{p}nodes.{show(k, 30)}", f"node ids go up to {MAX_NODES - 1}")
+        nodes[int(k)] = ctx.cpulist(v, f"{p}nodes.{k}")
+        total += len(nodes[int(k)])
+        if total > MAX_CPUS:
+            raise ctx.err(f"{p}nodes", f"more than the {MAX_CPUS} CPUs lab supports")
+    return nodes, _partition(ctx, f"{p}nodes", {f"node {k}": v for k, v in nodes.items()}, None)
+
+
+def _group_list(ctx: _Ctx, t: Mapping, p: str, key: str, required: bool) -> list[list[int]] | None:
+    """The groups form's list *key* of cpulists, or None when it is absent and not
+    *required*; bounded to the CPUs lab supports as it is read."""
+    raw = t.get(key)
+    if raw is None:
+        if required:
+            raise ctx.err(f"{p}{key}", "missing list of cpulists")
+        return None
+    if not isinstance(raw, list) or not raw:
+        raise ctx.err(f"{p}{key}", "must be a non-empty list of cpulists")
+    out, n = [], 0
+    for i, v in enumerate(raw):
+        out.append(ctx.cpulist(v, f"{p}{key}[{i}]"))
+        # Bounded as it is read: a million copies of '0-4095' stop here, not in memory.
+        n += len(out[-1])
+        if n > MAX_CPUS:
+            raise ctx.err(f"{p}{key}", f"the groups list more than the {MAX_CPUS} CPUs lab supports")
+    return out
+
+
+def _group_lists(ctx: _Ctx, t: Mapping, p: str, all_cpus: set[int]) -> dict[str, list[list[int]] | None]:
+    """Every level's list of groups but the nodes' (level name -> groups, None for an
+    optional level the spec leaves out), read large to small, then each checked to split
+    the nodes' CPUs, every CPU in exactly one group."""
+    listed = [x for x in reversed(lv.GROUPED) if not x.real_ids]
+    lists = {x.name: _group_list(ctx, t, p, x.key, not x.optional) for x in listed}
+    for x in listed:
+        if (groups := lists[x.name]) is not None:
+            _partition(ctx, f"{p}{x.key}", {f"{x.key}[{i}]": g for i, g in enumerate(groups)}, all_cpus)
+    return lists
+
+
+def _nodes_and_sockets_nest(
+    ctx: _Ctx, p: str, nodes: dict[int, list[int]], sockets: list[list[int]], node_of: dict[int, int],
+    sock_of: dict[int, int],
+) -> bool:
+    """Whether nodes nest in sockets (True) or sockets in nodes (False); refuses nodes and
+    sockets that overlap without one nesting in the other."""
     node_in_socket = all(len({sock_of[c] for c in cs}) == 1 for cs in nodes.values())
     socket_in_node = all(len({node_of[c] for c in g}) == 1 for g in sockets)
     if not node_in_socket and not socket_in_node:
         raise ctx.err(f"{p}nodes", "nodes and sockets overlap without one nesting in the other")
+    return node_in_socket
 
-    # Canonical order: by socket, node, llc, cluster, core (groups ordered by lowest CPU id).
+
+_Level = tuple[list[list[int]], dict[int, int]]  # a level's groups, and each CPU's group index in them
+
+
+def _canonical_cpus(
+    all_cpus: set[int], nodes: dict[int, list[int]], node_of: dict[int, int],
+    sockets: _Level, llcs: _Level, clusters: _Level, cores: _Level,
+) -> list[Cpu]:
+    """The CPUs in canonical order (by socket, node, LLC, cluster, core, then id; each
+    level's groups ranked by their lowest CPU id), numbered by those ranks, each CPU's
+    thread its place in its core."""
+
     def rank(groups: list[list[int]]) -> dict[int, int]:
         order = sorted(range(len(groups)), key=lambda i: min(groups[i]))
         return {gi: r for r, gi in enumerate(order)}
 
-    sr, lr, clr, cor = rank(sockets), rank(llcs), rank(clusters), rank(cores)
+    (sock_g, sock_of), (llc_g, llc_of), (clu_g, clu_of), (core_g, core_of) = sockets, llcs, clusters, cores
+    sr, lr, clr, cor = rank(sock_g), rank(llc_g), rank(clu_g), rank(core_g)
     node_rank = {n: r for r, n in enumerate(sorted(nodes, key=lambda n: min(nodes[n])))}
 
     def order_key(c: int):
@@ -617,27 +661,30 @@ def _from_groups(ctx: _Ctx, t: Mapping) -> tuple[list[Cpu], Shape | None, str, b
 
     ordered = sorted(all_cpus, key=order_key)
     thread_no: dict[int, int] = {}
-    for g in cores:
+    for g in core_g:
         for th, c in enumerate(sorted(g)):
             thread_no[c] = th
-    cpus = [
+    return [
         Cpu(c, i, sr[sock_of[c]], node_of[c], lr[llc_of[c]], clr[clu_of[c]], cor[core_of[c]], thread_no[c])
         for i, c in enumerate(ordered)
     ]
-    shape = _regular_shape(cpus, node_in_socket)
+
+
+def _groups_numbering(ctx: _Ctx, t: Mapping, p: str, shape: Shape | None, cpus: list[Cpu]) -> str:
+    """The numbering style the groups form's CPU ids follow: 'explicit' on an irregular
+    machine, else the style whose ids they are (imports of a Zen3 read 'smt-last'),
+    'explicit' when none; a given numbering must be one lab knows."""
     numbering = t.get("numbering", "explicit")
     if not isinstance(numbering, str) or numbering not in NUMBERINGS:
         raise ctx.err(f"{p}numbering", f"must be one of {', '.join(NUMBERINGS)}, not {_val(numbering)}")
-    if shape is not None:
-        # Name the style when the ids follow one (imports of a Zen3 read 'smt-last').
-        ids = [c.id for c in cpus]
-        for style in ("linear", "smt-last", "socket-interleaved"):
-            if _number(ctx, shape, style, None) == ids:
-                numbering = style
-                break
-        else:
-            numbering = "explicit"
-    return cpus, shape, "explicit" if shape is None else numbering, has_clusters
+    if shape is None:
+        return "explicit"
+    # Name the style when the ids follow one (imports of a Zen3 read 'smt-last').
+    ids = [c.id for c in cpus]
+    for style in ("linear", "smt-last", "socket-interleaved"):
+        if _number(ctx, shape, style, None) == ids:
+            return style
+    return "explicit"
 
 
 def _partition(
