@@ -151,7 +151,7 @@ int main(int argc, char **argv)
 	struct line *buf, *p;
 	size_t *order;
 	unsigned long loops = 0, since_sample = 0;
-	int opt, cpu_start, cpu_end, balancing = 0;
+	int opt, cpu_setup, cpu_start, cpu_end, balancing = 0;
 	const char *start_cpus = NULL;
 	cpu_set_t orig_set;
 	static struct sample samples[MAX_SAMPLES];
@@ -228,6 +228,7 @@ int main(int argc, char **argv)
 	for (size_t i = 0; i < nlines; i++) /* first touch happens here, under the policy */
 		buf[order[i]].next = &buf[order[(i + 1) % nlines]];
 	free(order);
+	cpu_setup = sched_getcpu(); /* where the setup ran: inside --start-cpus when given */
 	if (start_cpus && sched_setaffinity(0, sizeof(orig_set), &orig_set))
 		fail("cannot restore the affinity after the setup: %s", strerror(errno));
 
@@ -271,9 +272,9 @@ int main(int argc, char **argv)
 
 	printf("{\"workload\":\"memprobe\",\"pid\":%d,\"tid\":%ld,\"mib\":%ld,\"node\":%ld,"
 	       "\"loops\":%lu,\"total_s\":%.6f,\"loop_s\":%.6f,\"loop_min_s\":%.6f,"
-	       "\"loop_max_s\":%.6f,\"ns_per_load\":%.2f,\"cpu_start\":%d,\"cpu_end\":%d,\"cpus\":",
+	       "\"loop_max_s\":%.6f,\"ns_per_load\":%.2f,\"cpu_setup\":%d,\"cpu_start\":%d,\"cpu_end\":%d,\"cpus\":",
 	       getpid(), gettid_(), mib, node, loops, t - t0, (t - t0) / loops, loop_min,
-	       loop_max, (t - t0) * 1e9 / ((double)loops * nlines), cpu_start, cpu_end);
+	       loop_max, (t - t0) * 1e9 / ((double)loops * nlines), cpu_setup, cpu_start, cpu_end);
 	hist_print(stdout, hist);
 	print_page_nodes((char *)buf, bytes);
 	printf(",\"balancing\":%s,\"numa\":[", balancing ? "true" : "false");
