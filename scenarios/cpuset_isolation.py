@@ -41,7 +41,13 @@ scheduler, a FAIL with the kernel's reason); this scenario gives that case a wor
 with many idle CPUs tempting it.
 
 Expected verdicts on Debian's 6.1 (numa4-96-micro, TCG): PASS; FAIL with ``-p
-overlap=2`` (tests/vm/test_scenarios_vm.py; the measured figures at the top of the code).
+overlap=2`` (tests/vm/test_scenarios_vm.py).  Measured, 5 runs a side (host load 2.6 on
+2 cores): PASS 5/5, A on CPUs 0-3 and B on 4-7 only, 17.1 to 17.7 CPU-seconds each, 6
+tasks each; overlap=2 FAIL 5/5, CPUs 0-1 ran both every time
+(bench/results/bench_verdicts-20261126-060131.json,
+figures-cpuset-isolation-disjoint-20261126-060406.json,
+figures-cpuset-isolation-overlap-2-20261126-060406.json).  The claim has no threshold: one
+switch-in outside a cpuset, or onto a CPU the other group used, FAILs it.
 
 Which expectation carries the claim (``claim=True``): "the tasks of A and B stayed in
 their cpusets and no CPU ran both"; the other says the cgroups were made and the work ran.
