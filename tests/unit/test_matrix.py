@@ -30,12 +30,14 @@ def test_all_minis_times_all_scenarios():
     # jacobsville-24c-mini: cluster-wakeup only; icelake-2s-mini: llc-spread-pinned too (the seed's Ice Lake)
     # scheduler-survives (issue 35) needs nothing of a topology: a cell on every mini;
     # smt-spread (issue 36) one on each mini with SMT (all but jacobsville and kunpeng920);
-    # misfit-migration (issue 36) none: no mini has asymmetric CPU capacities
-    assert len(m.cells) == 7 * 8 and len(m.runnable) == 24 + 7 + 5
+    # misfit-migration (issue 36) none: no mini has asymmetric CPU capacities;
+    # cpuset-isolation (issue 36) one on each mini with two or more nodes (all but jacobsville)
+    assert len(m.cells) == 7 * 9 and len(m.runnable) == 24 + 7 + 5 + 6
     skips = {c.id: c.skip for c in m.cells if c.skip}
     assert skips["misfit-migration@kunpeng920-2s-mini@debian"] == (
         "kunpeng920-2s-mini lacks asymmetric CPU capacities (or -p big=CPUS naming the CPUs to judge against)"
     )
+    assert skips["cpuset-isolation@jacobsville-24c-mini@debian"] == "jacobsville-24c-mini lacks at least 2 nodes"
     assert skips["smt-spread@jacobsville-24c-mini@debian"] == "jacobsville-24c-mini lacks SMT (two or more threads per core)"
     assert skips["llc-spread-pinned@xeon-2s22c-mini@debian"] == (
         "xeon-2s22c-mini lacks at least 2 LLCs per socket, or one per socket with the sockets interleaved (the seed's Ice Lake)"
@@ -349,7 +351,7 @@ def test_plan_github_include_list_covers_every_cell():
     assert sorted(cells) == sorted(c.id for c in mx.expand("all", "all-minis", "debian").runnable)
     # Default: one job per cell that runs.
     r = CliRunner().invoke(main, ["matrix", "plan", "--format", "github", "--topologies", "all-minis"])
-    assert len(json.loads(r.stdout)["include"]) == 24 + 7 + 5  # one shard per runnable cell (scheduler-survives on every mini, smt-spread on 5)
+    assert len(json.loads(r.stdout)["include"]) == 24 + 7 + 5 + 6  # one shard per runnable cell (scheduler-survives on every mini, smt-spread on 5, cpuset-isolation on 6)
     assert "at most 256" in one_line_error(["matrix", "plan", "--format", "github", "--topologies", "all-minis", "--shards", "300"])
 
 

@@ -50,6 +50,10 @@ BOTH_SIDES: dict[str, dict[str, list[tuple]]] = {
         "good": [("vm", ("misfit-migration", "tensor-gs101", "debian", "PASS"))],
         "bad": [("vm", ("misfit-migration", "tests/fixtures/topologies/tensor-gs101-symmetric.toml", "debian", "FAIL", ("-p", "big=6-7")))],
     },
+    "cpuset-isolation": {
+        "good": [("vm", ("cpuset-isolation", "numa4-96-micro", "debian", "PASS"))],
+        "bad": [("vm", ("cpuset-isolation", "numa4-96-micro", "debian", "FAIL", ("-p", "overlap=2")))],
+    },
     "soft-affinity": {
         "good": [("recorded", "soft-affinity-xeon-2s22c-mini-lab-6.1-soft-affinity", "PASS")],
         "bad": [("recorded", "soft-affinity-xeon-2s22c-mini-lab-6.1-soft-affinity-preference-off", "FAIL")],

@@ -60,6 +60,10 @@ KNOWN_VERDICTS = [
     # capacities (the known-bad topology, a spec file) nothing moves it to CPUs 6-7
     ("misfit-migration", "tensor-gs101", "debian", "PASS"),
     ("misfit-migration", "tests/fixtures/topologies/tensor-gs101-symmetric.toml", "debian", "FAIL", ("-p", "big=6-7")),
+    # issue 36 item 3: two sibling cgroups with node 0's and node 1's CPUs never cross;
+    # with B's cpuset taking two of A's CPUs (the known-bad workload variant) CPUs run both
+    ("cpuset-isolation", "numa4-96-micro", "debian", "PASS"),
+    ("cpuset-isolation", "numa4-96-micro", "debian", "FAIL", ("-p", "overlap=2")),
 ]
 
 
@@ -118,6 +122,8 @@ MECHANISM = {
     "smt-spread": {"no two workers on one core's SMT siblings while a core is idle"},
     # alike capacities: no misfit migration; nothing else may fail
     "misfit-migration": {"the busy loop moved to a big CPU and stayed there"},
+    # overlap=2: CPUs 0-1 run both cgroups' tasks; nothing else may fail
+    "cpuset-isolation": {"the tasks of A and B stayed in their cpusets and no CPU ran both"},
 }
 
 
