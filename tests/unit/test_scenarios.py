@@ -1582,3 +1582,20 @@ def test_cpuset_isolation_needs_two_nodes_and_checks_overlap():
     s.set_params({"overlap": "5"})
     with pytest.raises(UserError, match=r"^-p overlap=5: A has only 4 CPUs on numa4-96-micro \(node 0: 0-3\)$"):
         s.steps(t)
+
+
+def test_cpuset_isolation_generic_affinity_check_agrees(tmp_path):
+    """lab.analysis.checks' affinity figure, given allowed_cpus(), counts what the claim
+    does: nothing when each group stays home, the switch-in outside A's cpuset otherwise."""
+    from lab.analysis import checks as ck
+
+    t = topology.load("numa4-96-micro")
+    traced = ck.Traced.of(sc.load("cpuset-isolation").events)
+    for name, runs, tasks, evidence in [
+        ("home", {"a": [0, 1, 2, 3], "b": [4, 5, 6, 7]}, [], []),
+        ("out", {"a": [0, 1, 2, 9], "b": [4, 5, 6, 7]}, [404], ["1.300000: sched_switch to cpuset-a-404 on CPU 9 (allowed 0-3)"]),
+    ]:
+        o = _cpuset_run(tmp_path / name, _cpuset_trace(runs))
+        assert o.by[CLAIM_CPUSET].ok is (not tasks)
+        aff = ck.trace_checks(tmp_path / name / "out" / "trace.main.txt", t, None, traced, o.allowed, "cpuset-isolation's allowed_cpus()")["affinity"]
+        assert (aff["violations"], aff["tasks"], aff["evidence"]) == (len(tasks), tasks, evidence), aff
