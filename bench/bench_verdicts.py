@@ -91,6 +91,10 @@ CASES: list[tuple] = [
     # node shares the waker's LLC; the known-bad knob (NO_WA_IDLE, NO_WA_WEIGHT) keeps it split.
     ("wake-affine", "zen3-2s-mini", "debian", "PASS"),
     ("wake-affine", "zen3-2s-mini", "debian", "FAIL", ("-p", "wake_affine=off")),
+    # Cpuset isolation: two sibling cgroups on node 0's and node 1's CPUs never cross; the
+    # known-bad side is a workload variant (B's cpuset also takes two of A's CPUs).
+    ("cpuset-isolation", "numa4-96-micro", "debian", "PASS"),
+    ("cpuset-isolation", "numa4-96-micro", "debian", "FAIL", ("-p", "overlap=2")),
 ]
 TARGET = 0.95  # 19 of 20
 REPO = Path(__file__).resolve().parents[1]

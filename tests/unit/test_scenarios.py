@@ -1569,3 +1569,131 @@ def test_wake_affine_steps_write_the_knob_only_when_off_and_skip_one_llc_nodes()
 
     with pytest.raises(UserError, match=r"^-p wake_affine=maybe: scenario wake-affine's parameter wake_affine takes one of on, off$"):
         s.set_params({"wake_affine": "maybe"})
+# ---- cpuset-isolation (issue 36 item 3) ------------------------------------------------------
+# numa4-96-micro: node 0 is CPUs 0-3, node 1 CPUs 4-7 (linear numbering): A's and B's cpusets.
+LAUNCH = {"a": 400, "b": 500}
+CLAIM_CPUSET = "the tasks of A and B stayed in their cpusets and no CPU ran both"
+RAN_CPUSET = "the cgroups were made and their work ran, traced"
+
+
+def _fork(ts: float, parent: tuple[str, int], child: int) -> str:
+    return line(parent[0], parent[1], 0, ts, "sched_process_fork", f"comm={parent[0]} pid={parent[1]} child_comm={parent[0]} child_pid={child}")
+
+
+def _cpuset_trace(runs: dict[str, list[int]], tasks: dict[str, int] | None = None, extra: str = "", end: float = 6.0) -> str:
+    """Each group's launcher forks *tasks* children (pid launcher + 1 + i; the last one
+    forked by the one before it, as a pipe's shell would be), each of which then runs on
+    the CPUs *runs* gives the group, in turn (child i on runs[i % len]) from 1.0 s to *end*."""
+    tasks = tasks or {"a": 6, "b": 6}
+    evs: list[tuple[float, str]] = []
+    for g, n in tasks.items():
+        comm = f"cpuset-{g}"
+        root = LAUNCH[g]
+        for i in range(n):
+            parent = root if i < n - 1 else root + i  # the last one a grandchild
+            evs.append((0.5 + i * 0.01, _fork(0.5 + i * 0.01, (comm, parent), root + 1 + i)))
+        cpus = runs[g]
+        for i in range(n):
+            cpu = cpus[i % len(cpus)]
+            t = 1.0 + i * 0.1
+            evs.append((t, _sw(cpu, t, IDLE, (comm, root + 1 + i))))
+            evs.append((t + 0.05, _sw(cpu, t + 0.05, (comm, root + 1 + i), IDLE)))
+    evs.append((end, _sw(15, end, IDLE, ("kworker/15:1", 9))))
+    return "".join(t for _, t in sorted(evs)) + extra
+
+
+def _cpuset_run(tmp_path, trace: str, b_cpus: str = "4-7", setup_rc: str = "0\n", **params: str):
+    s = sc.load("cpuset-isolation")
+    s.set_params(params)
+    t = topology.load("numa4-96-micro")
+    out = tmp_path / "out"
+    out.mkdir(parents=True)
+    threads = {g: " ".join(str(LAUNCH[g] + i) for i in range(0, 10)) + "\n" for g in LAUNCH}
+    files = {"a.cpus": "0-3\n", "b.cpus": f"{b_cpus}\n", "a.launcher": "400\n", "b.launcher": "500\n", "a.threads": threads["a"],
+             "b.threads": threads["b"], "setup.rc": setup_rc, "setup.out": "", "setup.err": "", "trace.main.txt": trace}  # fmt: skip
+    for f, text in files.items():
+        (out / f).write_text(text)
+    plan = SimpleNamespace(guest_to_spec=tuple(c.id for c in t.cpus), guest_node_to_spec=t.node_ids, guest_reclaim_distance=30, cpu_vendor="intel")
+    r = sc.Result(s, t, plan, None, out, None)
+    exps = sc.call_check(s, r)
+    return SimpleNamespace(by={e.name: e for e in exps}, ok=all(e.ok for e in exps), allowed=s.allowed_cpus(r, "main"))
+
+
+def test_cpuset_isolation_disjoint_cgroups_pass_with_the_figures(tmp_path):
+    o = _cpuset_run(tmp_path, _cpuset_trace({"a": [0, 1, 2, 3], "b": [4, 5, 6, 7]}))
+    e = o.by[CLAIM_CPUSET]
+    assert o.ok and e.claim, e.to_dict()
+    assert e.figures == {"cpus_used": {"a": "0-3", "b": "4-7"}, "cpu_s": {"a": 0.3, "b": 0.3}, "outside": {"a": "", "b": ""}, "cpus_running_both": ""}
+    ran = o.by[RAN_CPUSET]
+    assert ran.figures["tasks_seen"] == {"a": 6, "b": 6} and ran.figures["tasks_expected"] == {"a": 6, "b": 6}
+    # the generic affinity check gets the same cpusets, by the comm the launchers gave
+    assert o.allowed == {"cpuset-a": [0, 1, 2, 3], "cpuset-b": [4, 5, 6, 7]}
+
+
+def test_cpuset_isolation_a_task_outside_its_cpuset_fails_with_the_switch_in(tmp_path):
+    o = _cpuset_run(tmp_path, _cpuset_trace({"a": [0, 1, 2, 9], "b": [4, 5, 6, 7]}))
+    e = o.by[CLAIM_CPUSET]
+    assert not e.ok and o.by[RAN_CPUSET].ok
+    assert e.figures["outside"] == {"a": "9", "b": ""} and e.note == "cpuset-a ran on CPUs 9 outside its cpuset"
+    assert e.evidence == ["1.300000: cpuset-a pid 404 ran on CPU 9, outside A's cpuset 0-3"]
+
+
+def test_cpuset_isolation_overlap_variant_fails_on_the_cpus_that_ran_both(tmp_path):
+    o = _cpuset_run(tmp_path, _cpuset_trace({"a": [0, 1, 2, 3], "b": [0, 4, 5, 6, 7, 1]}, tasks={"a": 6, "b": 8}), b_cpus="0-1,4-7", overlap="2")
+    e = o.by[CLAIM_CPUSET]
+    assert not e.ok and o.by[RAN_CPUSET].ok
+    assert e.figures["outside"] == {"a": "", "b": ""} and e.figures["cpus_running_both"] == "0-1"
+    assert e.note == "CPUs 0-1 ran tasks of both (B's cpuset took 2 of A's CPUs: -p overlap=2, the known-bad variant)"
+    assert e.evidence[0] == "CPU 0 ran both: cpuset-a pid 401 from 1.000000, cpuset-b pid 501 from 1.000000"
+
+
+def test_cpuset_isolation_judges_the_launchers_descendants_only(tmp_path):
+    # The launchers ran outside their cgroups before joining, and a kworker runs anywhere:
+    # neither is judged; a grandchild (the pipe's second shell) is.
+    extra = _sw(9, 5.0, IDLE, ("sh", 400)) + _sw(9, 5.1, ("sh", 400), ("sh", 500)) + _sw(9, 5.2, ("sh", 500), IDLE)
+    o = _cpuset_run(tmp_path, _cpuset_trace({"a": [0, 1, 2, 3], "b": [4, 5, 6, 7]}) + extra)
+    assert o.ok, [x.to_dict() for x in o.by.values()]
+    # six each: pid 406 (A's) and 506 (B's) were forked by 405 and 505, not the launchers
+    assert o.by[RAN_CPUSET].figures["tasks_seen"] == {"a": 6, "b": 6}
+
+
+def test_cpuset_isolation_missing_work_is_a_failed_precondition(tmp_path):
+    o = _cpuset_run(tmp_path, _cpuset_trace({"a": [0, 1, 2, 3], "b": [4, 5, 6, 7]}, tasks={"a": 6, "b": 3}))
+    ran = o.by[RAN_CPUSET]
+    assert not ran.ok and not o.by[CLAIM_CPUSET].ok and o.by[CLAIM_CPUSET].note == ""
+    assert ran.note == "setup rc 0 (); tasks seen running A 6 (listed in its cgroup 6) of 6, B 3 (listed in its cgroup 3) of 6"
+    failed = _cpuset_run(tmp_path / "s", _cpuset_trace({"a": [0, 1, 2, 3], "b": [4, 5, 6, 7]}), setup_rc="1\n").by[RAN_CPUSET]
+    assert not failed.ok and failed.note.startswith("setup rc 1 ")
+
+
+def test_cpuset_isolation_needs_two_nodes_and_checks_overlap():
+    from lab.errors import UserError
+
+    s = sc.load("cpuset-isolation")
+    assert s.unmet(topology.load("jacobsville-24c-mini")) == ["at least 2 nodes"]
+    t = topology.load("numa4-96-micro")
+    steps = s.steps(t)
+    assert '"$(labcpu 0-3)" "$(labcpu 4-7)"' in steps and "cpuset-b 4 b.ready" in steps
+    s.set_params({"overlap": "2"})
+    steps = s.steps(t)
+    assert '"$(labcpu 0-3)" "$(labcpu 0-1,4-7)"' in steps and "cpuset-b 6 b.ready" in steps
+    s.set_params({"overlap": "5"})
+    with pytest.raises(UserError, match=r"^-p overlap=5: A has only 4 CPUs on numa4-96-micro \(node 0: 0-3\)$"):
+        s.steps(t)
+
+
+def test_cpuset_isolation_generic_affinity_check_agrees(tmp_path):
+    """lab.analysis.checks' affinity figure, given allowed_cpus(), counts what the claim
+    does: nothing when each group stays home, the switch-in outside A's cpuset otherwise."""
+    from lab.analysis import checks as ck
+
+    t = topology.load("numa4-96-micro")
+    traced = ck.Traced.of(sc.load("cpuset-isolation").events)
+    for name, runs, tasks, evidence in [
+        ("home", {"a": [0, 1, 2, 3], "b": [4, 5, 6, 7]}, [], []),
+        ("out", {"a": [0, 1, 2, 9], "b": [4, 5, 6, 7]}, [404], ["1.300000: sched_switch to cpuset-a-404 on CPU 9 (allowed 0-3)"]),
+    ]:
+        o = _cpuset_run(tmp_path / name, _cpuset_trace(runs))
+        assert o.by[CLAIM_CPUSET].ok is (not tasks)
+        aff = ck.trace_checks(tmp_path / name / "out" / "trace.main.txt", t, None, traced, o.allowed, "cpuset-isolation's allowed_cpus()")["affinity"]
+        assert (aff["violations"], aff["tasks"], aff["evidence"]) == (len(tasks), tasks, evidence), aff

@@ -53,6 +53,9 @@ BOTH_SIDES: dict[str, dict[str, list[tuple]]] = {
     "wake-affine": {
         "good": [("vm", ("wake-affine", "zen3-2s-mini", "debian", "PASS"))],
         "bad": [("vm", ("wake-affine", "zen3-2s-mini", "debian", "FAIL", ("-p", "wake_affine=off")))],
+    "cpuset-isolation": {
+        "good": [("vm", ("cpuset-isolation", "numa4-96-micro", "debian", "PASS"))],
+        "bad": [("vm", ("cpuset-isolation", "numa4-96-micro", "debian", "FAIL", ("-p", "overlap=2")))],
     },
     "soft-affinity": {
         "good": [("recorded", "soft-affinity-xeon-2s22c-mini-lab-6.1-soft-affinity", "PASS")],

@@ -64,6 +64,10 @@ KNOWN_VERDICTS = [
     # node shares the waker's LLC; with NO_WA_IDLE and NO_WA_WEIGHT the wakee stays in its own
     ("wake-affine", "zen3-2s-mini", "debian", "PASS"),
     ("wake-affine", "zen3-2s-mini", "debian", "FAIL", ("-p", "wake_affine=off")),
+    # issue 36 item 3: two sibling cgroups with node 0's and node 1's CPUs never cross;
+    # with B's cpuset taking two of A's CPUs (the known-bad workload variant) CPUs run both
+    ("cpuset-isolation", "numa4-96-micro", "debian", "PASS"),
+    ("cpuset-isolation", "numa4-96-micro", "debian", "FAIL", ("-p", "overlap=2")),
 ]
 
 
@@ -124,6 +128,8 @@ MECHANISM = {
     "misfit-migration": {"the busy loop moved to a big CPU and stayed there"},
     # NO_WA_IDLE and NO_WA_WEIGHT: wake_affine() returns the previous CPU; nothing else may fail
     "wake-affine": {"most wakeups land in the waker's LLC"},
+    # overlap=2: CPUs 0-1 run both cgroups' tasks; nothing else may fail
+    "cpuset-isolation": {"the tasks of A and B stayed in their cpusets and no CPU ran both"},
 }
 
 
