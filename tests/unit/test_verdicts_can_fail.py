@@ -53,6 +53,7 @@ BOTH_SIDES: dict[str, dict[str, list[tuple]]] = {
     "wake-affine": {
         "good": [("vm", ("wake-affine", "zen3-2s-mini", "debian", "PASS"))],
         "bad": [("vm", ("wake-affine", "zen3-2s-mini", "debian", "FAIL", ("-p", "wake_affine=off")))],
+    },
     "cpuset-isolation": {
         "good": [("vm", ("cpuset-isolation", "numa4-96-micro", "debian", "PASS"))],
         "bad": [("vm", ("cpuset-isolation", "numa4-96-micro", "debian", "FAIL", ("-p", "overlap=2")))],
