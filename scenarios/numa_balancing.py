@@ -271,24 +271,26 @@ def placement_timeline(paths, topo, need: int, procs=None) -> tuple[float, float
     return moves[0][0], max(end, moves[-1][0]), changes
 
 
-def converged_since(paths, topo, need: int, procs=None) -> float | None:
+def converged_since(paths, topo, need: int, procs=None, *, timeline=None) -> float | None:
     """When the perf workers last took a converged placement and kept it to the end of the
     run (run_window()), in seconds after the first worker was placed; None if they ended
-    unconverged (perf's own "de-converged").  *procs* as for thread_nodes()."""
-    t0, _, changes = placement_timeline(paths, topo, need, procs)
+    unconverged (perf's own "de-converged").  *procs* as for thread_nodes(); *timeline*:
+    placement_timeline()'s, when the caller has it."""
+    t0, _, changes = timeline or placement_timeline(paths, topo, need, procs)
     if not changes or not changes[-1][1]:
         return None
     return round(changes[-1][0] - t0, 1)
 
 
-def placement_history(paths, topo, need: int, window, procs=None) -> dict:
+def placement_history(paths, topo, need: int, window, procs=None, *, timeline=None) -> dict:
     """Figures of the exact placement's history (placement_timeline()): when it first
     converged (perf's "converged", in seconds after the first worker was placed), how
     often it left a converged placement again, and the share of the final *window* (lo,
     end) it was converged.  The verdict is the final window's majority node per thread
     (convergence()): a swap between two node pairs in progress at the very end leaves
-    the run converged by that rule with no converged_since() time, and these say so."""
-    t0, end, changes = placement_timeline(paths, topo, need, procs)
+    the run converged by that rule with no converged_since() time, and these say so.
+    *timeline*: placement_timeline()'s, when the caller has it."""
+    t0, end, changes = timeline or placement_timeline(paths, topo, need, procs)
     first = next((ts for ts, ok in changes if ok), None)
     left = sum(1 for (_, a), (_, b) in zip(changes, changes[1:], strict=False) if a and not b)
     lo, hi = window
@@ -618,13 +620,12 @@ lab_trace_off {PHASE2}
         tpp = threads_per_proc(r, threads)
         why_not = why_not_converged(run_s or phase_s or 0, counts, vmf, tpp, balancing_off(r))
         conv = convergence(threads, window, tpp, r.topo, step.out, why_not)
-        since = (
-            converged_since(paths, r.topo, conv.figures["nodes_needed"], procs)
-            if conv.ok
-            else None
-        )
+        # The exact placement's history, sorted once: when it converged and how it held.
+        need = conv.figures["nodes_needed"]
+        timeline = placement_timeline(paths, r.topo, need, procs)
+        since = converged_since(paths, r.topo, need, procs, timeline=timeline) if conv.ok else None
         conv.figures["converged_after_s"] = since
-        hist = placement_history(paths, r.topo, conv.figures["nodes_needed"], window, procs)
+        hist = placement_history(paths, r.topo, need, window, procs, timeline=timeline)
         conv.figures.update(hist)
         # Work per scan period: where the emulation gave NUMA balancing too little to place a
         # thread at all, an unconverged end is the emulation's, not the kernel's.

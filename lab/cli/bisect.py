@@ -9,7 +9,7 @@ import click
 
 from ..errors import UserError
 from ..scheduler import parse_spec
-from .common import TOPOLOGY, progress_for_cli
+from .common import TOPOLOGY, one_of_scenario_or_workload, progress_for_cli
 from .vm import SCHEDULER_OPTION, VM_OPTIONS, make_vm_options
 
 
@@ -33,17 +33,15 @@ def _vm(scheduler: str = "", recipe: str | None = None, **vm_kw):
 def _scenario_or_workload(name: str | None, workloads: tuple[str, ...], checks: tuple[str, ...]) -> str:
     """SCENARIO, or the TOML scenario file of --workload/--check (scenario.workload_file):
     every step's run reads the scenario by its path."""
+    if checks and not workloads:
+        raise UserError("lab bisect --check: goes with --workload (a scenario's own checks judge each commit)")
+    one_of_scenario_or_workload(name, workloads, "lab bisect", both_prefix="lab bisect: ")
     if workloads:
-        if name is not None:
-            raise UserError(f"lab bisect: give a SCENARIO or --workload CMD, not both ({name!r} and --workload)")
         # deferred: CLI start (lab.scenario)
         from .. import scenario
 
         return str(scenario.workload_file(workloads, checks))
-    if checks:
-        raise UserError("lab bisect --check: goes with --workload (a scenario's own checks judge each commit)")
-    if name is None:
-        raise UserError("lab bisect: give a SCENARIO (`lab scenarios` lists them) or --workload CMD with --check EXPR")
+    assert name is not None
     return name
 
 

@@ -13,6 +13,7 @@ from typing import IO, cast
 import click
 
 from .. import topology
+from ..errors import UserError
 from ..progress import LiveProgress, PlainProgress, Progress
 
 
@@ -242,3 +243,11 @@ def _console(stderr: bool, text: bool):
         c = Console(file=cast("IO[str]", _AsciiStream(stderr)), width=TEXT_WIDTH, color_system=None, force_terminal=False,
                     highlight=False, emoji=False)  # fmt: skip
     return c
+
+
+def one_of_scenario_or_workload(name: str | None, workloads: tuple[str, ...], cmd: str, both_prefix: str = "") -> None:
+    """SCENARIO or --workload CMD, exactly one (`lab run`, `lab bisect`): one line otherwise."""
+    if workloads and name is not None:
+        raise UserError(f"{both_prefix}give a SCENARIO or --workload CMD, not both ({name!r} and --workload)")
+    if not workloads and name is None:
+        raise UserError(f"{cmd}: give a SCENARIO (`lab scenarios` lists them) or --workload CMD with --check EXPR")

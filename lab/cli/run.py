@@ -13,7 +13,7 @@ from click.core import ParameterSource
 from .. import paths, scaffold, session, topology
 from ..errors import UserError
 from ..report import verdicts
-from .common import RUNS, console, progress_for_cli, text_format_option
+from .common import RUNS, console, one_of_scenario_or_workload, progress_for_cli, text_format_option
 from .vm import scheduler_option, vm_options
 
 
@@ -125,12 +125,10 @@ def _scenario(name: str | None, workloads: tuple[str, ...], checks: tuple[str, .
     # deferred: CLI start (lab.scenario)
     from .. import scenario as sc
 
+    one_of_scenario_or_workload(name, workloads, "lab run")
     if workloads:
-        if name is not None:
-            raise UserError(f"give a SCENARIO or --workload CMD, not both ({name!r} and --workload)")
         return sc.from_workloads(workloads, checks)
-    if name is None:
-        raise UserError("lab run: give a SCENARIO (`lab scenarios` lists them) or --workload CMD with --check EXPR")
+    assert name is not None
     return sc.load(name)
 
 

@@ -28,12 +28,9 @@ def test_gitignore_lets_the_summaries_in_and_keeps_run_data_out():
 def test_bench_boot_reads_verify_s_checks_from_stdout_alone():
     """A note on stderr before the JSON once made every verify row say "0 checks"
     (bench_boot-20261126-024600.json, the full zen3-2s verify, records 0)."""
-    import importlib.util
+    from _bench import bench_module
 
-    spec = importlib.util.spec_from_file_location("bench_boot", Path(__file__).resolve().parents[2] / "bench" / "bench_boot.py")
-    assert spec and spec.loader
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = bench_module("bench_boot")
     out = json.dumps({"checks": [{"name": "a", "ok": True}, {"name": "b", "ok": False}, {"name": "c", "ok": False, "known_deviation": "x"}]})
     row = mod.verify_row("zen3-2s", "debian", 1, out + "\n", 2.345)
     assert (row["checks"], row["failed"], row["known_deviations"], row["wall_s"]) == (3, ["b"], ["c"], 2.35)

@@ -4,18 +4,12 @@ graph is bench/code_metrics.py's (static, nothing of lab is run).  There is none
 last one (expect -> sysfs -> hwloc -> importer -> expect, hwloc borrowing importer's TOML
 string helper) went when that helper moved down to lab.topology.spec."""
 
-import importlib.util
-from pathlib import Path
 
-BENCH = Path(__file__).resolve().parents[2] / "bench" / "code_metrics.py"
+from _bench import bench_module
 
 
 def _metrics():
-    spec = importlib.util.spec_from_file_location("code_metrics", BENCH)
-    assert spec and spec.loader
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return bench_module("code_metrics")
 
 
 def test_no_import_cycle():

@@ -4,12 +4,12 @@ README's Layout section writes; every module under lab/ has a layer there.  And 
 stays inside a function only to defer what it loads, saying so.  The imports are
 bench/code_metrics.py's (static, nothing of lab is run)."""
 
-import importlib.util
 import re
 from pathlib import Path
 
+from _bench import bench_module
+
 REPO = Path(__file__).resolve().parents[2]
-BENCH = REPO / "bench" / "code_metrics.py"
 # (importing module, imported module): an upward import not fixed yet, with the reason.
 KNOWN: dict[tuple[str, str], str] = {}
 # Why an import is inside a function, on its line or the line above (or above the run of
@@ -22,11 +22,7 @@ DEFERRED = re.compile(r"# deferred: ((?:CLI start|optional|heavy) \(([^()]+)\)(?
 
 
 def _metrics():
-    spec = importlib.util.spec_from_file_location("code_metrics", BENCH)
-    assert spec and spec.loader
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return bench_module("code_metrics")
 
 
 def layers(readme: str) -> list[tuple[str, list[str]]]:
