@@ -218,7 +218,7 @@ def translate(view: MachineView, plan: VmPlan) -> MachineView:
             cv.cluster_id,
             cv.core_id,
             {k: m(v) for k, v in cv.lists.items()},
-            [Cache(c.level, c.type, m(c.shared)) for c in cv.caches],
+            [Cache(c.level, c.type, m(c.shared), c.size_kb) for c in cv.caches],
             [Domain(d.level, d.name, m(d.span), tuple(FLAG_ALIASES.get(f, f) for f in d.flags)) for d in cv.domains],
             cv.capacity,
         )
@@ -422,6 +422,7 @@ def verify(
     vd = ViewVerdict(numbering=plan.numbering_mode)
     vd.checks += _node_checks(topo, v)
     vd.checks += _capacity_checks(topo, v)
+    vd.checks += _cache_size_checks(topo, v)
     vd.checks += _group_checks(topo, v, guest_llc, limits)
     vd.checks += _shape_deviation_checks(topo, plan, v)
     if not any(cv.domains for cv in v.cpus.values()):
@@ -461,6 +462,34 @@ def _capacity_checks(topo: Topology, v: MachineView) -> list[Check]:
     bad = [b for b in bad if b[1] != b[2]]
     got = "same" if not bad else f"CPU {bad[0][0]}: {bad[0][2] if bad[0][2] is not None else 'no cpu_capacity'}; {len(bad)} CPUs differ"
     return [Check("CPU capacities", want, got, not bad)]
+
+
+LEAF = {"L1d": (1, "Data"), "L1i": (1, "Instruction"), "L2": (2, "Unified"), "L3": (3, "Unified")}
+
+
+def _cache_size_checks(topo: Topology, v: MachineView) -> list[Check]:
+    """Each cache level the spec gives sizes for ([caches] sizes, arm64's device tree):
+    every CPU's cache/indexN/size in the guest."""
+    checks = []
+    for name, per_cpu in topo.cache_kb:
+        level, kind = LEAF[name]
+        by_kb: dict[int, list[int]] = {}
+        for c, kb in per_cpu:
+            by_kb.setdefault(kb, []).append(c)
+        want = " | ".join(f"{_fmt(cs)}: {kb}K" for kb, cs in sorted(by_kb.items(), key=lambda x: min(x[1])))
+        bad = []
+        for c, kb in per_cpu:
+            got = next(
+                (x.size_kb for x in (v.cpus[c].caches if c in v.cpus else []) if (x.level, x.type) == (level, kind)),
+                None,
+            )
+            if got != kb:
+                bad.append((c, got))
+        actual = "same" if not bad else (
+            f"CPU {bad[0][0]}: {f'{bad[0][1]}K' if bad[0][1] is not None else f'no {name} size'}; {len(bad)} CPUs differ"
+        )
+        checks.append(Check(f"{name} sizes", want, actual, not bad))
+    return checks
 
 
 def _group_checks(topo: Topology, v: MachineView, guest_llc: str, limits: list[str]) -> list[Check]:

@@ -61,7 +61,6 @@ def view_to_spec(view: MachineView, name: str, source: str) -> tuple[str, list[s
     node_of = {c: n for n in cpu_nodes for c in nodes[n]}
     llcs, snc, split = _llcs(view, cpus, online, node_of, pkg_of, notes)
     clusters = _clusters(view, cpus, online, cores, llcs)
-    notes.extend(cache_size_notes(view, cpus))
     per_thread = _per_thread_caches(view, cpus, cores)
     notes.extend(_per_thread_notes(per_thread))
     if cpu_nodes != list(range(len(cpu_nodes))):
@@ -74,6 +73,9 @@ def view_to_spec(view: MachineView, name: str, source: str) -> tuple[str, list[s
     if vendor not in topology.VENDORS:
         vendor = "generic"
     arch = (archs.from_vendor(vendor) or archs.X86_64).name
+    sizes = _captured_sizes(view, cpus, cores, llcs, notes) if arch == "arm64" else {}
+    if arch != "arm64":
+        notes.extend(cache_size_notes(view, cpus))
     lines = [
         f"# Imported by `lab topo import` from {source}",
         f"name = {toml_str(name)}",
@@ -92,7 +94,7 @@ def view_to_spec(view: MachineView, name: str, source: str) -> tuple[str, list[s
     if clusters is not None:
         lines += _glist("clusters", clusters)
     lines += _glist("cores", cores)
-    lines += _import_caches_lines(snc, split, per_thread)
+    lines += _import_caches_lines(snc, split, per_thread, sizes)
     lines += ["", "[numa]", "distances = ["]
     for dist_row in dist:
         lines.append("  [" + ", ".join(map(str, dist_row)) + "],")
@@ -295,9 +297,9 @@ def _glist(key: str, gs: Iterable[tuple[int, ...]]) -> list[str]:
     return [f"{key} = [", *(f'  "{cpulist.format(g)}",' for g in gs), "]"]
 
 
-def _import_caches_lines(snc: bool, split: bool, per_thread: list[str]) -> list[str]:
+def _import_caches_lines(snc: bool, split: bool, per_thread: list[str], sizes: dict[str, dict[int, int]]) -> list[str]:
     """The [caches] table of an import (after a blank line), or nothing when it has none."""
-    if not (snc or per_thread or split):
+    if not (snc or per_thread or split or sizes):
         return []
     lines = ["", "[caches]"]
     if snc:
@@ -306,7 +308,60 @@ def _import_caches_lines(snc: bool, split: bool, per_thread: list[str]) -> list[
         lines.append("split_llc = true")
     if per_thread:
         lines.append("per_thread = [" + ", ".join(toml_str(x) for x in per_thread) + "]")
+    if sizes:
+        lines.append(sizes_toml(sizes))
     return lines
+
+
+SIZED = {(1, "Data"): "L1d", (1, "Instruction"): "L1i", (2, "Unified"): "L2", (3, "Unified"): "L3"}
+
+
+def _captured_sizes(view: MachineView, cpus: list[int], cores, llcs, notes: list[str]) -> dict[str, dict[int, int]]:
+    """An arm64 capture's cache sizes as the spec's [caches] sizes (the guest's device tree
+    gives them): per level, every CPU's size, for the levels lab's tree describes and the
+    capture sizes on every CPU; a level whose size differs inside a core (L1, L2) or an
+    LLC (L3) is left at lab's default and named."""
+    out: dict[str, dict[int, int]] = {}
+    for (level, kind), name in SIZED.items():
+        per = {
+            c: x.size_kb
+            for c in cpus
+            for x in view.cpus[c].caches
+            if (x.level, x.type) == (level, kind) and x.size_kb is not None
+        }
+        if len(per) != len(cpus):
+            continue
+        groups = llcs if name == "L3" else cores
+        if any(len({per[c] for c in g}) > 1 for g in groups):
+            notes.append(f"{name} sizes differ inside one {'LLC' if name == 'L3' else 'core'}: not reproduced, the guest's {name} has lab's default size")
+            continue
+        out[name] = per
+    if any(len(set(per.values())) > 1 for per in out.values()):
+        differ = [n for n, per in out.items() if len(set(per.values())) > 1]
+        notes.append(f"{', '.join(differ)} sizes differ between CPUs: the guest's device tree gives each CPU its own")
+    return out
+
+
+def _size_text(kb: int) -> str:
+    return f'"{kb >> 10}M"' if kb % 1024 == 0 else f'"{kb}K"'
+
+
+def sizes_toml(sizes: dict[str, dict[int, int]]) -> str:
+    """[caches] sizes = { L1d = "64K", L2 = { "0-3" = "128K", "4-7" = "512K" }, L3 = "4M" }."""
+    parts = []
+    for name in ("L1d", "L1i", "L2", "L3"):
+        per = sizes.get(name)
+        if not per:
+            continue
+        by: dict[int, list[int]] = {}
+        for c, kb in sorted(per.items()):
+            by.setdefault(kb, []).append(c)
+        if len(by) == 1:
+            parts.append(f"{name} = {_size_text(next(iter(by)))}")
+        else:
+            inner = ", ".join(f'"{cpulist.format(cs)}" = {_size_text(kb)}' for kb, cs in sorted(by.items(), key=lambda kv: min(kv[1])))
+            parts.append(f"{name} = {{ {inner} }}")
+    return "sizes = { " + ", ".join(parts) + " }"
 
 
 def _is_snc(raw_llcs, node_of: dict[int, int], pkg_of: dict[int, int], vendor: str | None) -> bool:
@@ -408,7 +463,7 @@ def mini(topo: topology.Topology, name: str, max_cpus: int = MINI_MAX_CPUS) -> s
         f"threads_per_core = {s.threads_per_core}",
         f"numbering = {toml_str(numbering)}",
         "",
-        *_caches_table(topo),
+        *_caches_table(topo, per_cpu=False),
         "[numa]",
         "distances = [",
         *["  [" + ", ".join(map(str, row)) + "]," for row in topo.distances],
@@ -420,8 +475,14 @@ def mini(topo: topology.Topology, name: str, max_cpus: int = MINI_MAX_CPUS) -> s
         f"derived_from = {toml_str(topo.name)}",
         f"sources = [{', '.join(toml_str(x) for x in topo.provenance.sources)}]",
     ]
+    mini_notes = []
     if topo.numbering == "explicit":
-        lines.append(f"notes = {toml_str('the full machine numbers CPUs explicitly; the mini numbers them linearly')}")
+        mini_notes.append("the full machine numbers CPUs explicitly; the mini numbers them linearly")
+    per_cpu_sizes = [n for n, per in topo.cache_kb if len({kb for _, kb in per}) > 1]
+    if per_cpu_sizes:
+        mini_notes.append(f"{', '.join(per_cpu_sizes)} sizes differ between the full machine's CPUs: the mini's are lab's defaults")
+    if mini_notes:
+        lines.append(f"notes = {toml_str('; '.join(mini_notes))}")
     text = "\n".join(lines) + "\n"
     # Real node ids may be sparse; the mini numbers nodes 0..n-1 in the same order.
     topology.loads(text, where=f"mini of {topo.name}", default_name=name)
@@ -518,6 +579,9 @@ def nearest(topo: topology.Topology, name: str) -> tuple[str, list[str]]:
                        "taken from the capture's (same socket, other socket)")  # fmt: skip
     if topo.dmips_mhz and shape.cpus != topo.n_cpus:
         changes.append("per-CPU capacities are not kept (the CPUs are not the capture's)")
+    per_cpu_sizes = [n for n, per in topo.cache_kb if len({kb for _, kb in per}) > 1]
+    if per_cpu_sizes:
+        changes.append(f"{', '.join(per_cpu_sizes)} sizes per CPU are not kept (the CPUs are not the capture's)")
     lines = [header, f"name = {toml_str(name)}",
              f"description = {toml_str(f'nearest buildable machine to {topo.name}: {shape.cpus} CPUs')}",
              f"arch = {toml_str(topo.arch)}", "", "[cpu]", f"vendor = {toml_str(topo.vendor)}",
@@ -529,7 +593,7 @@ def nearest(topo: topology.Topology, name: str) -> tuple[str, list[str]]:
     if topo.has_clusters:
         lines.append(f"clusters_per_llc = {clusters}")
     lines += [f"cores_per_cluster = {cores}", f"threads_per_core = {threads}", 'numbering = "linear"', "",
-              *_caches_table(topo), "[numa]", "distances = [", *["  [" + ", ".join(map(str, r)) + "]," for r in dist], "]",
+              *_caches_table(topo, per_cpu=False), "[numa]", "distances = [", *["  [" + ", ".join(map(str, r)) + "]," for r in dist], "]",
               f"memory_mb = {min(topo.memory_mb)}", "", "[provenance]", f"machine = {toml_str(topo.provenance.machine)}",
               f"derived_from = {toml_str(topo.name)}",
               f"sources = [{', '.join(toml_str(x) for x in topo.provenance.sources)}]",
@@ -573,8 +637,12 @@ def _nearest_distances(topo: topology.Topology, shape: topology.Shape) -> list[l
     return [[10 if i == j else (near if sock[i] == sock[j] else far) for j in range(n)] for i in range(n)]
 
 
-def _caches_table(topo: topology.Topology) -> list[str]:
-    if not (topo.snc or topo.per_thread or topo.split_llc):
+def _caches_table(topo: topology.Topology, per_cpu: bool = True) -> list[str]:
+    """The [caches] table of a spec lab writes from *topo*; *per_cpu* False where the CPUs
+    are not *topo*'s (a mini, a renumbered nearest machine): sizes only where a level has
+    one size on every CPU."""
+    sizes = {n: dict(per) for n, per in topo.cache_kb if per_cpu or len({kb for _, kb in per}) == 1}
+    if not (topo.snc or topo.per_thread or topo.split_llc or sizes):
         return []
     out = ["[caches]"]
     if topo.snc:
@@ -583,6 +651,8 @@ def _caches_table(topo: topology.Topology) -> list[str]:
         out.append("split_llc = true")
     if topo.per_thread:
         out.append("per_thread = [" + ", ".join(toml_str(x) for x in topo.per_thread) + "]")
+    if sizes:
+        out.append(sizes_toml(sizes))
     return [*out, ""]
 
 

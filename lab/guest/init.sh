@@ -144,6 +144,7 @@ snapshot() {
         /sys/devices/system/cpu/cpu[0-9]*/cache/index*/level \
         /sys/devices/system/cpu/cpu[0-9]*/cache/index*/type \
         /sys/devices/system/cpu/cpu[0-9]*/cache/index*/shared_cpu_list \
+        /sys/devices/system/cpu/cpu[0-9]*/cache/index*/size \
         /sys/devices/system/node/online /sys/devices/system/node/possible \
         /sys/devices/system/node/node[0-9]*/cpulist \
         /sys/devices/system/node/node[0-9]*/distance \

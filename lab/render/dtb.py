@@ -6,7 +6,10 @@ reports, and the scheduler's MC level cannot span the LLC.  lab dumps the tree
 QEMU generates (``-machine ...,dumpdtb=``), gives every cpu node a
 ``next-level-cache`` to a per-core L2 whose ``next-level-cache`` is one L3 per
 LLC of the spec, gives each cpu node the spec's ``capacity-dmips-mhz`` when its CPUs
-differ (big.LITTLE), and boots with ``-dtb``.  The order of the cpu nodes sets
+differ (big.LITTLE), and boots with ``-dtb``.  Cache sizes are the spec's ``[caches] sizes``
+where it gives them (a DynamIQ phone's core types each with their own L1 and L2), else
+512K per L2 and 1M per core for an L3; L1 sizes go on the cpu nodes (``d-cache-size``,
+``i-cache-size``), which is where Linux's cacheinfo reads a level-1 leaf's size from.  The order of the cpu nodes sets
 Linux's logical CPU numbers, so the nodes are also reordered into the spec's
 numbering.
 
@@ -88,14 +91,16 @@ def edit(dts: str, topo: Topology, *, caches: bool = True, renumber: bool = True
         for llc in sorted({c.llc for c in topo.cpus}):
             l3_ph[llc] = next_ph
             next_ph += 1
-            size = L3_SIZE_PER_CORE * llc_cores[llc]
+            first = next(c.id for c in topo.cpus if c.llc == llc)
+            size = _kb(topo, "L3", first) or L3_SIZE_PER_CORE * llc_cores[llc]
             cache_nodes.append(_cache_node(indent, f"l3-cache{llc}", 3, l3_ph[llc], None, size))
         l2_ph: dict[int, int] = {}
         for c in topo.cpus:
             if c.core not in l2_ph:
                 l2_ph[c.core] = next_ph
                 next_ph += 1
-                cache_nodes.append(_cache_node(indent, f"l2-cache{c.core}", 2, l2_ph[c.core], l3_ph[c.llc], L2_SIZE))
+                size = _kb(topo, "L2", c.id) or L2_SIZE
+                cache_nodes.append(_cache_node(indent, f"l2-cache{c.core}", 2, l2_ph[c.core], l3_ph[c.llc], size))
     dmips = dict(topo.dmips_mhz)
     for (_idx, block), c in zip(blocks, topo.cpus, strict=True):
         inner = indent + "\t"
@@ -103,6 +108,11 @@ def edit(dts: str, topo: Topology, *, caches: bool = True, renumber: bool = True
             block = block.replace(
                 "\n", f"\n{inner}next-level-cache = <0x{l2_ph[c.core]:x}>;\n", 1
             )
+        if caches:
+            for name, prefix in (("L1i", "i-"), ("L1d", "d-")):
+                size = _kb(topo, name, c.id)
+                if size:
+                    block = block.replace("\n", "\n" + "".join(f"{inner}{p}\n" for p in _size_props(prefix, size)), 1)
         if dmips:
             # Linux's arch_topology reads it for every CPU (or for none) and builds
             # SD_ASYM_CPUCAPACITY from the differences: a big.LITTLE machine's capacities.
@@ -117,6 +127,22 @@ def edit(dts: str, topo: Topology, *, caches: bool = True, renumber: bool = True
     return dts[: m.end()] + new_body + dts[inner_end:]
 
 
+def _kb(topo: Topology, name: str, cpu: int) -> int:
+    """The spec's size of CPU *cpu*'s cache *name* in bytes, 0 where it gives none."""
+    kb = topo.cache_size_kb(name, cpu)
+    return kb * 1024 if kb else 0
+
+
+def _size_props(prefix: str, size: int) -> list[str]:
+    """A cache's size, line size and sets (16 ways assumed), with *prefix* "" for a cache
+    node's own, "d-"/"i-" for a cpu node's level-1 caches."""
+    return [
+        f"{prefix}cache-size = <0x{size:x}>;",
+        f"{prefix}cache-line-size = <0x{LINE:x}>;",
+        f"{prefix}cache-sets = <0x{max(1, size // (LINE * 16)):x}>;",
+    ]
+
+
 def _cache_node(indent: str, name: str, level: int, phandle: int, next_ph: int | None, size: int) -> str:
     i2 = indent + "\t"
     lines = [
@@ -124,9 +150,7 @@ def _cache_node(indent: str, name: str, level: int, phandle: int, next_ph: int |
         f'{i2}compatible = "cache";',
         f"{i2}cache-level = <{level}>;",
         f"{i2}cache-unified;",
-        f"{i2}cache-size = <0x{size:x}>;",
-        f"{i2}cache-line-size = <0x{LINE:x}>;",
-        f"{i2}cache-sets = <0x{max(1, size // (LINE * 16)):x}>;",
+        *(i2 + p for p in _size_props("", size)),
     ]
     if next_ph is not None:
         lines.append(f"{i2}next-level-cache = <0x{next_ph:x}>;")

@@ -105,9 +105,10 @@ def plan(
         notes.append(f"QEMU {emu.version_str}{how} ({emu.path}){because}")
     guest_to_spec = tuple(c.id for c in topo.cpus)
     dt_caches = arch == "arm64" and host.dtc
-    if topo.dmips_mhz and not dt_caches:
+    if (topo.dmips_mhz or topo.cache_kb) and not dt_caches:
+        field, what = ("cpu.capacity", "per-CPU capacities") if topo.dmips_mhz else ("caches.sizes", "cache sizes")
         raise UserError(
-            f"{topo.path or topo.name}: cpu.capacity: per-CPU capacities reach the guest through the device "
+            f"{topo.path or topo.name}: {field}: {what} reach the guest through the device "
             "tree lab edits with dtc: install device-tree-compiler"
         )
     if arch == "arm64" and not dt_caches:

@@ -133,6 +133,10 @@ class Topology:
     # id; empty when every CPU is alike.  Heterogeneous machines (big.LITTLE, DynamIQ)
     # differ here: the kernel builds SD_ASYM_CPUCAPACITY from it.
     dmips_mhz: tuple[tuple[int, int], ...] = ()
+    # [caches] sizes: each cache level's size in KiB per CPU, for the levels the spec
+    # gives ("L1d", "L1i", "L2", "L3"; arm64 only, through the device tree).  A DynamIQ
+    # phone's core types have L1s and L2s of their own sizes; sockets may differ in L3.
+    cache_kb: tuple[tuple[str, tuple[tuple[int, int], ...]], ...] = ()
 
     @cached_property
     def capacities(self) -> dict[int, int]:
@@ -143,6 +147,13 @@ class Topology:
             return {}
         top = max(v for _, v in self.dmips_mhz)
         return {c: (v << 10) // top for c, v in self.dmips_mhz}
+
+    def cache_size_kb(self, name: str, cpu: int) -> int | None:
+        """The size in KiB the spec gives CPU *cpu*'s cache *name* ("L2"), else None."""
+        for n, per_cpu in self.cache_kb:
+            if n == name:
+                return dict(per_cpu).get(cpu)
+        return None
 
     @property
     def asymmetric(self) -> bool:
@@ -315,6 +326,8 @@ class Topology:
             for c in self.cpus
         ]
         d["caches"] = {"snc": self.snc, "per_thread": list(self.per_thread)}
+        if self.cache_kb:
+            d["caches"]["size_kb"] = {n: {str(c): kb for c, kb in per_cpu} for n, per_cpu in self.cache_kb}
         if self.capacities:
             d["capacity"] = {"dmips_mhz": dict(self.dmips_mhz), "cpu_capacity": self.capacities}
         d["provenance"] = {

@@ -39,8 +39,12 @@ class SpecError(UserError):
 
 
 TOP_KEYS = {"name", "description", "arch", "cpu", "topology", "groups", "numa", "caches", "provenance"}
-CACHE_KEYS = {"snc", "per_thread", "split_llc"}
+CACHE_KEYS = {"snc", "per_thread", "split_llc", "sizes"}
 CACHE_NAMES = ("L1d", "L1i", "L2")
+# [caches] sizes: the levels lab's arm64 device tree describes, and the group each is
+# one of (the tree gives each core its L1s and an L2, each LLC an L3).
+SIZED_CACHES = {"L1d": "core", "L1i": "core", "L2": "core", "L3": "llc"}
+MAX_CACHE_KB = 4 * 1024 * 1024 - 1  # cache-size is a u32 of bytes in the device tree
 CPU_KEYS = {"vendor", "model", "family", "gic", "capacity"}
 SHAPE_KEYS = {*SHAPE_FIELDS, "numbering", "cpus"}
 GROUP_KEYS = {*(x.key for x in lv.GROUPED), "numbering"}  # nodes, sockets, llcs, clusters, cores
@@ -284,6 +288,7 @@ def from_dict(data: Mapping[str, Any], where: str = "<spec>", default_name: str 
     if not isinstance(split_llc, bool):
         raise ctx.err("caches.split_llc", f"must be true or false, not {_val(split_llc)}")
     dmips = _capacity(ctx, cpu_t.get("capacity"), cpus, arch)
+    cache_kb = _cache_sizes(ctx, caches_t.get("sizes"), cpus, arch)
 
     return Topology(
         name=name,
@@ -306,6 +311,7 @@ def from_dict(data: Mapping[str, Any], where: str = "<spec>", default_name: str 
         snc=snc,
         per_thread=per_thread,
         split_llc=split_llc,
+        cache_kb=cache_kb,
     )
 
 
@@ -371,6 +377,68 @@ def _capacity(ctx: _Ctx, raw: Any, cpus: list[Cpu], arch: str) -> tuple[tuple[in
         # Linux ignores every capacity-dmips-mhz when one CPU lacks it.
         raise ctx.err(f, f"CPU {missing[0]} has no capacity ({len(missing)} CPUs missing): give every CPU one")
     return tuple(sorted(out.items()))
+
+
+def parse_size_kb(v: Any) -> int | None:
+    """A cache size as sysfs writes it ("512K") or in M/G ("4M"), in KiB; None if it is not one."""
+    if not isinstance(v, str) or len(v) < 2 or v[-1] not in "KMG" or not v[:-1].isdigit():
+        return None
+    return int(v[:-1]) << {"K": 0, "M": 10, "G": 20}[v[-1]]
+
+
+def _cache_sizes(ctx: _Ctx, raw: Any, cpus: list[Cpu], arch: str) -> tuple[tuple[str, tuple[tuple[int, int], ...]], ...]:
+    """[caches] sizes = { L1d = "64K", L2 = { "0-3" = "128K", "4-7" = "512K" }, L3 = "4M" }:
+    a level's one size for every CPU, or a table of cpulist -> size covering every CPU once.
+    The CPUs that share a cache (a core's threads for L1 and L2, an LLC's for L3) share
+    its size."""
+    if raw is None:
+        return ()
+    f = "caches.sizes"
+    example = '{ L2 = { "0-3" = "128K", "4-7" = "512K" }, L3 = "4M" }'
+    if not isinstance(raw, Mapping) or not raw:
+        raise ctx.err(f, f"must be a table of cache name -> size, e.g. {example}")
+    if arch != "arm64":
+        raise ctx.err(
+            f,
+            "per-level cache sizes reach the guest through the arm64 device tree; an x86 guest's come "
+            "from QEMU's CPU model (CPUID leaf 4), one per level",
+        )
+    out = []
+    ids = [c.id for c in cpus]
+    for name, v in raw.items():
+        fn = f"{f}.{show(name, 30)}"
+        if name not in SIZED_CACHES:
+            raise ctx.err(fn, f"cache names are {', '.join(SIZED_CACHES)}")
+        per: dict[int, int] = {}
+        pairs = [(None, v)] if not isinstance(v, Mapping) else list(v.items())
+        for k, size in pairs:
+            fk = fn if k is None else f"{fn}.{show(k, 30)}"
+            kb = parse_size_kb(size)
+            if kb is None or not 1 <= kb <= MAX_CACHE_KB:
+                raise ctx.err(fk, f'must be a size like "512K" or "4M" (1K to 4G-1K), not {_val(size)}')
+            group = ids if k is None else ctx.cpulist(k, fk)
+            for c in group:
+                if c not in ids:
+                    raise ctx.err(fk, f"CPU {c} is not a CPU of this machine")
+                if c in per:
+                    raise ctx.err(fk, f"CPU {c} is given an {name} size twice")
+                per[c] = kb
+        missing = [c for c in ids if c not in per]
+        if missing:
+            raise ctx.err(fn, f"CPU {missing[0]} has no {name} size ({len(missing)} CPUs missing): give every CPU one")
+        level = SIZED_CACHES[name]
+        first: dict[object, int] = {}
+        for c in cpus:
+            key = c.core if level == "core" else c.llc
+            other = first.setdefault(key, c.id)
+            if per[other] != per[c.id]:
+                raise ctx.err(
+                    fn,
+                    f"CPUs {other} and {c.id} share an {name} (one {'core' if level == 'core' else 'LLC'}) "
+                    f"but are given {per[other]}K and {per[c.id]}K",
+                )
+        out.append((name, tuple(sorted(per.items()))))
+    return tuple(sorted(out))
 
 
 def _node_order(cpus: list[Cpu]) -> tuple[int, ...]:
