@@ -180,7 +180,10 @@ def import_(capture: Path, output: Path, mini: bool, nearest: bool) -> None:
     name = output.stem
     text, notes = importer.view_to_spec(view, name, str(capture))
     tp = topology.loads(text, where=str(output), default_name=name)
-    if tp.shape is None:
+    # An arm64 machine whose only uneven level is its clusters boots as it is (lab's device
+    # tree writes the clusters: render.qemu._buildable()); --nearest still flattens it.
+    buildable = tp.arch == "arm64" and topology.flatten_clusters(tp) is not None
+    if tp.shape is None and (nearest or not buildable):
         # QEMU's -smp builds equal groups only: refused with the exact reason and the
         # nearest machine it can build, which --nearest writes instead.
         near_text, changes = importer.nearest(tp, name)

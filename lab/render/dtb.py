@@ -24,7 +24,7 @@ from pathlib import Path
 
 from .. import proc
 from ..errors import InfraError, UserError
-from ..topology import Topology
+from ..topology import Topology, flatten_clusters
 
 L2_SIZE = 512 * 1024
 L3_SIZE_PER_CORE = 1024 * 1024
@@ -51,8 +51,11 @@ def _block_end(text: str, start: int) -> int:
 CPU_RE = re.compile(r"^(\t+)cpu@([0-9]+) \{\n", re.M)  # QEMU names them by cpu index, in decimal
 
 
-def edit(dts: str, topo: Topology, *, caches: bool = True, renumber: bool = True) -> str:
-    """Add the spec's cache hierarchy and reorder cpu nodes into the spec's numbering."""
+def edit(dts: str, topo: Topology, *, caches: bool = True, renumber: bool = True, cpu_map: Topology | None = None) -> str:
+    """Add the spec's cache hierarchy and reorder cpu nodes into the spec's numbering.
+    *topo* is the machine QEMU built (its CPUs in QEMU's order); *cpu_map*, when given,
+    is the spec whose clusters the cpu-map gets instead of QEMU's (clusters of different
+    sizes, which -smp cannot build: render.qemu._buildable())."""
     m = re.search(r"^\tcpus \{\n", dts, re.M)
     if m is None:
         raise ValueError("no /cpus node in the device tree")
@@ -121,10 +124,50 @@ def edit(dts: str, topo: Topology, *, caches: bool = True, renumber: bool = True
     if renumber:
         new_blocks.sort(key=lambda b: b[0])
     others = "".join(rest)
+    if cpu_map is not None:
+        phandle_of = {c.id: _phandle(b) for (_i, b), c in zip(blocks, topo.cpus, strict=True)}
+        others = _replace_cpu_map(others, cpu_map, phandle_of, indent)
     new_body = others.rstrip("\n") + "\n\n" + "\n\n".join(b for _, b in new_blocks) + "\n"
     if cache_nodes:
         new_body += "\n" + "\n".join(cache_nodes)
     return dts[: m.end()] + new_body + dts[inner_end:]
+
+
+def _phandle(block: str) -> int:
+    m = re.search(r"phandle = <0x([0-9a-f]+)>;", block)
+    if m is None:
+        raise ValueError("a cpu node without a phandle")
+    return int(m.group(1), 16)
+
+
+def _replace_cpu_map(text: str, spec: Topology, phandle_of: dict[int, int], indent: str) -> str:
+    """*text* (the /cpus node's children other than the cpu nodes) with its cpu-map
+    written from *spec*: socketN > clusterN > coreN (> threadN), numbered from 0 inside
+    each parent in CPU-id order, as Linux's parse_socket()/parse_cluster() read it."""
+    m = re.search(r"^(\t+)cpu-map \{\n", text, re.M)
+    if m is None:
+        raise ValueError("no cpu-map in QEMU's /cpus node")
+    end = _block_end(text, m.start())
+    i0 = m.group(1)
+    lines = [f"{i0}cpu-map {{"]
+    for si, sock in enumerate(sorted(spec.groups("socket"), key=min)):
+        lines += ["", f"{i0}\tsocket{si} {{"]
+        clusters = sorted((g for g in spec.groups("cluster") if g[0] in sock), key=min)
+        for ki, cl in enumerate(clusters):
+            lines += ["", f"{i0}\t\tcluster{ki} {{"]
+            cores = sorted((g for g in spec.groups("core") if g[0] in cl), key=min)
+            for ci, core in enumerate(cores):
+                lines += ["", f"{i0}\t\t\tcore{ci} {{"]
+                if len(core) == 1:
+                    lines.append(f"{i0}\t\t\t\tcpu = <0x{phandle_of[core[0]]:x}>;")
+                else:
+                    for ti, c in enumerate(sorted(core)):
+                        lines += [f"{i0}\t\t\t\tthread{ti} {{", f"{i0}\t\t\t\t\tcpu = <0x{phandle_of[c]:x}>;", f"{i0}\t\t\t\t}};"]
+                lines.append(f"{i0}\t\t\t}};")
+            lines.append(f"{i0}\t\t}};")
+        lines.append(f"{i0}\t}};")
+    lines.append(f"{i0}}};")
+    return text[: m.start()] + "\n".join(lines) + text[end:]
 
 
 def _kb(topo: Topology, name: str, cpu: int) -> int:
@@ -159,7 +202,9 @@ def _cache_node(indent: str, name: str, level: int, phandle: int, next_ph: int |
 
 
 def build(qemu_argv: list[str], topo: Topology, out: Path) -> Path:
-    """Dump QEMU's device tree for *qemu_argv*, edit it, compile it to *out*."""
+    """Dump QEMU's device tree for *qemu_argv*, edit it, compile it to *out*.  A spec
+    whose clusters differ in size boots as render.qemu planned it, one cluster per LLC,
+    with the spec's clusters written into the cpu-map."""
     argv = list(qemu_argv)
     try:
         i = argv.index("-machine")
@@ -172,8 +217,9 @@ def build(qemu_argv: list[str], topo: Topology, out: Path) -> Path:
     # Drop the devices and chardevs: they do not change the tree's CPUs and caches.
     proc.run(_strip_io(argv), cwd=out.parent, timeout=120)  # the argv names run files relative to it
     dts = proc.run(["dtc", "-q", "-I", "dtb", "-O", "dts", str(raw)], timeout=60).stdout.decode()
+    built = flatten_clusters(topo) if topo.shape is None else None
     try:
-        edited = edit(dts, topo)
+        edited = edit(dts, built, cpu_map=topo) if built is not None else edit(dts, topo)
     except ValueError as e:
         raise UserError(f"{topo.name}: cannot add caches to QEMU's device tree: {e}") from None
     src = out.with_suffix(".dts")

@@ -52,7 +52,11 @@ def adapt(p: VmPlan, version: tuple[int, int, int], *, tcg_wrapper: bool = False
     and the version that can.  *tcg_wrapper*: the domain will name lab's emulator
     wrapper (tcg_wrapper_script()), so a TCG threading other than QEMU's default runs."""
     s = p.topo.shape
-    assert s is not None  # render.qemu.plan() refused irregular machines
+    if s is None:  # render.qemu.plan() took it only as an arm64 machine of uneven clusters
+        raise UserError(
+            f"{p.topo.name}: clusters of different sizes reach the guest through the cpu-map of lab's device tree, "
+            "and libvirt's <topology> builds equal clusters only; use --backend qemu"
+        )
     if version < LIBVIRT_MIN:
         raise UserError(f"{p.topo.name}: lab's domain XML needs libvirt {_v(LIBVIRT_MIN)}+ (<topology dies=...>); this is libvirt {_v(version)}")
     if p.arch == "x86_64" and p.topo.has_clusters:

@@ -18,7 +18,13 @@ from .. import levels as lv
 from ..errors import UserError
 from ..host import Host
 from ..plan import KernelRef, VmOptions, VmPlan
-from ..topology import AMD_ZEN_RECLAIM_DISTANCE, RECLAIM_DISTANCE, Topology, irregularities
+from ..topology import (
+    AMD_ZEN_RECLAIM_DISTANCE,
+    RECLAIM_DISTANCE,
+    Topology,
+    flatten_clusters,
+    irregularities,
+)
 
 # Intel model for x86 guests under TCG when the real machine is not an AMD Zen: with
 # -smp dies=D it gives one L3 per die and SMT siblings.
@@ -84,12 +90,7 @@ def plan(
     need, need_why = required_qemu(topo, acc)
     emu = emulators.choose(host.emulators(arch), arch, options.qemu, need, need_why)
     version = emu.version
-    if topo.shape is None:
-        raise UserError(
-            f"{topo.path or topo.name}: groups: the machine is irregular ({'; '.join(irregularities(topo))}); "
-            "QEMU's -smp builds only regular machines (every socket, node, LLC, cluster and core alike): "
-            "`lab topo import --nearest` writes the nearest machine it can build"
-        )
+    spec, topo = topo, _buildable(topo, host)
     model_notes: list[str] = []
     if arch == "x86_64":
         machine, model, vendor, smp, numa_cpu = _x86(topo, version, acc, options.cpu_model, host, model_notes)
@@ -121,8 +122,13 @@ def plan(
     up, first = _bringup(topo, acc, options.bringup, "cpu_hotplug" in kernel_features, guest_to_spec, notes)
     threads = tcg_threading(topo.n_cpus, host.cpus, up) if options.tcg_threads == "auto" else options.tcg_threads
     lpj = preset_lpj(arch, acc, vendor, host.tsc_khz, kernel_features)
+    if spec is not topo:
+        notes.append(
+            f"clusters of different sizes ({' + '.join(str(len(g)) for g in spec.groups('cluster'))} CPUs): QEMU's -smp "
+            "builds one cluster per LLC and lab's device tree writes the real clusters in its cpu-map"
+        )
     return VmPlan(
-        topo=topo, arch=arch, qemu=emu.path, qemu_version=version, accel=acc, accel_reason=why,
+        topo=spec, arch=arch, qemu=emu.path, qemu_version=version, accel=acc, accel_reason=why,
         machine=machine, cpu_model=model, cpu_vendor=vendor, smp=smp, memory_mb=sum(topo.memory_mb),
         numa_cpu_args=tuple(numa_cpu), guest_to_spec=guest_to_spec, guest_node_to_spec=topo.node_ids,
         guest_reclaim_distance=guest, cmdline_extra=(*extra, *options.append.split()),
@@ -131,6 +137,28 @@ def plan(
         kernel=kernel, options=options, qemu_origin=emu.origin, qemu_debian_version=emu.debian_version,
         qemu_firmware=emu.firmware, lpj=lpj,
     )  # fmt: skip
+
+
+def _buildable(topo: Topology, host: Host) -> Topology:
+    """The machine QEMU's -smp builds for *topo*: *topo* itself when it is regular; for an
+    arm64 machine whose only irregular level is its clusters, the same machine with one
+    cluster per LLC (the device tree's cpu-map, which lab writes, carries the clusters:
+    render.dtb); otherwise a one-line refusal offering the nearest machine."""
+    if topo.shape is not None:
+        return topo
+    flat = flatten_clusters(topo) if topo.arch == "arm64" else None
+    if flat is not None and host.dtc:
+        return flat
+    if flat is not None:
+        raise UserError(
+            f"{topo.path or topo.name}: groups.clusters: clusters of different sizes reach an arm64 guest through the "
+            "device tree lab edits with dtc: install device-tree-compiler"
+        )
+    raise UserError(
+        f"{topo.path or topo.name}: groups: the machine is irregular ({'; '.join(irregularities(topo))}); "
+        "QEMU's -smp builds only regular machines (every socket, node, LLC, cluster and core alike; an arm64 "
+        "guest's clusters excepted): `lab topo import --nearest` writes the nearest machine it can build"
+    )
 
 
 def _check_apic_ids(topo: Topology, version: tuple[int, int, int]) -> None:

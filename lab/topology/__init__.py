@@ -24,6 +24,7 @@ from .spec import (
     SpecError,
     catalog,
     catalog_names,
+    flatten_clusters,
     from_dict,
     load,
     loads,
@@ -33,5 +34,5 @@ from .spec import (
 __all__ = [
     "AMD_ZEN_RECLAIM_DISTANCE", "CACHE_NAMES", "MAX_DMIPS_MHZ", "NUMBERINGS", "RECLAIM_DISTANCE", "VENDORS",
     "Cpu", "Provenance", "Shape", "SpecError", "Topology",
-    "catalog", "catalog_names", "fmt", "from_dict", "irregularities", "load", "loads", "parse_cpus", "resolve",
+    "catalog", "catalog_names", "flatten_clusters", "fmt", "from_dict", "irregularities", "load", "loads", "parse_cpus", "resolve",
 ]  # fmt: skip

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import tomllib
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -809,6 +810,31 @@ def _regular_shape(cpus: list[Cpu], node_in_socket: bool) -> Shape | None:
     return shape if shape.cpus == len(cpus) else None
 
 
+
+
+def flatten_clusters(topo: Topology) -> Topology | None:
+    """*topo* without its cluster level (one cluster per LLC, every CPU, id and node kept),
+    when that makes it regular, else None.  arm64's -smp builds only equal clusters, but
+    the cluster level of an arm64 guest is its device tree's cpu-map, which lab writes:
+    a machine whose only irregular level is its clusters (a DynamIQ phone's 4 + 2 + 2
+    core types) boots with this shape and the real clusters in the tree."""
+    if topo.shape is not None or not topo.has_clusters:
+        return None
+    nodes = {n: list(topo.node_cpus(n)) for n in topo.node_ids}
+    node_of = {c: n for n, cs in nodes.items() for c in cs}
+
+    def level(name: str):
+        groups = [list(g) for g in topo.groups(name)]
+        return groups, {c: i for i, g in enumerate(groups) for c in g}
+
+    llcs = level("llc")
+    cpus = _canonical_cpus(set(topo.cpu_ids), nodes, node_of, level("socket"), llcs, llcs, level("core"))
+    node_in_socket = all(len(topo.node_sockets[n]) == 1 for n in topo.node_ids)
+    shape = _regular_shape(cpus, node_in_socket)
+    if shape is None:
+        return None
+    numbering = _groups_numbering(_Ctx(topo.path or topo.name), {}, "groups.", shape, cpus)
+    return replace(topo, cpus=tuple(cpus), shape=shape, has_clusters=False, numbering=numbering)
 
 
 def catalog() -> list[Topology]:

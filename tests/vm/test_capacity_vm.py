@@ -57,3 +57,22 @@ def test_imported_phone_keeps_each_core_type_s_cache_sizes(tmp_path):
     assert checks["L2 sizes"]["expected"] == "0-3: 128K | 4-5: 256K | 6-7: 1024K" and checks["L2 sizes"]["ok"]
     assert checks["L1d sizes"]["expected"] == "0-3: 32K | 4-7: 64K" and checks["L1d sizes"]["ok"]
     assert checks["L1i sizes"]["ok"] and checks["L3 sizes"]["ok"] and checks["CPU capacities"]["ok"]
+
+
+def test_phone_with_clusters_of_different_sizes_boots_with_them(tmp_path):
+    """The same phone as a 6.x kernel shows it, clusters 4 + 2 + 2: imported without
+    --nearest, booted with QEMU's one cluster and the device tree's three, verified."""
+    _need_arm64()
+    from test_uneven_clusters import uneven_phone
+
+    cap = uneven_phone(tmp_path / "cap")
+    spec = tmp_path / "phone.toml"
+    r = CliRunner().invoke(main, ["topo", "import", str(cap), "-o", str(spec)])
+    assert r.exit_code == 0, r.output
+    r = CliRunner().invoke(main, ["verify", str(spec), "--json"])
+    assert r.exit_code == 0, r.output[-3000:]
+    doc = json.loads(r.stdout)
+    checks = {c["name"]: c for c in doc["checks"]}
+    assert doc["ok"] is True, [c for c in doc["checks"] if not c["ok"]]
+    assert checks["clusters"]["expected"] == "0-3 | 4-5 | 6-7" and checks["clusters"]["ok"]
+    assert checks["L2 sizes"]["ok"] and checks["CPU capacities"]["ok"]
