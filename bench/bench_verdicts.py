@@ -95,6 +95,11 @@ CASES: list[tuple] = [
     # known-bad side is a workload variant (B's cpuset also takes two of A's CPUs).
     ("cpuset-isolation", "numa4-96-micro", "debian", "PASS"),
     ("cpuset-isolation", "numa4-96-micro", "debian", "FAIL", ("-p", "overlap=2")),
+    # Work conservation under hackbench (every task allowed on every CPU): no CPU idle while
+    # a task allowed on it waits in its LLC; the known-bad knob takes one core of every LLC
+    # out of the sched domains (isolcpus=domain), so no balance pulls work to them.
+    ("work-conservation", "numa4-96-micro", "debian", "PASS"),
+    ("work-conservation", "numa4-96-micro", "debian", "FAIL", ("--append", "isolcpus=domain,2-3,6-7,10-11,14-15")),
 ]
 TARGET = 0.95  # 19 of 20
 REPO = Path(__file__).resolve().parents[1]
