@@ -1697,3 +1697,53 @@ def test_cpuset_isolation_generic_affinity_check_agrees(tmp_path):
         assert o.by[CLAIM_CPUSET].ok is (not tasks)
         aff = ck.trace_checks(tmp_path / name / "out" / "trace.main.txt", t, None, traced, o.allowed, "cpuset-isolation's allowed_cpus()")["affinity"]
         assert (aff["violations"], aff["tasks"], aff["evidence"]) == (len(tasks), tasks, evidence), aff
+
+
+# ---- work-conservation (issue 36 item 3) -----------------------------------------------------
+# numa4-96-micro: LLC n (= node n) is CPUs 4n..4n+3.
+CLAIM_WC = "CPUs idle while a task allowed on them waits in their LLC at most 25% of the time"
+
+
+def _wc_trace(waits: list[tuple[int, float, float]], end: float = 10.0) -> str:
+    """Every CPU switched to idle at 1.0 (the job's poke); CPU 4n runs hackbench pid 300+n
+    from 1.0; each (cpu, t0, t1) wakes hackbench pid 400+i onto *cpu* at t0, where it waits
+    until it is switched in there at t1 (the runner switched out); a kworker tick at *end*."""
+    out = [line("<idle>", 0, c, 1.0, "sched_switch", f"prev_comm=taskset prev_pid={900 + c} prev_prio=120 prev_state=S "
+                f"==> next_comm={'hackbench' if c % 4 == 0 else f'swapper/{c}'} next_pid={300 + c // 4 if c % 4 == 0 else 0} next_prio=120")
+           for c in range(16)]  # fmt: skip
+    for i, (cpu, t0, t1) in enumerate(waits):
+        out.append(line("hackbench", 300 + cpu // 4, cpu, t0, "sched_wakeup", f"comm=hackbench pid={400 + i} prio=120 target_cpu={cpu:03d}"))
+        out.append(line("hackbench", 300 + cpu // 4, cpu, t1, "sched_switch",
+                        f"prev_comm=hackbench prev_pid={300 + cpu // 4} prev_prio=120 prev_state=S ==> next_comm=hackbench next_pid={400 + i} next_prio=120"))  # fmt: skip
+    out.append(line("<idle>", 0, 15, end, "sched_switch", "prev_comm=swapper/15 prev_pid=0 prev_prio=120 prev_state=R ==> next_comm=kworker/15:1 next_pid=9 next_prio=120"))
+    return "".join(sorted(out, key=lambda s: float(s.split("]")[1].split()[1].rstrip(":"))))
+
+
+def _wc_run(tmp_path, trace: str, rc: str = "0\n"):
+    return fake_run(tmp_path, "work-conservation", "numa4-96-micro",
+                    {"allowed": "0-15\n", "hackbench.rc": rc, "hackbench.out": "", "hackbench.err": "", "trace.main.txt": trace})  # fmt: skip
+
+
+def test_work_conservation_short_waits_pass_with_the_figures(tmp_path):
+    # A task waits 0.4 s on CPU 0 while CPUs 1-3 of its LLC idle: 1.2 of 144 CPU-seconds.
+    o = _wc_run(tmp_path, _wc_trace([(0, 1.1, 1.5)]))
+    e = o.by[CLAIM_WC]
+    assert o.ok and e.claim, e.to_dict()
+    assert e.figures["llc_idle_while_waiting_s"] == 1.2 and e.figures["llc_share"] == round(1.2 / 144, 6)
+    assert e.figures["max_share"] == 0.25 and "allowed CPUs from out/allowed (taskset -c)" in e.evidence[0]
+
+
+def test_work_conservation_idle_cpus_beside_waiting_tasks_fail(tmp_path):
+    # A task waits from 1.1 to the end in every LLC: 12 idle CPUs x 8.9 s of 144.
+    o = _wc_run(tmp_path, _wc_trace([(c, 1.1, 10.0) for c in (0, 4, 8, 12)]))
+    e = o.by[CLAIM_WC]
+    assert not e.ok and e.claim and o.by["hackbench ran (every task allowed on every CPU) and was traced"].ok
+    assert e.figures["llc_share"] == round(12 * 8.9 / 144, 6)
+    assert e.note.startswith("CPUs sat idle while a task allowed on them waited in their LLC 74% of the observed CPU time")
+
+
+def test_work_conservation_steps_poke_every_cpu_and_allow_all():
+    s = sc.load("work-conservation")
+    steps = s.steps(topology.load("numa4-96-micro"))
+    assert 'taskset -c "$i" true' in steps and 'taskset -c "$ALL" hackbench -g 2 -l 200' in steps
+    assert steps.index("lab_trace_on") < steps.index('taskset -c "$i" true') < steps.index("lab_run hackbench")

@@ -68,6 +68,11 @@ KNOWN_VERDICTS = [
     # with B's cpuset taking two of A's CPUs (the known-bad workload variant) CPUs run both
     ("cpuset-isolation", "numa4-96-micro", "debian", "PASS"),
     ("cpuset-isolation", "numa4-96-micro", "debian", "FAIL", ("-p", "overlap=2")),
+    # issue 36 item 3: hackbench allowed on every CPU keeps every CPU of an LLC busy while
+    # its tasks wait; with one core of every LLC out of the sched domains (isolcpus=domain,
+    # the known-bad knob) those CPUs idle beside waiting tasks
+    ("work-conservation", "numa4-96-micro", "debian", "PASS"),
+    ("work-conservation", "numa4-96-micro", "debian", "FAIL", ("--append", "isolcpus=domain,2-3,6-7,10-11,14-15")),
 ]
 
 
@@ -130,6 +135,8 @@ MECHANISM = {
     "wake-affine": {"most wakeups land in the waker's LLC"},
     # overlap=2: CPUs 0-1 run both cgroups' tasks; nothing else may fail
     "cpuset-isolation": {"the tasks of A and B stayed in their cpusets and no CPU ran both"},
+    # isolcpus=domain: CPUs without sched domains idle beside waiting tasks; nothing else may fail
+    "work-conservation": {"CPUs idle while a task allowed on them waits in their LLC at most 25% of the time"},
 }
 
 
