@@ -256,7 +256,14 @@ class Expectation:
     post says the scheduler does or must do).  A run PASSes only when at least one of them
     was judged and could have failed; the others (the data is sane, the workload ran) are
     preconditions.  *vacuous* says why this one could not have failed on this run (e.g. the
-    kernel lacks what it is about): it is shown, but never counts as the claim's PASS."""
+    kernel lacks what it is about): it is shown, but never counts as the claim's PASS.
+
+    *kernel_scheduler* says, in a line, why this expectation is a claim about the kernel's
+    own scheduler (its fair class's mechanisms: fork balancing via SD_BALANCE_FORK,
+    wake_affine(), NUMA balancing's task placement, ...) rather than about any scheduler.
+    Under a sched_ext scheduler (--scheduler) such an expectation is INCONCLUSIVE, naming
+    the scheduler and the claim, whatever *ok*, its figures still shown (under_scheduler());
+    on the kernel's own scheduler it is judged as any other."""
 
     name: str
     ok: bool
@@ -269,6 +276,7 @@ class Expectation:
     inconclusive: str = ""
     claim: bool = False
     vacuous: str = ""
+    kernel_scheduler: str = ""
 
     @property
     def status(self) -> str:
@@ -311,6 +319,25 @@ def verdict_of(expectations: list[Expectation]) -> tuple[str, str]:
         why = list(dict.fromkeys(f"{e.name}: {e.vacuous}" for e in expectations if e.claim and e.vacuous))
         return "INCONCLUSIVE", NO_CLAIM + (f" ({'; '.join(why)})" if why else " (check() marked none claim=True)")
     return "PASS", ""
+
+
+def under_scheduler(expectations: list[Expectation], s: Scenario, scheduler: str) -> None:
+    """Mark, for a run under the sched_ext scheduler *scheduler*, each expectation that is a
+    claim about the kernel's own scheduler INCONCLUSIVE (its *inconclusive* names the
+    scheduler, the claim, why it is the kernel's and whether it held): the expectation's own
+    *kernel_scheduler*, else the scenario's for its claim-carrying ones (not a vacuous one).  The rest (the
+    workload ran, affinity held: true under any scheduler) are judged as usual, so a
+    failure of theirs is still the run's FAIL, and a run whose only claims are the kernel
+    scheduler's comes out INCONCLUSIVE (verdict_of()), never PASS."""
+    for e in expectations:
+        why = e.kernel_scheduler or (s.kernel_scheduler if e.claim else "")
+        if not why or e.vacuous:  # a claim that could not fail stays what it was (NO_CLAIM)
+            continue
+        cause = (
+            f"run under the sched_ext scheduler {scheduler}: {e.name!r} is a claim about the kernel's own "
+            f"scheduler ({why}); under {scheduler} it {'held' if e.ok else 'did not hold'}"
+        )
+        e.inconclusive = f"{cause}; {e.inconclusive}" if e.inconclusive else cause
 
 
 @dataclass
@@ -529,6 +556,10 @@ class Scenario:
     # Whether the --check expressions judged on this scenario's runs carry its claim (a
     # data scenario's checks are its claim; a Python scenario's claim is its own check()).
     checks_carry_claim: ClassVar[bool] = False
+    # Why the scenario's claim is about the kernel's own scheduler, in a line, when it is
+    # (every claim-carrying expectation's, unless one says its own: Expectation's
+    # kernel_scheduler): under --scheduler those are INCONCLUSIVE (under_scheduler()).
+    kernel_scheduler: ClassVar[str] = ""
 
     path: ClassVar[str] = ""
 
@@ -679,6 +710,7 @@ ATTRIBUTES: dict[str, tuple[Callable[[Any], bool], str]] = {
     "verdict_runs": (lambda v: isinstance(v, int) and not isinstance(v, bool) and 1 <= v <= 99 and v % 2 == 1, "an odd number of runs (1, 3, 5, ...)"),
     "timeout": (_is_seconds, "seconds, above 0 and at most 86400"),
     "check_timeout": (_is_seconds, "seconds, above 0 and at most 86400"),
+    "kernel_scheduler": (lambda v: isinstance(v, str) and "\n" not in v, "a one-line string: why the claim is about the kernel's own scheduler ('' when it holds for any)"),
     "version": (lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1, "a whole number, 1 or more"),
     "params": (lambda v: isinstance(v, (list, tuple)) and all(isinstance(x, Param) for x in v) and len({x.name for x in v}) == len(v),
                "a list of Param(name, default, ...) with distinct names"),
@@ -815,8 +847,8 @@ def _bad_expectation(x: Any) -> str:
         return f"Expectation name {x.name!r:.60} is not a non-empty string"
     if not isinstance(x.ok, bool):
         return f"{x.name!r:.60}: ok={x.ok!r:.40} is not True or False"
-    if not isinstance(x.inconclusive, str) or not isinstance(x.note, str) or not isinstance(x.vacuous, str):
-        return f"{x.name!r:.60}: inconclusive, note and vacuous must be strings"
+    if not all(isinstance(v, str) for v in (x.inconclusive, x.note, x.vacuous, x.kernel_scheduler)):
+        return f"{x.name!r:.60}: inconclusive, note, vacuous and kernel_scheduler must be strings"
     if not isinstance(x.claim, bool):
         return f"{x.name!r:.60}: claim={x.claim!r:.40} is not True or False"
     if not isinstance(x.figures, dict):
