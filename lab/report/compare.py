@@ -134,7 +134,10 @@ def text(doc: dict[str, Any]) -> str:
     if stored:
         out += _wrap("verdicts as stored, not re-judged: " + "; ".join(stored))
     if doc.get("not_judged"):
-        out.append("not judged (counted on no side):")
+        if any(r["status"] == "INCONCLUSIVE" for r in doc["not_judged"]):  # its figures are in the tables
+            out.append("not judged (in no pass rate; an INCONCLUSIVE run's figures are in the tables):")
+        else:
+            out.append("not judged (counted on no side):")
         for r in doc["not_judged"]:
             out += _wrap(f"{r['side'].upper()} {r['status']}: {r['message']} ({r['run_dir']})", "  ")
     while out and not out[-1]:

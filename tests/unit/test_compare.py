@@ -189,8 +189,8 @@ def test_text_golden():
 
 
 def test_compare_run_dirs_cli():
-    # --stored: the Debian run re-judges INCONCLUSIVE (the vendor effect), leaving B no
-    # judged run (exit 3, test_run_directories_are_re_judged...); this checks the tables.
+    # --stored: the Debian run re-judges INCONCLUSIVE (the vendor effect) without it, leaving
+    # B no judged run (test_run_directories_are_re_judged...); this checks the tables.
     r = CliRunner().invoke(main, ["compare", "--stored", str(LLC_LAB), str(LLC_LATE), "--", str(LLC_DEB)])
     assert r.exit_code == 0, r.output
     _plain(r.output)
@@ -267,7 +267,11 @@ def test_run_directories_are_re_judged_and_say_where_the_stored_verdict_differs(
     r = CliRunner().invoke(main, ["compare", "--stored", str(LLC_LAB), "--", str(LLC_DEB)])
     assert "verdicts as stored, not re-judged" in r.output
     r = CliRunner().invoke(main, ["compare", str(LLC_LAB), "--", str(LLC_DEB)])
-    assert r.exit_code == 3 and "stored FAIL, now INCONCLUSIVE" in r.output and "verdicts as stored" not in r.output
+    # B's one run is INCONCLUSIVE now: in no pass rate, but its data is complete, so its
+    # figures are compared and the comparison is not empty (exit 0, not 3; issue 35 item 6).
+    assert r.exit_code == 0 and "stored FAIL, now INCONCLUSIVE" in r.output and "verdicts as stored" not in r.output
+    assert doc["verdict"]["b"]["runs"] == 0 and doc["figures"] and all(f["b"]["n"] == 1 for f in doc["figures"])
+    assert "an INCONCLUSIVE run's figures are in the tables" in r.output
 
 
 def test_holm_corrects_the_figures_as_one_family():
