@@ -277,6 +277,9 @@ class Expectation:
     claim: bool = False
     vacuous: str = ""
     kernel_scheduler: str = ""
+    # Set by under_scheduler(): the sched_ext scheduler under which this kernel-scheduler
+    # claim was not judged (the run's message lists such claims in one sentence).
+    bpf_scheduler: str = field(default="", repr=False)
 
     @property
     def status(self) -> str:
@@ -307,12 +310,17 @@ NO_CLAIM = "no expectation carrying the scenario's claim could fail on this run"
 def verdict_of(expectations: list[Expectation]) -> tuple[str, str]:
     """A run's verdict from its expectations, and the message that goes with it: FAIL if
     any failed (a failure the scheduler owns decides, whatever else the emulation hid),
-    else INCONCLUSIVE naming each cause, else INCONCLUSIVE when no claim-carrying
+    else INCONCLUSIVE naming each cause (first, in one sentence, the claims about the
+    kernel's own scheduler a BPF scheduler's run leaves unjudged), else INCONCLUSIVE when no claim-carrying
     expectation was judged and could have failed (a PASS that cannot fail is no PASS),
     else PASS."""
     if any(e.status == "FAIL" for e in expectations):
         return "FAIL", ""
-    causes = list(dict.fromkeys(e.inconclusive for e in expectations if e.inconclusive))
+    causes = list(dict.fromkeys(e.inconclusive for e in expectations if e.inconclusive and not e.bpf_scheduler))
+    marked = [e for e in expectations if e.bpf_scheduler]
+    if marked:  # one sentence for them all; each expectation's own inconclusive says why
+        said = "; ".join(f"{e.name!r} {'held' if e.ok else 'did not hold'}" for e in marked)
+        causes.insert(0, f"run under the sched_ext scheduler {marked[0].bpf_scheduler}: its claims about the kernel's own scheduler are not judged ({said})")
     if causes:
         return "INCONCLUSIVE", "; ".join(causes)
     if not any(e.claim and not e.vacuous for e in expectations):
@@ -338,6 +346,7 @@ def under_scheduler(expectations: list[Expectation], s: Scenario, scheduler: str
             f"scheduler ({why}); under {scheduler} it {'held' if e.ok else 'did not hold'}"
         )
         e.inconclusive = f"{cause}; {e.inconclusive}" if e.inconclusive else cause
+        e.bpf_scheduler = scheduler
 
 
 @dataclass
