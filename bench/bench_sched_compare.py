@@ -47,7 +47,8 @@ def main() -> int:
         side.pop("kernel_info", None)  # the kernel's build record, once per run: not the figures
     out = REPO / "bench" / "results" / f"bench_sched_compare-{args.scenario}-{time.strftime('%Y%m%d-%H%M%S')}.json"
     out.write_text(json.dumps({**measured, "command": ["lab", *argv], "exit": p.returncode, "wall_s": round(wall, 1),
-                               "loadavg_before": list(load0), "comparison": doc}, indent=1) + "\n")  # fmt: skip
+                               "loadavg_before": list(load0), "loadavg_after": list(os.getloadavg()),
+                               "comparison": doc}, indent=1) + "\n")  # fmt: skip
     print(p.stderr.strip()[-1500:])
     print(out)
     return 0

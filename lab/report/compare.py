@@ -31,7 +31,15 @@ def num(v: float | None) -> str:
 
 
 def pct(v: float | None) -> str:
-    return "-" if v is None else f"{v:+.1f}%"
+    """A change in at most 8 columns, as num(): a stable_after_s of 0.0016 s against 0.599 s
+    (+37350.0%) ran into the standard deviation before it."""
+    if v is None:
+        return "-"
+    for f in (".1f", ".0f", ".0e"):
+        s = f"{v:+{f}}%"
+        if len(s) < _NUM:
+            break
+    return s
 
 
 def p_text(test: dict[str, Any]) -> str:
