@@ -347,8 +347,8 @@ def test_compare_scheduler_bad_input_is_one_line(args, match):
 def test_a_change_leaves_a_space_in_its_column(v):
     """%Change is 9 wide like the numbers: +37350.0% (a stable_after_s of 0.0016 s against
     0.599 s, bench_sched_compare) ran into the standard deviation before it."""
-    from lab.report.compare import _NUM, pct
+    from lab.report.compare import _NUM, pct_col
 
-    s = pct(v)
+    s = pct_col(v)
     assert 0 < len(s) < _NUM and s.endswith("%"), s
     assert abs(float(s[:-1]) - v) <= max(abs(v) * 0.5, 0.05), (s, v)
