@@ -57,6 +57,32 @@ def test_a_scenario_runs_under_scx_simple():
     assert plan["scheduler"]["ops"] == "simple"
 
 
+@pytest.mark.parametrize(
+    "scenario, topo, claims, judged",
+    [
+        # scx_simple keeps nearly every wakeup on the waker's own CPU (0.997 in
+        # bench/results/figures-seed-scenarios-under-scx-simple-20261126-081902.json)
+        ("cluster-wakeup", "jacobsville-24c-mini", ["most wakeups land in the waker's cluster"],
+         ["wakeups observed (sched_waking paired with sched_wakeup)", "every wakeup inside the node the pairs are restricted to"]),
+        # NUMA balancing's scan is the fair class's tick: no hinting fault of the probe's
+        ("preferred-node-migrations", "epyc7551-8n-mini",
+         ["nb1: NUMA balancing on: the probe's hinting faults make node 0 its preferred node", "nb1: NUMA balancing on: the probe is pulled into node 0"],
+         ["nb0: NUMA balancing off: nothing NUMA-driven moves the probe", "nb1: the probe's buffer stayed on node 0"]),
+    ],
+)  # fmt: skip
+def test_the_other_seed_scenarios_claims_are_inconclusive_under_scx_simple(scenario, topo, claims, judged):
+    r = CliRunner().invoke(main, ["run", scenario, "--topology", topo, "--kernel", KERNEL, "--scheduler", "scx_simple",
+                                  "--runs-per-verdict", "1", "--json"])  # fmt: skip
+    assert r.exit_code == 4, r.output
+    run = json.loads(r.stdout)["runs"][0]
+    assert run["status"] == "INCONCLUSIVE" and run["integrity"]["scheduler"] == "kept", run
+    exps = {e["name"]: e for e in run["expectations"]}
+    for name in claims:
+        assert exps[name]["status"] == "INCONCLUSIVE" and "scx_simple" in exps[name]["inconclusive"] and exps[name]["figures"], exps[name]
+    for name in judged:
+        assert exps[name]["status"] == "PASS", exps[name]
+
+
 def test_a_kernel_without_sched_ext_is_a_skip_before_booting():
     r = CliRunner().invoke(main, ["run", "llc-spread-pinned", "--topology", MINI, "--kernel", "debian-6.12", "--scheduler", "scx_simple", "--json"])
     assert r.exit_code == 0, r.output
