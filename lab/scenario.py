@@ -37,6 +37,11 @@ steps(): ``requires`` (topology requirements such as ``at_least``/``clusters``, 
 tools, which must be packable for the topology's arch).  ``skip_reason()`` turns an
 unmet one into a SKIP with the reason before anything boots.
 
+A claim about the kernel's own scheduler (its fair class: fork balancing, wake_affine(),
+NUMA balancing, ...) says so, in a line, as the class's ``kernel_scheduler`` (for its
+claim-carrying expectations) or an Expectation's: under ``--scheduler`` a BPF scheduler
+decides instead, so those are INCONCLUSIVE with their figures (``under_scheduler()``).
+
 The guest numbers CPUs and nodes its own way; ``Result``'s helpers run
 ``lab.analysis`` on a phase's trace and answer in the spec's (the real
 machine's) numbering, so a check() never translates: ``wakeups`` (with
