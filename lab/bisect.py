@@ -8,7 +8,8 @@ times and answers in git's terms (``exit_code``):
 * PASS (a majority of the N runs) = good, 0; FAIL = bad, 1;
 * a build that fails, or a recipe patch that does not apply there = skip, 125;
 * ERROR (lost guest, incomplete data: nothing judged) = skip, 125, with the reason;
-  INCONCLUSIVE (the emulation decided the outcome) likewise, naming the cause.
+  INCONCLUSIVE (the emulation decided the outcome, or under --scheduler the scenario's
+  claims are about the kernel's own scheduler) likewise, naming the cause.
 
 The developer's tree is never written: the bisection runs in a clone lab owns
 (``git clone --shared`` into lab's cache: it reads the developer's objects, writes only

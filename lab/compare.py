@@ -23,7 +23,12 @@ Statistics (``ALPHA`` = 0.05, two-sided):
   "too few runs", with how many runs per side could.
 
 Runs that were not judged (ERROR, SKIP, or not finished) count on no side of any test:
-they are listed under ``not_judged`` with their reason, never read as a failure.
+they are listed under ``not_judged`` with their reason, never read as a failure.  An
+INCONCLUSIVE run (complete data, an outcome that is not the kernel's to judge: the
+emulation's, or a claim about the kernel's own scheduler under a BPF scheduler) is listed
+there too and counts in no pass rate, but its figures are measured and count as any
+run's (``MEASURED``): ``lab compare S --scheduler eevdf --scheduler scx_simple`` shows
+both sides' placement figures.  An expectation's pass rate counts its PASS and FAIL only.
 
 The JSON document (``SCHEMA`` = "lab.compare", ``VERSION`` = 1)::
 
@@ -84,6 +89,7 @@ IDENTICAL = "identical"
 TOO_FEW = "too few runs"
 
 JUDGED = ("PASS", "FAIL")  # what a pass rate counts: INCONCLUSIVE runs are neither
+MEASURED = (*JUDGED, "INCONCLUSIVE")  # complete data: whose figures (and judged expectations) count
 
 
 # --- reading runs ------------------------------------------------------------------------
@@ -327,6 +333,7 @@ def compare(
     scenario = _same(runs_a, runs_b, "scenario", "scenarios")
     topology = _same(runs_a, runs_b, "topology", "topologies")
     judged = {"a": [r for r in runs_a if r.get("status") in JUDGED], "b": [r for r in runs_b if r.get("status") in JUDGED]}
+    measured = {"a": [r for r in runs_a if r.get("status") in MEASURED], "b": [r for r in runs_b if r.get("status") in MEASURED]}
 
     def rate(passed: dict[str, int], runs: dict[str, int]) -> dict[str, Any]:
         return {
@@ -345,13 +352,14 @@ def compare(
     ok: dict[str, dict[str, list[bool]]] = {}
     values: dict[tuple[str, str], dict[str, list[float]]] = {}
     for side in "ab":
-        for r in judged[side]:
+        for r in measured[side]:
             for e in r.get("expectations") or []:
                 name = str(e.get("name"))
                 if name not in ok:
                     exp_names.append(name)
                     ok[name] = {"a": [], "b": []}
-                ok[name][side].append(e.get("status") == "PASS")
+                if e.get("status") in JUDGED:  # an INCONCLUSIVE expectation is neither
+                    ok[name][side].append(e.get("status") == "PASS")
                 for k, v in (e.get("figures") or {}).items():
                     if not _numeric(v):
                         continue

@@ -281,6 +281,8 @@ def judge(
         out.expectations = []
         _error(out, str(e))
         return
+    if plan.scheduler is not None:  # the kernel scheduler's claims are not the BPF scheduler's
+        sc.under_scheduler(out.expectations, s, plan.scheduler.name)
     exprs = user_checks(s)
     out.check_expressions = [e.text for e in exprs]
     out.expectations += [check_expectation(e, out.checks, claim=s.checks_carry_claim) for e in exprs]

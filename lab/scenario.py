@@ -37,6 +37,11 @@ steps(): ``requires`` (topology requirements such as ``at_least``/``clusters``, 
 tools, which must be packable for the topology's arch).  ``skip_reason()`` turns an
 unmet one into a SKIP with the reason before anything boots.
 
+A claim about the kernel's own scheduler (its fair class: fork balancing, wake_affine(),
+NUMA balancing, ...) says so, in a line, as the class's ``kernel_scheduler`` (for its
+claim-carrying expectations) or an Expectation's: under ``--scheduler`` a BPF scheduler
+decides instead, so those are INCONCLUSIVE with their figures (``under_scheduler()``).
+
 The guest numbers CPUs and nodes its own way; ``Result``'s helpers run
 ``lab.analysis`` on a phase's trace and answer in the spec's (the real
 machine's) numbering, so a check() never translates: ``wakeups`` (with
@@ -256,7 +261,14 @@ class Expectation:
     post says the scheduler does or must do).  A run PASSes only when at least one of them
     was judged and could have failed; the others (the data is sane, the workload ran) are
     preconditions.  *vacuous* says why this one could not have failed on this run (e.g. the
-    kernel lacks what it is about): it is shown, but never counts as the claim's PASS."""
+    kernel lacks what it is about): it is shown, but never counts as the claim's PASS.
+
+    *kernel_scheduler* says, in a line, why this expectation is a claim about the kernel's
+    own scheduler (its fair class's mechanisms: fork balancing via SD_BALANCE_FORK,
+    wake_affine(), NUMA balancing's task placement, ...) rather than about any scheduler.
+    Under a sched_ext scheduler (--scheduler) such an expectation is INCONCLUSIVE, naming
+    the scheduler and the claim, whatever *ok*, its figures still shown (under_scheduler());
+    on the kernel's own scheduler it is judged as any other."""
 
     name: str
     ok: bool
@@ -269,6 +281,10 @@ class Expectation:
     inconclusive: str = ""
     claim: bool = False
     vacuous: str = ""
+    kernel_scheduler: str = ""
+    # Set by under_scheduler(): the sched_ext scheduler under which this kernel-scheduler
+    # claim was not judged (the run's message lists such claims in one sentence).
+    bpf_scheduler: str = field(default="", repr=False)
 
     @property
     def status(self) -> str:
@@ -299,18 +315,43 @@ NO_CLAIM = "no expectation carrying the scenario's claim could fail on this run"
 def verdict_of(expectations: list[Expectation]) -> tuple[str, str]:
     """A run's verdict from its expectations, and the message that goes with it: FAIL if
     any failed (a failure the scheduler owns decides, whatever else the emulation hid),
-    else INCONCLUSIVE naming each cause, else INCONCLUSIVE when no claim-carrying
+    else INCONCLUSIVE naming each cause (first, in one sentence, the claims about the
+    kernel's own scheduler a BPF scheduler's run leaves unjudged), else INCONCLUSIVE when no claim-carrying
     expectation was judged and could have failed (a PASS that cannot fail is no PASS),
     else PASS."""
     if any(e.status == "FAIL" for e in expectations):
         return "FAIL", ""
-    causes = list(dict.fromkeys(e.inconclusive for e in expectations if e.inconclusive))
+    causes = list(dict.fromkeys(e.inconclusive for e in expectations if e.inconclusive and not e.bpf_scheduler))
+    marked = [e for e in expectations if e.bpf_scheduler]
+    if marked:  # one sentence for them all; each expectation's own inconclusive says why
+        said = "; ".join(f"{e.name!r} {'held' if e.ok else 'did not hold'}" for e in marked)
+        causes.insert(0, f"run under the sched_ext scheduler {marked[0].bpf_scheduler}: its claims about the kernel's own scheduler are not judged ({said})")
     if causes:
         return "INCONCLUSIVE", "; ".join(causes)
     if not any(e.claim and not e.vacuous for e in expectations):
         why = list(dict.fromkeys(f"{e.name}: {e.vacuous}" for e in expectations if e.claim and e.vacuous))
         return "INCONCLUSIVE", NO_CLAIM + (f" ({'; '.join(why)})" if why else " (check() marked none claim=True)")
     return "PASS", ""
+
+
+def under_scheduler(expectations: list[Expectation], s: Scenario, scheduler: str) -> None:
+    """Mark, for a run under the sched_ext scheduler *scheduler*, each expectation that is a
+    claim about the kernel's own scheduler INCONCLUSIVE (its *inconclusive* names the
+    scheduler, the claim, why it is the kernel's and whether it held): the expectation's own
+    *kernel_scheduler*, else the scenario's for its claim-carrying ones (not a vacuous one).  The rest (the
+    workload ran, affinity held: true under any scheduler) are judged as usual, so a
+    failure of theirs is still the run's FAIL, and a run whose only claims are the kernel
+    scheduler's comes out INCONCLUSIVE (verdict_of()), never PASS."""
+    for e in expectations:
+        why = e.kernel_scheduler or (s.kernel_scheduler if e.claim else "")
+        if not why or e.vacuous:  # a claim that could not fail stays what it was (NO_CLAIM)
+            continue
+        cause = (
+            f"run under the sched_ext scheduler {scheduler}: {e.name!r} is a claim about the kernel's own "
+            f"scheduler ({why}); under {scheduler} it {'held' if e.ok else 'did not hold'}"
+        )
+        e.inconclusive = f"{cause}; {e.inconclusive}" if e.inconclusive else cause
+        e.bpf_scheduler = scheduler
 
 
 @dataclass
@@ -529,6 +570,10 @@ class Scenario:
     # Whether the --check expressions judged on this scenario's runs carry its claim (a
     # data scenario's checks are its claim; a Python scenario's claim is its own check()).
     checks_carry_claim: ClassVar[bool] = False
+    # Why the scenario's claim is about the kernel's own scheduler, in a line, when it is
+    # (every claim-carrying expectation's, unless one says its own: Expectation's
+    # kernel_scheduler): under --scheduler those are INCONCLUSIVE (under_scheduler()).
+    kernel_scheduler: ClassVar[str] = ""
 
     path: ClassVar[str] = ""
 
@@ -679,6 +724,7 @@ ATTRIBUTES: dict[str, tuple[Callable[[Any], bool], str]] = {
     "verdict_runs": (lambda v: isinstance(v, int) and not isinstance(v, bool) and 1 <= v <= 99 and v % 2 == 1, "an odd number of runs (1, 3, 5, ...)"),
     "timeout": (_is_seconds, "seconds, above 0 and at most 86400"),
     "check_timeout": (_is_seconds, "seconds, above 0 and at most 86400"),
+    "kernel_scheduler": (lambda v: isinstance(v, str) and "\n" not in v, "a one-line string: why the claim is about the kernel's own scheduler ('' when it holds for any)"),
     "version": (lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1, "a whole number, 1 or more"),
     "params": (lambda v: isinstance(v, (list, tuple)) and all(isinstance(x, Param) for x in v) and len({x.name for x in v}) == len(v),
                "a list of Param(name, default, ...) with distinct names"),
@@ -815,8 +861,8 @@ def _bad_expectation(x: Any) -> str:
         return f"Expectation name {x.name!r:.60} is not a non-empty string"
     if not isinstance(x.ok, bool):
         return f"{x.name!r:.60}: ok={x.ok!r:.40} is not True or False"
-    if not isinstance(x.inconclusive, str) or not isinstance(x.note, str) or not isinstance(x.vacuous, str):
-        return f"{x.name!r:.60}: inconclusive, note and vacuous must be strings"
+    if not all(isinstance(v, str) for v in (x.inconclusive, x.note, x.vacuous, x.kernel_scheduler)):
+        return f"{x.name!r:.60}: inconclusive, note, vacuous and kernel_scheduler must be strings"
     if not isinstance(x.claim, bool):
         return f"{x.name!r:.60}: claim={x.claim!r:.40} is not True or False"
     if not isinstance(x.figures, dict):

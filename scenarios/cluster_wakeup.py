@@ -63,6 +63,10 @@ class ClusterWakeup(Scenario):
     summary = "ping-pong pairs inside one node: share of wakeups in the waker's cluster / LLC / elsewhere (seed 002)"
     seed = "002"
     claim = "'most wakeups land in the waker's cluster': seed 002's claim that a wakeup's idle-CPU scan tries the waker's cluster first"
+    kernel_scheduler = (
+        "the wakee's CPU is select_idle_sibling()'s cluster-first scan (select_task_rq_fair()); "
+        "a BPF scheduler's ops.select_cpu decides instead"
+    )
     topologies = ["kunpeng920-2s-mini"]
     # Without CONFIG_SCHED_CLUSTER (Debian's arm64 6.1) the guest builds no CLS level, so
     # no kernel could keep wakeups in the cluster: known before booting, a SKIP.

@@ -332,6 +332,12 @@ def proven_vendor_effect(r):
     )
 
 
+# Why the claims are the kernel's own scheduler's, not any scheduler's (under --scheduler a
+# BPF scheduler places the threads: these are then INCONCLUSIVE, their figures shown).
+FORK_PLACEMENT = "fork placement is select_task_rq_fair()'s (SD_BALANCE_FORK); a BPF scheduler's ops.select_cpu decides instead"
+LOAD_BALANCE = "a correcting migration is the fair class's load balance (load_balance()); a BPF scheduler moves tasks by its own dispatch"
+
+
 class LlcSpreadPinned(Scenario):
     name = "llc-spread-pinned"
     summary = "stream threads pinned one per every-other LLC: fork placement must use both sockets (seed 000)"
@@ -347,6 +353,8 @@ class LlcSpreadPinned(Scenario):
         "'targets distinct (no pile-up)' and 'even split between sockets': seed 000's claim that fork "
         "placement spreads threads pinned across both sockets' LLCs (on the Ice Lake shape, the split alone)"
     )
+    # Under --scheduler the claims are INCONCLUSIVE with their figures (lab.scenario.under_scheduler).
+    kernel_scheduler = FORK_PLACEMENT
 
     def steps(self, topo):
         # The guest's ids of what is pinned: one CPU of every other LLC, or the Ice Lake's 0-15.
@@ -406,6 +414,7 @@ lab_trace_off
                 else ""
             ),
             inconclusive=cause if early and not churn else "",
+            kernel_scheduler=LOAD_BALANCE,
         )
         ice = icelake_shape(r.topo)
         split = socket_split(r, threads, allowed, migs, cause, paths, news)

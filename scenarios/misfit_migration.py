@@ -165,6 +165,7 @@ class MisfitMigration(Scenario):
     summary = "asymmetric capacities: a CPU-bound task started on a little CPU moves to a big one and stays"
     seed = "issue 36"  # the scenario library (item 3), not a seed post
     claim = "'the busy loop moved to a big CPU and stayed there': misfit migration (update_misfit_status, the load balance's migrate_misfit)"
+    kernel_scheduler = "misfit migration is the fair class's load balance (update_misfit_status(), migrate_misfit); a BPF scheduler places by its own dispatch"
     topologies = ["tensor-gs101"]
     requires = [at_least("cpus", 3)]
     workloads = False

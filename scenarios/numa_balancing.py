@@ -500,6 +500,14 @@ def convergence(threads, window, tpp, topo, perf_out, why_not) -> Expectation:
     )
 
 
+# Why the claims (and "NUMA balancing was active") are the kernel's own scheduler's: under
+# --scheduler they are INCONCLUSIVE with their figures (lab.scenario.under_scheduler).
+NUMA_SCAN = (
+    "NUMA balancing's scan runs from the fair class's tick (task_tick_numa()) and its task moves are "
+    "task_numa_migrate(); a task of a BPF scheduler gets neither"
+)
+
+
 class NumaBalancing(Scenario):
     name = "numa-balancing"
     summary = "perf bench numa mem shaped like numa01 (2 procs x ncpus/2 threads) and numa02 (ncpus threads, private memory): NUMA balancing counts, convergence, local faults (seed 001)"
@@ -508,6 +516,7 @@ class NumaBalancing(Scenario):
         "'each process's threads end on their own node(s) (convergence)' and numa02's 'each thread's memory is "
         "local to it': seed 001's claim that NUMA balancing converges tasks and memory onto common nodes"
     )
+    kernel_scheduler = NUMA_SCAN
     # -micro under TCG (docstring); -mini and the full machine with KVM.
     topologies = ["numa4-96-micro", "numa4-96-mini"]
     requires = [at_least("nodes", 2), kernel_config("NUMA_BALANCING", "automatic NUMA balancing")]
@@ -671,6 +680,7 @@ lab_trace_off {PHASE2}
                 note=""
                 if vmf["numa_hint_faults"] > 0
                 else "no NUMA hinting faults: the scanner never ran (kernel.numa_balancing off or the run too short)",
+                kernel_scheduler=NUMA_SCAN,
             ),
             conv,
             memory_follows(r),

@@ -471,6 +471,10 @@ class PreferredNodeMigrations(Scenario):
         "'NUMA balancing on: the probe's hinting faults make node 0 its preferred node' and 'the probe is pulled "
         "into node 0': seed 003's claim that a task whose memory is on node 0 is migrated to its preferred node"
     )
+    kernel_scheduler = (
+        "NUMA balancing's scan runs from the fair class's tick (task_tick_numa()) and its move is "
+        "task_numa_migrate(); a task of a BPF scheduler gets neither"
+    )
     topologies = ["epyc7551-8n-mini"]
     verdict_runs = 3  # see the module docstring: a single run does not always PASS
     requires = [at_least("nodes", 2), kernel_config("NUMA_BALANCING", "automatic NUMA balancing")]

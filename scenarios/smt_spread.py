@@ -180,6 +180,10 @@ class SmtSpread(Scenario):
     summary = "fewer CPU-bound tasks than cores: no two on one core's SMT siblings while a core is idle"
     seed = "issue 36"  # the scenario library (item 3), not a seed post
     claim = "'no two workers on one core's SMT siblings while a core is idle': the scheduler spreads busy tasks over cores before siblings (fork placement, MC-level balance)"
+    kernel_scheduler = (
+        "cores before siblings is the fair class's placement (select_idle_core(), the MC-level load_balance()); "
+        "a BPF scheduler's ops.select_cpu and dispatch decide instead"
+    )
     topologies = ["numa4-96-micro"]
     requires = [smt, at_least("cpus", 4)]
     tools = ["stress-ng"]

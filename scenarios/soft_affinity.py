@@ -321,6 +321,10 @@ class SoftAffinity(Scenario):
         "node idle: the instance bursts out': seed 004's soft affinity; a kernel lab knows lacks it is a SKIP "
         "before booting, a bare image without it INCONCLUSIVE, never PASS"
     )
+    kernel_scheduler = (
+        "soft affinity is select_task_rq_fair()'s reading of preferred_cpus; "
+        "a BPF scheduler's ops.select_cpu does not read it"
+    )
     topologies = ["xeon-2s22c-mini"]
     requires = [at_least("nodes", 2), soft_affinity_in_kernel]
     events = ["sched:sched_migrate_task", "sched:sched_process_fork", "sched:sched_switch"]

@@ -102,6 +102,10 @@ class WakeAffine(Scenario):
     summary = "a ping-pong pair started in two LLCs of a node: share of its wakeups landing in the waker's LLC, and their latency"
     seed = "issue 36"  # the scenario library (item 3), not a seed post
     claim = "'most wakeups land in the waker's LLC': wake_affine() pulls a sync wakee towards its waker and select_idle_sibling() finds an idle CPU in the waker's LLC"
+    kernel_scheduler = (
+        "wake_affine() and select_idle_sibling() are select_task_rq_fair()'s; "
+        "a BPF scheduler's ops.select_cpu decides instead (the WA_ features do not reach it)"
+    )
     topologies = ["zen3-2s-mini"]
     requires = [at_least("llcs_per_node", 2)]
     events = [

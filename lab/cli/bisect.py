@@ -91,11 +91,30 @@ def bisect_cmd(scenario_name, topo, tree, good, bad, repeat, confidence, max_run
 
     scenario_name = _scenario_or_workload(scenario_name, workloads, check_exprs)
     vm = _vm(scheduler, recipe, **vm_kw)
+    if vm.scheduler:
+        _claims_hold_for_any_scheduler(scenario_name, vm.scheduler)
     done = bisect.drive(scenario_name, topo, tree, good, bad, vm, repeat=repeat, confidence=confidence, max_runs=max_runs,
                         recipe=recipe, progress=progress_for_cli())  # fmt: skip
     click.echo(done.text, nl=False)
     if done.result.first_bad is None:
         sys.exit(3)
+
+
+def _claims_hold_for_any_scheduler(scenario_name: str, scheduler: str) -> None:
+    """Refuse, in one line before any build, a bisection under a BPF scheduler of a scenario
+    whose claims are the kernel's own scheduler's: every commit would be INCONCLUSIVE
+    (git bisect skip), so it could never find a commit."""
+    # deferred: CLI start (lab.scenario)
+    from .. import scenario as sc
+
+    s = sc.load(scenario_name)
+    if s.kernel_scheduler:
+        name = scheduler.partition(":")[0]
+        raise UserError(
+            f"lab bisect {s.name} --scheduler {name}: {s.name}'s claims are about the kernel's own scheduler "
+            f"({s.kernel_scheduler}), INCONCLUSIVE under {name} at every commit (git bisect skip); "
+            "bisect it without --scheduler, or a scenario whose claim holds for any scheduler (scheduler-survives)"
+        )
 
 
 @click.command("bisect-step", hidden=True)

@@ -57,7 +57,9 @@ def compare_cmd(what, topo, kernels, schedulers, repeat: int, as_json: bool, sto
     lab compare RUN_DIR... -- RUN_DIR...     (finished runs: A's, then B's)
 
     The tables are plain ASCII within 80 columns, to paste into a mail.  Exit 0 when
-    both sides have judged runs, 3 when a side has none (every run an ERROR)."""
+    both sides have runs with complete data (PASS, FAIL or INCONCLUSIVE: an INCONCLUSIVE
+    run's figures are compared, its verdict is not), 3 when a side has none (every run an
+    ERROR)."""
     # deferred: CLI start (lab.compare)
     from .. import compare
 
@@ -86,7 +88,7 @@ def compare_cmd(what, topo, kernels, schedulers, repeat: int, as_json: bool, sto
         from ..report import compare as render
 
         click.echo(render.text(doc), nl=False)
-    if not doc["verdict"]["a"]["runs"] or not doc["verdict"]["b"]["runs"]:
+    if not all(side["passed"] + side["failed"] + side.get("inconclusive", 0) for side in doc["sides"].values()):
         sys.exit(3)
 
 

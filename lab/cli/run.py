@@ -82,8 +82,8 @@ def run_cmd(
 
     Exit 0 pass, 1 fail, 3 error (guest lost, workload failed, incomplete data: lost
     events, a results stream cut short, missing files, trace lines lab cannot read), 4
-    inconclusive (complete data, but the emulation decided the outcome: the scenario names
-    the cause)."""
+    inconclusive (complete data, but the emulation decided the outcome, or under --scheduler
+    the claims are about the kernel's own scheduler: the message names the cause)."""
 
     # deferred: CLI start (lab.runner, lab.scenario)
     from .. import runner
@@ -263,7 +263,10 @@ def _show(o) -> None:
             c.print(line, markup=False, highlight=False)
     tm = o.timing
     if o.status == "INCONCLUSIVE":
-        c.print(f"{verdicts.mark(o.status)}: the emulation, not the scheduler, decided this outcome: {escape(o.message)}")
+        if any(e.bpf_scheduler for e in o.expectations):  # the claims are the kernel scheduler's, not the BPF one's
+            c.print(f"{verdicts.mark(o.status)}: not the kernel's scheduler's run to judge: {escape(o.message)}")
+        else:
+            c.print(f"{verdicts.mark(o.status)}: the emulation, not the scheduler, decided this outcome: {escape(o.message)}")
     if not tm:
         c.print(f"{verdicts.mark(o.status)}  (rechecked) run dir {o.run_dir}")
         return

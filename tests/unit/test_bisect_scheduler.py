@@ -38,3 +38,16 @@ def test_bisect_scheduler_bad_input_is_one_line(tmp_path, extra, match):
     r = CliRunner().invoke(main, ["bisect", "llc-spread-pinned", "--kernel-tree", str(tmp_path), "--good", "a", "--bad", "b", *extra])
     assert r.exit_code == 2, r.output
     assert r.output.startswith("lab: error: ") and len(r.output.strip().splitlines()) == 1 and match in r.output, r.output
+
+
+def test_bisecting_a_kernel_scheduler_claim_under_a_bpf_scheduler_is_refused_before_building(tmp_path):
+    """Every commit would be INCONCLUSIVE (issue 35 item 6): one line naming why, no build."""
+    r = CliRunner().invoke(main, ["bisect", "llc-spread-pinned", "--kernel-tree", str(tmp_path), "--good", "a", "--bad", "b",
+                                  "--scheduler", "scx_simple:-s 5", "--recipe", "lab-6.12-scx"])  # fmt: skip
+    assert r.exit_code == 2, r.output
+    assert r.output.startswith("lab: error: lab bisect llc-spread-pinned --scheduler scx_simple: ") and len(r.output.strip().splitlines()) == 1
+    assert "select_task_rq_fair()" in r.output and "INCONCLUSIVE under scx_simple at every commit" in r.output
+    # a claim that holds for any scheduler goes on to the tree (here: not a git tree)
+    r = CliRunner().invoke(main, ["bisect", "scheduler-survives", "--kernel-tree", str(tmp_path), "--good", "a", "--bad", "b",
+                                  "--scheduler", "scx_simple", "--recipe", "lab-6.12-scx"])  # fmt: skip
+    assert "kernel's own scheduler" not in r.output, r.output
