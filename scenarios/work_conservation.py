@@ -31,6 +31,10 @@ separate under TCG: with the default settings the share was 4.5-8.3 %, with
 migration_cost_ns -1 7.5-13.7 %, with newly-idle balance off 5.8-14.5 %
 (bench/results/figures-work-conservation-design-*-20261126-051125.json, 3 runs each).
 
+Under ``--scheduler`` the claim is judged as on the kernel's own scheduler: keeping CPUs busy
+while tasks wait is a duty of any scheduler (a BPF scheduler that leaves CPUs idle beside
+queued tasks is what the check exists to catch), not a mechanism of the fair class.
+
 Which expectation carries the claim (``claim=True``): "CPUs idle while a task allowed on
 them waits in their LLC at most MAX_SHARE of the time"; the other says the workload ran
 and was traced.

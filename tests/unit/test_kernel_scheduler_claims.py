@@ -151,8 +151,8 @@ def test_every_scenario_says_whether_its_claim_is_the_kernel_schedulers(name):
     s = sc.load(name)
     if name in MARKED:
         assert MARKED[name] in s.kernel_scheduler and "BPF scheduler" in s.kernel_scheduler
-    else:  # cpuset enforcement and a scheduler's basic duties hold for any scheduler
-        assert name in ("cpuset-isolation", "scheduler-survives") and s.kernel_scheduler == ""
+    else:  # cpuset enforcement, work conservation and a scheduler's basic duties hold for any scheduler
+        assert name in ("cpuset-isolation", "scheduler-survives", "work-conservation") and s.kernel_scheduler == ""
 
 
 # ---- recorded runs, re-judged as if a BPF scheduler had run them ------------------------------
