@@ -95,6 +95,10 @@ CASES: list[tuple] = [
     # known-bad side is a workload variant (B's cpuset also takes two of A's CPUs).
     ("cpuset-isolation", "numa4-96-micro", "debian", "PASS"),
     ("cpuset-isolation", "numa4-96-micro", "debian", "FAIL", ("-p", "overlap=2")),
+    # NUMA locality: memprobe workers bound to their group's node, started on the next one,
+    # run at home by the end; the known-bad side is the kernel knob (NUMA balancing off).
+    ("numa-locality", "numa4-96-micro", "debian", "PASS"),
+    ("numa-locality", "numa4-96-micro", "debian", "FAIL", ("--append", "numa_balancing=disable")),
 ]
 TARGET = 0.95  # 19 of 20
 REPO = Path(__file__).resolve().parents[1]
