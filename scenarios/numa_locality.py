@@ -86,10 +86,11 @@ EVIDENCE_SHOWN = 8
 ON = "/proc/sys/kernel/numa_balancing"
 OFF_BY_CMDLINE = "left off: numa_balancing=disable on the kernel command line"
 SCAN_PERIOD_MAX = "/sys/kernel/debug/sched/numa_balancing/scan_period_max_ms"
-KNOBS = {
+PERIOD_MAX_MS = 1000
+KNOBS: dict[str, int | str] = {
     "/sys/kernel/debug/sched/numa_balancing/scan_delay_ms": 100,
     "/sys/kernel/debug/sched/numa_balancing/scan_period_min_ms": 100,
-    SCAN_PERIOD_MAX: 1000,
+    SCAN_PERIOD_MAX: PERIOD_MAX_MS,
     "/sys/kernel/debug/sched/numa_balancing/scan_size_mb": 256,
     "/sys/kernel/mm/transparent_hugepage/enabled": "never",
 }
@@ -192,7 +193,7 @@ def scan_period_ms(knobs_text: str) -> int:
         key, _, value = line.partition("=")
         if key.strip() == SCAN_PERIOD_MAX and value.strip().isdigit():
             return int(value.strip())
-    return int(KNOBS[SCAN_PERIOD_MAX])
+    return PERIOD_MAX_MS
 
 
 def faults_per_period(faults: int, workers: int, run_s: float, period_ms: int) -> float | None:

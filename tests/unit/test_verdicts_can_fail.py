@@ -58,6 +58,10 @@ BOTH_SIDES: dict[str, dict[str, list[tuple]]] = {
         "good": [("vm", ("cpuset-isolation", "numa4-96-micro", "debian", "PASS"))],
         "bad": [("vm", ("cpuset-isolation", "numa4-96-micro", "debian", "FAIL", ("-p", "overlap=2")))],
     },
+    "numa-locality": {
+        "good": [("vm", ("numa-locality", "numa4-96-micro", "debian", "PASS"))],
+        "bad": [("vm", ("numa-locality", "numa4-96-micro", "debian", "FAIL", ("--append", "numa_balancing=disable")))],
+    },
     "soft-affinity": {
         "good": [("recorded", "soft-affinity-xeon-2s22c-mini-lab-6.1-soft-affinity", "PASS")],
         "bad": [("recorded", "soft-affinity-xeon-2s22c-mini-lab-6.1-soft-affinity-preference-off", "FAIL")],

@@ -68,6 +68,10 @@ KNOWN_VERDICTS = [
     # with B's cpuset taking two of A's CPUs (the known-bad workload variant) CPUs run both
     ("cpuset-isolation", "numa4-96-micro", "debian", "PASS"),
     ("cpuset-isolation", "numa4-96-micro", "debian", "FAIL", ("-p", "overlap=2")),
+    # issue 36 item 3: memprobe workers bound to their group's node, started on the next
+    # node, run at home by the end; with NUMA balancing left off (the kernel knob) they stay away
+    ("numa-locality", "numa4-96-micro", "debian", "PASS"),
+    ("numa-locality", "numa4-96-micro", "debian", "FAIL", ("--append", "numa_balancing=disable")),
 ]
 
 
@@ -130,6 +134,8 @@ MECHANISM = {
     "wake-affine": {"most wakeups land in the waker's LLC"},
     # overlap=2: CPUs 0-1 run both cgroups' tasks; nothing else may fail
     "cpuset-isolation": {"the tasks of A and B stayed in their cpusets and no CPU ran both"},
+    # numa_balancing=disable: nothing moves a worker to its memory; nothing else may fail
+    "numa-locality": {"each worker runs on its memory's node (>= 60% of the final window)"},
 }
 
 
