@@ -1820,6 +1820,13 @@ def test_numa_locality_a_failed_worker_or_a_buffer_off_its_node_is_no_verdict_on
     assert o.by[RAN_LOCALITY].note == "worker 5 (pid 305): buffer pages on nodes {2: 1000, 3: 1048}, bound to 2"
 
 
+def test_numa_locality_pages_move_pages_reports_no_node_for_are_a_figure_not_a_failure(tmp_path):
+    """Seen in VM test runs on 6.1: a whole buffer's pages with no node from move_pages(2)
+    (mem_nodes empty, mem_pages_unknown 2048).  MPOL_BIND placed them: counted, not judged."""
+    o = _loc_run(tmp_path, _loc_trace(_home_moves()), mem={303: '{},"mem_pages_unknown":2048', 304: '{"2":1556},"mem_pages_unknown":492'})
+    assert o.ok and o.by[RAN_LOCALITY].figures["buffer_pages_unreported"] == 2540
+
+
 def test_numa_locality_job_starts_each_group_on_the_next_node_and_keeps_the_knob():
     s = sc.load("numa-locality")
     job = s.steps(topology.load("numa4-96-micro"))
