@@ -100,6 +100,10 @@ CASES: list[tuple] = [
     # out of the sched domains (isolcpus=domain), so no balance pulls work to them.
     ("work-conservation", "numa4-96-micro", "debian", "PASS"),
     ("work-conservation", "numa4-96-micro", "debian", "FAIL", ("--append", "isolcpus=domain,2-3,6-7,10-11,14-15")),
+    # NUMA locality: memprobe workers bound to their group's node, started on the next one,
+    # run at home by the end; the known-bad side is the kernel knob (NUMA balancing off).
+    ("numa-locality", "numa4-96-micro", "debian", "PASS"),
+    ("numa-locality", "numa4-96-micro", "debian", "FAIL", ("--append", "numa_balancing=disable")),
 ]
 TARGET = 0.95  # 19 of 20
 REPO = Path(__file__).resolve().parents[1]

@@ -139,6 +139,7 @@ MARKED = {  # scenario -> its claims are the fair class's
     "cluster-wakeup": "select_idle_sibling",
     "preferred-node-migrations": "task_numa_migrate",
     "numa-balancing": "task_numa_migrate",
+    "numa-locality": "task_numa_migrate",
     "wake-affine": "wake_affine",
     "smt-spread": "select_idle_core",
     "misfit-migration": "migrate_misfit",

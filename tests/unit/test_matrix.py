@@ -33,14 +33,16 @@ def test_all_minis_times_all_scenarios():
     # misfit-migration (issue 36) none: no mini has asymmetric CPU capacities;
     # wake-affine (issue 36) one on each mini with two or more LLCs in a node (zen3-2s, epyc7551-8n);
     # cpuset-isolation (issue 36) one on each mini with two or more nodes (all but jacobsville);
-    # work-conservation (issue 36) needs 4 CPUs: a cell on every mini
-    assert len(m.cells) == 7 * 11 and len(m.runnable) == 24 + 7 + 5 + 2 + 6 + 7
+    # work-conservation (issue 36) needs 4 CPUs: a cell on every mini;
+    # numa-locality (issue 36) one on each mini with two or more nodes and CONFIG_NUMA_BALANCING
+    assert len(m.cells) == 7 * 12 and len(m.runnable) == 24 + 7 + 5 + 2 + 6 + 7 + 6
     skips = {c.id: c.skip for c in m.cells if c.skip}
     assert skips["misfit-migration@kunpeng920-2s-mini@debian"] == (
         "kunpeng920-2s-mini lacks asymmetric CPU capacities (or -p big=CPUS naming the CPUs to judge against)"
     )
     assert skips["wake-affine@numa4-96-mini@debian"] == "numa4-96-mini lacks at least 2 llcs per node"
     assert skips["cpuset-isolation@jacobsville-24c-mini@debian"] == "jacobsville-24c-mini lacks at least 2 nodes"
+    assert skips["numa-locality@jacobsville-24c-mini@debian"] == "jacobsville-24c-mini lacks at least 2 nodes"
     assert skips["smt-spread@jacobsville-24c-mini@debian"] == "jacobsville-24c-mini lacks SMT (two or more threads per core)"
     assert skips["llc-spread-pinned@xeon-2s22c-mini@debian"] == (
         "xeon-2s22c-mini lacks at least 2 LLCs per socket, or one per socket with the sockets interleaved (the seed's Ice Lake)"
@@ -355,8 +357,8 @@ def test_plan_github_include_list_covers_every_cell():
     # Default: one job per cell that runs.
     r = CliRunner().invoke(main, ["matrix", "plan", "--format", "github", "--topologies", "all-minis"])
     # one shard per runnable cell (scheduler-survives on every mini, smt-spread on 5, wake-affine on 2, cpuset-isolation on 6,
-    # work-conservation on every mini)
-    assert len(json.loads(r.stdout)["include"]) == 24 + 7 + 5 + 2 + 6 + 7
+    # work-conservation on every mini, numa-locality on 6)
+    assert len(json.loads(r.stdout)["include"]) == 24 + 7 + 5 + 2 + 6 + 7 + 6
     assert "at most 256" in one_line_error(["matrix", "plan", "--format", "github", "--topologies", "all-minis", "--shards", "300"])
 
 

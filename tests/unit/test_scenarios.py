@@ -1747,3 +1747,143 @@ def test_work_conservation_steps_poke_every_cpu_and_allow_all():
     steps = s.steps(topology.load("numa4-96-micro"))
     assert 'taskset -c "$i" true' in steps and 'taskset -c "$ALL" hackbench -g 2 -l 200' in steps
     assert steps.index("lab_trace_on") < steps.index('taskset -c "$i" true') < steps.index("lab_run hackbench")
+# ---- numa-locality (issue 36 item 3) ---------------------------------------------------------
+# numa4-96-micro: node n is CPUs 4n..4n+3 (linear numbering).  Two workers per node here
+# (the run has four): worker i is pid 300 + i, its memory on node i // 2, started on the next node.
+CLAIM_LOCALITY = "each worker runs on its memory's node (>= 60% of the final window)"
+RAN_LOCALITY = "the workers ran, each buffer on its node, each started on another node"
+LOC_WORKERS = [(300 + i, i // 2, (i // 2 + 1) % 4) for i in range(8)]
+
+
+def _loc_trace(moves: dict[int, list[tuple[float, int]]], end: float = 41.0) -> str:
+    """Each worker forked at 1.0 + i / 100 onto the first CPU of its start node (its shell's
+    comm), then *moves* (pid -> [(ts, cpu)]) as sched_migrate_task, exiting at *end* + i / 100;
+    a sched_move_numa and a sched_swap_numa for the counts."""
+    evs: list[tuple[float, str]] = []
+    for i, (pid, _, start) in enumerate(LOC_WORKERS):
+        t = 1.0 + i / 100
+        cpu = 4 * start + i % 2
+        evs.append((t, line("sh", 200, 0, t, "sched_wakeup_new", f"comm=sh pid={pid} prio=120 target_cpu={cpu:03d}")))
+        for ts, dst in moves.get(pid, []):
+            evs.append((ts, line("migration/0", 20, cpu, ts, "sched_migrate_task", f"comm=memprobe pid={pid} prio=120 orig_cpu={cpu} dest_cpu={dst}")))
+            cpu = dst
+        evs.append((end + i / 100, line("memprobe", pid, cpu, end + i / 100, "sched_process_exit", f"comm=memprobe pid={pid} prio=120")))
+    evs.append((2.0, line("memprobe", 300, 4, 2.0, "sched_move_numa", "pid=300 tgid=300 ngid=0 src_cpu=4 src_nid=1 dst_cpu=2 dst_nid=0")))
+    evs.append((2.1, line("memprobe", 302, 8, 2.1, "sched_swap_numa",
+                          "src_pid=302 src_tgid=302 src_ngid=0 src_cpu=8 src_nid=2 dst_pid=301 dst_tgid=301 dst_ngid=0 dst_cpu=4 dst_nid=1")))  # fmt: skip
+    return "".join(t for _, t in sorted(evs))
+
+
+def _home_moves(at: float = 5.0) -> dict[int, list[tuple[float, int]]]:
+    """Every worker moved to a CPU of its memory's node at *at* + i / 10."""
+    return {pid: [(at + i / 10, 4 * mem + i % 2)] for i, (pid, mem, _) in enumerate(LOC_WORKERS)}
+
+
+def _loc_run(tmp_path, trace: str, off: bool = False, faults: int = 50_000, rcs: dict[int, int] | None = None, mem: dict[int, str] | None = None):
+    knobs = "/proc/sys/kernel/numa_balancing=" + (OFF_LOC if off else "1") + "\n"
+    knobs += "/sys/kernel/debug/sched/numa_balancing/scan_period_max_ms=1000\n"
+    files = {
+        "knobs": knobs,
+        "workers": "".join(f"{pid} {m} {s} {i}\n" for i, (pid, m, s) in enumerate(LOC_WORKERS)),
+        "workers.exit": "".join(f"{pid} {(rcs or {}).get(pid, 0)}\n" for pid, _, _ in LOC_WORKERS),
+        "trace.main.txt": trace,
+        "vmstat.main.before": "numa_hint_faults 100\nnuma_hint_faults_local 10\n",
+        "vmstat.main.after": f"numa_hint_faults {100 + faults}\nnuma_hint_faults_local {10 + faults // 2}\n",
+        "phase.main.start": "0.9\n",
+        "phase.main.end": "42.0\n",
+    }
+    for i, (pid, m, s) in enumerate(LOC_WORKERS):
+        nodes = (mem or {}).get(pid, f'{{"{m}":2048}}')
+        files[f"w{i}.out"] = f'{{"workload":"memprobe","pid":{pid},"node":{m},"loops":9,"cpu_setup":{4 * s + i % 2},"mem_nodes":{nodes}}}\n'
+        files[f"w{i}.err"] = "memprobe: boom\n" if (rcs or {}).get(pid) else ""
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    return fake_run(tmp_path, "numa-locality", "numa4-96-micro", files)
+
+
+OFF_LOC = "left off: numa_balancing=disable on the kernel command line"
+
+
+def test_numa_locality_workers_at_home_pass_with_the_figures(tmp_path):
+    o = _loc_run(tmp_path, _loc_trace(_home_moves()))
+    e = o.by[CLAIM_LOCALITY]
+    assert o.ok and e.claim, [x.to_dict() for x in o.exps]
+    f = e.figures
+    assert f["local_share"] == 1.0 and f["workers_mostly_home"] == 8 and f["workers"] == 8
+    assert f["per_node_local_share"] == {"0": 1.0, "1": 1.0, "2": 1.0, "3": 1.0} and f["chance_share"] == 0.25
+    # the last worker forked at 1.07; the fifth of 8 (ceil(0.6 * 8)) reached home at 5.4
+    assert f["workers_home_needed"] == 5 and f["first_reached_s"] == f["local_since_s"] == 4.3
+    assert f["sched_move_numa"] == 1 and f["sched_swap_numa"] == 1 and f["numa_hint_faults"] == 50_000
+    assert f["run_s"] == 39.9 and f["window_s"] == 10.0
+    ran = o.by[RAN_LOCALITY]
+    assert ran.figures["workers"] == 8 and ran.figures["started_away"] == 8 and ran.figures["per_node"] == {"0": 2, "1": 2, "2": 2, "3": 2}
+
+
+def test_numa_locality_balancing_off_stays_away_and_fails_saying_so(tmp_path):
+    """--append numa_balancing=disable: the workers stay where they started; the claim FAILs
+    (never INCONCLUSIVE, though there are no hinting faults) and says why."""
+    o = _loc_run(tmp_path, _loc_trace({}), off=True, faults=0)
+    e = o.by[CLAIM_LOCALITY]
+    assert not e.ok and e.status == "FAIL" and e.inconclusive == ""
+    assert e.figures["local_share"] == 0.0 and e.figures["local_since_s"] is None and e.figures["first_reached_s"] is None
+    assert e.note.startswith("only 0% of the workers' time in the final 10.0 s was on their memory's node (threshold 60%, chance 25%)")
+    assert e.note.endswith("NUMA balancing was left off: numa_balancing=disable on the kernel command line: nothing moves a task to its memory")
+    assert e.evidence[0] == "pid 300 (memory on node 0): 0% at home; node seconds 1: 10.0"
+    others = [x for x in o.exps if x is not e]
+    assert all(x.ok for x in others) and o.by["NUMA balancing's knobs written (or left off on the command line)"].figures["numa_balancing"] == "off"
+
+
+def test_numa_locality_too_few_hinting_faults_is_inconclusive_enough_is_a_fail(tmp_path):
+    # 100 faults / 8 workers / 40 periods of 1000 ms = 0.31 a worker a period: nothing to place by
+    o = _loc_run(tmp_path / "few", _loc_trace({}), faults=100)
+    e = o.by[CLAIM_LOCALITY]
+    assert e.status == "INCONCLUSIVE" and e.figures["hint_faults_per_worker_per_scan_period"] == 0.31
+    assert e.inconclusive.startswith("too little work per scan period under emulation: 0.31 hinting faults per worker per 1000 ms")
+    o = _loc_run(tmp_path / "many", _loc_trace({}), faults=50_000)
+    e = o.by[CLAIM_LOCALITY]
+    assert e.status == "FAIL" and e.inconclusive == "" and e.figures["hint_faults_per_worker_per_scan_period"] == 156.64
+
+
+def test_numa_locality_the_final_window_decides(tmp_path):
+    # home early, then every worker moved back to its start node at 25 s: not at home at the end
+    back = {pid: [*mv, (25.0, 4 * s)] for (pid, _, s), mv in zip(LOC_WORKERS, _home_moves().values(), strict=True)}
+    o = _loc_run(tmp_path / "left", _loc_trace(back))
+    e = o.by[CLAIM_LOCALITY]
+    assert not e.ok and e.figures["first_reached_s"] == 4.3 and e.figures["local_since_s"] is None
+    # home only at 36 s: 5 s of the 10 s window at home, half of it: under 60 %
+    o = _loc_run(tmp_path / "late", _loc_trace(_home_moves(at=36.0)))
+    e = o.by[CLAIM_LOCALITY]
+    assert not e.ok and 0.45 < e.figures["local_share"] < 0.55
+    # home at 33 s: 80 % of the window, from 32.7 s after the last fork on
+    o = _loc_run(tmp_path / "in-time", _loc_trace(_home_moves(at=33.0)))
+    e = o.by[CLAIM_LOCALITY]
+    assert e.ok and e.figures["local_since_s"] == 32.3
+
+
+def test_numa_locality_a_failed_worker_or_a_buffer_off_its_node_is_no_verdict_on_the_claim(tmp_path):
+    o = _loc_run(tmp_path / "rc", _loc_trace(_home_moves()), rcs={303: 1})
+    ran = o.by[RAN_LOCALITY]
+    assert not ran.ok and ran.note == "worker 3 (pid 303) exited 1: memprobe: boom"
+    assert not o.by[CLAIM_LOCALITY].ok and o.by[CLAIM_LOCALITY].note == "the workers did not run as set up (see the first expectation)"
+    o = _loc_run(tmp_path / "mem", _loc_trace(_home_moves()), mem={305: '{"2":1000,"3":1048}'})
+    assert o.by[RAN_LOCALITY].note == "worker 5 (pid 305): buffer pages on nodes {2: 1000, 3: 1048}, bound to 2"
+
+
+def test_numa_locality_pages_move_pages_reports_no_node_for_are_a_figure_not_a_failure(tmp_path):
+    """Seen in VM test runs on 6.1: a whole buffer's pages with no node from move_pages(2)
+    (mem_nodes empty, mem_pages_unknown 2048).  MPOL_BIND placed them: counted, not judged."""
+    o = _loc_run(tmp_path, _loc_trace(_home_moves()), mem={303: '{},"mem_pages_unknown":2048', 304: '{"2":1556},"mem_pages_unknown":492'})
+    assert o.ok and o.by[RAN_LOCALITY].figures["buffer_pages_unreported"] == 2540
+
+
+def test_numa_locality_job_starts_each_group_on_the_next_node_and_keeps_the_knob():
+    s = sc.load("numa-locality")
+    job = s.steps(topology.load("numa4-96-micro"))
+    assert "grep -qw numa_balancing=disable /proc/cmdline" in job and job.count("lab_sysctl /proc/sys/kernel/numa_balancing 1") == 1
+    assert 'memprobe -m 8 --node "$g" --balancing --start-cpus "$(labsel node "$w")" -s 30' in job
+    assert "transparent_hugepage/enabled never" in job
+    s.set_params({"per_node": "2", "seconds": "45"})
+    job = s.steps(topology.load("numa4-96-micro"))
+    assert "k=2;" in job and "-s 45 " in job
+    mod = module_of(s)
+    assert mod.local_since([(1.0, 2), (2.0, 5), (3.0, 4), (4.0, 6)], 5, 0.5) == (1.5, 3.5)
+    assert mod.local_since([(1.0, 5), (2.0, 4)], 5, 0.0) == (1.0, None)

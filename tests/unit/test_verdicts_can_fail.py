@@ -62,6 +62,10 @@ BOTH_SIDES: dict[str, dict[str, list[tuple]]] = {
         "good": [("vm", ("work-conservation", "numa4-96-micro", "debian", "PASS"))],
         "bad": [("vm", ("work-conservation", "numa4-96-micro", "debian", "FAIL", ("--append", "isolcpus=domain,2-3,6-7,10-11,14-15")))],
     },
+    "numa-locality": {
+        "good": [("vm", ("numa-locality", "numa4-96-micro", "debian", "PASS"))],
+        "bad": [("vm", ("numa-locality", "numa4-96-micro", "debian", "FAIL", ("--append", "numa_balancing=disable")))],
+    },
     "soft-affinity": {
         "good": [("recorded", "soft-affinity-xeon-2s22c-mini-lab-6.1-soft-affinity", "PASS")],
         "bad": [("recorded", "soft-affinity-xeon-2s22c-mini-lab-6.1-soft-affinity-preference-off", "FAIL")],

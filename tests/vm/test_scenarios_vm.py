@@ -73,6 +73,10 @@ KNOWN_VERDICTS = [
     # the known-bad knob) those CPUs idle beside waiting tasks
     ("work-conservation", "numa4-96-micro", "debian", "PASS"),
     ("work-conservation", "numa4-96-micro", "debian", "FAIL", ("--append", "isolcpus=domain,2-3,6-7,10-11,14-15")),
+    # issue 36 item 3: memprobe workers bound to their group's node, started on the next
+    # node, run at home by the end; with NUMA balancing left off (the kernel knob) they stay away
+    ("numa-locality", "numa4-96-micro", "debian", "PASS"),
+    ("numa-locality", "numa4-96-micro", "debian", "FAIL", ("--append", "numa_balancing=disable")),
 ]
 
 
@@ -137,6 +141,8 @@ MECHANISM = {
     "cpuset-isolation": {"the tasks of A and B stayed in their cpusets and no CPU ran both"},
     # isolcpus=domain: CPUs without sched domains idle beside waiting tasks; nothing else may fail
     "work-conservation": {"CPUs idle while a task allowed on them waits in their LLC at most 25% of the time"},
+    # numa_balancing=disable: nothing moves a worker to its memory; nothing else may fail
+    "numa-locality": {"each worker runs on its memory's node (>= 60% of the final window)"},
 }
 
 
