@@ -2,6 +2,8 @@
 one kernel, at each -j given (default 1 and 2), every cell run afresh (--rerun).
 
     .venv/bin/python bench/bench_matrix.py [--jobs 1,2] [--kernels debian]
+    .venv/bin/python bench/bench_matrix.py --jobs 2 --kernels lab-6.12-scx --scenarios scheduler-survives \
+        --schedulers eevdf,scx_simple,scx_qmap --topologies zen3-2s-mini,numa4-96-mini,epyc7551-8n-mini,xeon-2s22c-mini
 
 Writes bench/results/bench_matrix-<time>.json: per -j the wall time, the host's load
 average before and after (the host is shared: say it with the figure), and each cell's
@@ -32,6 +34,8 @@ def main() -> int:
     ap.add_argument("--jobs", default="1,2", help="the -j values, in order")
     ap.add_argument("--kernels", default="debian")
     ap.add_argument("--topologies", default="all-minis")
+    ap.add_argument("--scenarios", default="", help="the matrix's --scenarios (default: all)")
+    ap.add_argument("--schedulers", default="", help="the matrix's --schedulers axis (default: none)")
     a = ap.parse_args()
     rows = []
     for j in [int(x) for x in a.jobs.split(",")]:
@@ -40,6 +44,8 @@ def main() -> int:
             load0 = os.getloadavg()
             t0 = time.monotonic()
             argv = [LAB, "matrix", "--topologies", a.topologies, "--kernels", a.kernels, "-j", str(j), "--rerun", "-o", str(out)]
+            argv += ["--scenarios", a.scenarios] if a.scenarios else []
+            argv += ["--schedulers", a.schedulers] if a.schedulers else []
             print("$", " ".join(argv), flush=True)
             rc = subprocess.run(argv).returncode
             wall = time.monotonic() - t0
@@ -53,7 +59,8 @@ def main() -> int:
     res = HERE / "results"
     res.mkdir(exist_ok=True)
     path = res / f"bench_matrix-{time.strftime('%Y%m%d-%H%M%S')}.json"
-    path.write_text(json.dumps({**stamp(), "host_cores": os.cpu_count(), "kernels": a.kernels, "runs": rows}, indent=1))
+    path.write_text(json.dumps({**stamp(), "host_cores": os.cpu_count(), "kernels": a.kernels, "topologies": a.topologies,
+                                "scenarios": a.scenarios or "all", "schedulers": a.schedulers or None, "runs": rows}, indent=1))
     print(f"wrote {path}")
     return 0
 
