@@ -149,3 +149,51 @@ def test_a_phone_capture_with_its_clusters_imports_without_nearest(tmp_path):
     assert t.groups("cluster") == ((0, 1, 2, 3), (4, 5), (6, 7)) and t.shape is None
     assert t.capacities[6] == 1024 and t.cache_size_kb("L2", 4) == 256
     assert sysfs.read_capture(cap).cpus[5].siblings("cluster") == (4, 5)
+
+
+# ---- property: any split of any LLC into clusters ------------------------------------------
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+@st.composite
+def arm_machines(draw):
+    """32 CPUs as kunpeng920-2s-mini's QEMU tree has them (2 sockets, a node and an LLC of 8
+    each), numbered by a random permutation, each LLC cut into clusters of random sizes."""
+    ids = draw(st.permutations(list(range(32))))
+    llcs = [sorted(ids[b : b + 8]) for b in range(0, 32, 8)]
+    clusters = []
+    for llc in llcs:
+        cuts = sorted(draw(st.sets(st.integers(1, 7), max_size=4)))
+        bounds = [0, *cuts, 8]
+        clusters += [llc[a:b] for a, b in zip(bounds, bounds[1:], strict=False)]
+    return llcs, clusters
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(arm_machines())
+def test_any_cluster_split_reaches_the_cpu_map(machine):
+    llcs, clusters = machine
+    fmt = topology.fmt
+    text = "\n".join([
+        'name = "g"', 'arch = "arm64"', "[cpu]", 'vendor = "arm"', 'model = "x"', "[groups]",
+        "nodes = { " + ", ".join(f'"{i}" = "{fmt(g)}"' for i, g in enumerate(llcs)) + " }",
+        f'sockets = ["{fmt(llcs[0] + llcs[1])}", "{fmt(llcs[2] + llcs[3])}"]',
+        "llcs = [" + ", ".join(f'"{fmt(g)}"' for g in llcs) + "]",
+        "clusters = [" + ", ".join(f'"{fmt(g)}"' for g in clusters) + "]",
+        "cores = [" + ", ".join(f'"{c}"' for c in range(32)) + "]",
+        "[numa]", "distances = [[10, 12, 20, 22], [12, 10, 22, 24], [20, 22, 10, 12], [22, 24, 12, 10]]",
+    ]) + "\n"  # fmt: skip
+    t = topology.loads(text, where="g.toml")
+    p = qemu.plan(t, HOST)  # builds (one cluster per LLC) whatever the split
+    flat = topology.flatten_clusters(t) if t.shape is None else None
+    if flat is None:  # equal clusters: -smp builds them itself
+        assert t.shape is not None
+        return
+    out = dtb.edit(QEMU_DTS, flat, cpu_map=t)
+    ph = {int(n): int(h, 16) for n, h in re.findall(r"cpu@(\d+) \{\n\t+phandle = <0x([0-9a-f]+)>;", QEMU_DTS)}
+    cpu_of = {ph[c.index]: c.id for c in flat.cpus}
+    got = sorted(tuple(sorted(cpu_of[h] for h in hs)) for hs in cpu_map(out).values())
+    assert got == sorted(tuple(g) for g in t.groups("cluster"))
+    assert sum(len(g) for g in got) == 32 and p.topo is t
