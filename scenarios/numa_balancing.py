@@ -77,7 +77,7 @@ before the first worker exists, and decides before the workers exit; the trace's
 at the last worker's creation and ends at the first worker's exit, so its P is shorter and
 its H longer: the bound holds for the trace's window too (up to the watcher's 1 s sampling:
 a break shorter than a sample is missed by the watcher, and the trace's majority node per
-thread is what judges).  HOLD_MIN: in the recorded micro runs (bench/results/numa01_holds-*.json)
+thread is what judges).  HOLD_MIN: in the recorded micro runs (bench/results/bench_numa_holds-20261126-080114.json)
 converged stretches of up to 17.1 s were left again, none of 30 s or more; 30 s is above all
 of them.  The judgement stays the trace's (the watcher only decides when to stop); a run that
 does not converge and hold runs to the cap and is judged as before.  The watcher writes its
@@ -91,7 +91,7 @@ benchmark ran" is then judged from the watcher's stop and the trace's workers (a
 seen), and the run's length is the phase's.  Where the run is stopped, the figure
 ``stopped_at_s`` says when, and ``converged_after_s`` (the trace's) stays the convergence time.
 numa02 keeps its 60 s: in the recorded runs its local share is 0.85 or more from the first
-2 s sample on (bench/results/numa01_holds-*.json), i.e. set by first touch before threads
+2 s sample on (bench/results/bench_numa_holds-20261126-080114.json), i.e. set by first touch before threads
 have moved; what the 60 s buys is threads moving and their memory following, and the
 samples do not show when that is decided, so a shorter phase would weaken the check.
 
