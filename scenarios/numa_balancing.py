@@ -199,7 +199,7 @@ BEGIN {
     since = ""; stopped = 0; now = start
     printf "watch: %d workers, each process on at most %d node(s), none shared; hold >= max(%d s, %.4f x the time before it)\n", workers, need, hold_min, ratio
 }
-$1 == "t" { now = $2; nw = 0; split("", seen); split("", nodes_of); split("", holders); next }
+$1 == "t" { now = $2; nw = 0; samples++; split("", seen); split("", nodes_of); split("", holders); next }
 $1 == "w" {
     line = $0; sub(/^.*\) /, "", line)  # past "pid (comm) ": the comm may hold spaces
     split(line, f, " "); cpu = f[37]  # field 39
@@ -217,7 +217,7 @@ $1 == "e" {
     if (ok) {
         hold = ratio * (since - start); if (hold < hold_min) hold = hold_min
         if (now - since >= hold) {
-            printf "stop at %.1f s: converged since %.1f s, held %.1f s >= %.1f s\n", now - start, since - start, now - since, hold
+            printf "stop at %.1f s: converged since %.1f s, held %.1f s >= %.1f s (%d samples)\n", now - start, since - start, now - since, hold, samples
             stopped = 1
             if (kill != "") system("kill -TERM " kill " 2>/dev/null")
             exit
@@ -225,7 +225,7 @@ $1 == "e" {
     }
 }
 END {
-    if (!stopped) printf "end at %.1f s: perf ended at its cap, %s\n", now - start, since == "" ? "unconverged" : sprintf("converged since %.1f s", since - start)
+    if (!stopped) printf "end at %.1f s: perf ended at its cap, %s (%d samples)\n", now - start, since == "" ? "unconverged" : sprintf("converged since %.1f s", since - start), samples
 }
 """
 STOP = re.compile(r"stop at ([\d.]+) s: converged since ([\d.]+) s, held ([\d.]+) s")

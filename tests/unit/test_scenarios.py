@@ -540,7 +540,7 @@ def test_numa01_watcher_stops_once_converged_and_held():
         "converged at 10.0 s",
         "left at 20.0 s, converged since 10.0 s",
         "converged at 30.0 s",
-        "stop at 60.0 s: converged since 30.0 s, held 30.0 s >= 30.0 s",
+        "stop at 60.0 s: converged since 30.0 s, held 30.0 s >= 30.0 s (61 samples)",
     ]
     mod = module_of(sc.load("numa-balancing"))
     assert mod.watch_figures("\n".join(out)) == {"stopped_at_s": 60.0, "watch_converged_s": 30.0, "held_s": 30.0}
@@ -552,10 +552,10 @@ def test_numa01_watcher_waits_longer_after_a_late_convergence_and_never_stops_un
     inside the hold once it is 120/3 = 40 s, not HOLD_MIN's 30.  A run that never
     converges, or where a worker is missing from a sample, runs to perf's cap."""
     samples = [(100.0 + i, *MIXED) for i in range(120)] + [(220.0 + i, *APART) for i in range(60)]
-    assert _watch(samples)[-1] == "stop at 160.0 s: converged since 120.0 s, held 40.0 s >= 40.0 s"
-    assert _watch([(100.0 + i, *MIXED) for i in range(50)])[1:] == ["end at 49.0 s: perf ended at its cap, unconverged"]
+    assert _watch(samples)[-1] == "stop at 160.0 s: converged since 120.0 s, held 40.0 s >= 40.0 s (161 samples)"
+    assert _watch([(100.0 + i, *MIXED) for i in range(50)])[1:] == ["end at 49.0 s: perf ended at its cap, unconverged (50 samples)"]
     short = (APART[0][:-1], APART[1])  # a worker gone (exited): not a converged placement
-    assert _watch([(100.0 + i, *short) for i in range(50)])[-1] == "end at 49.0 s: perf ended at its cap, unconverged"
+    assert _watch([(100.0 + i, *short) for i in range(50)])[-1] == "end at 49.0 s: perf ended at its cap, unconverged (50 samples)"
     mod = module_of(sc.load("numa-balancing"))
     assert mod.watch_figures("end at 49.0 s: perf ended at its cap, unconverged") == {
         "stopped_at_s": None, "watch_converged_s": None, "held_s": None}  # fmt: skip
@@ -603,7 +603,7 @@ def _stopped_early(tmp_path, watch: str, out: str = "", rc: int = 0, cpus_b=(16,
 
 WATCH_STOP = (
     "watch: 4 workers, each process on at most 1 node(s), none shared; hold >= max(30 s, 0.3333 x the time before it)\n"
-    "converged at 5.0 s\nstop at 35.0 s: converged since 5.0 s, held 30.0 s >= 30.0 s\n"
+    "converged at 5.0 s\nstop at 35.0 s: converged since 5.0 s, held 30.0 s >= 30.0 s (36 samples)\n"
 )
 
 
@@ -616,7 +616,7 @@ def test_numa_balancing_stopped_early_by_the_watcher_is_judged_from_the_trace(tm
     ran = o.by["the benchmark ran (numa01 shape)"]
     assert ran.ok and ran.note == ""
     assert (ran.figures["runtime_max_s"], ran.figures["stopped_at_s"], ran.figures["cap_s"]) == (None, 35.0, 180)
-    assert ran.figures["phase_s"] == 10.5 and "stop at 35.0 s: converged since 5.0 s, held 30.0 s >= 30.0 s" in ran.evidence
+    assert ran.figures["phase_s"] == 10.5 and "stop at 35.0 s: converged since 5.0 s, held 30.0 s >= 30.0 s (36 samples)" in ran.evidence
     conv = o.by["each process's threads end on their own node(s) (convergence)"]
     assert conv.ok and conv.figures["converged_after_s"] == 0.0 and conv.figures["watch_converged_s"] == 5.0
     assert conv.evidence[:2] == [
