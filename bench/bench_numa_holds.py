@@ -17,6 +17,7 @@ import glob
 import json
 import math
 import os
+import re
 import sys
 import time
 from pathlib import Path
@@ -64,6 +65,8 @@ def read_run(d: Path) -> dict:
             loc = c["numa_hint_faults_local"] - l0
             numa02.append([round(t - samples[0][0], 1), f, round(loc / f, 3) if f else None])
     watch = out / f"{mod.PHASE}.watch"
+    wtext = watch.read_text() if watch.is_file() else ""
+    samples_taken = [int(n) for n in re.findall(r"\((\d+) samples\)", wtext)]
     return {
         "run": d.name,
         "topology": r.topo.name,
@@ -74,7 +77,8 @@ def read_run(d: Path) -> dict:
         "numa01_run_s": round(end - t0, 1),
         "converged_stretches": stretches,  # [start s, length s]
         "left_stretches_max_s": max((s[1] for s in left), default=None),
-        "watch": mod.watch_figures(watch.read_text()) if watch.is_file() else None,
+        "watch": {**mod.watch_figures(wtext), "samples": samples_taken[-1] if samples_taken else None} if wtext else None,
+        "watch_lines": wtext.splitlines()[1:],
         "numa02_cumulative_local_share": numa02,  # [s after the first sample, faults, local share]
     }
 
