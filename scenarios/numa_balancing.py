@@ -64,6 +64,48 @@ the rest was seen in the design runs of issue 18, whose run directories were not
   huge pages).
   With 4 KiB pages a process has 4096.
 
+When numa01 stops.  SECONDS (180 s) is a cap: a guest-side watcher (WATCH_AWK, busybox awk)
+reads each worker's CPU every WATCH_S (field 39 of /proc/TGID/task/TID/stat, mapped to its
+node from sysfs) and ends numa01 once the placement has been converged (placement_converged()'s
+rule: each process on at most ceil(T/C) nodes, no node shared) without a break for a hold
+H >= max(HOLD_MIN, FINAL/(1-FINAL) x P), P being the time from perf's start to the start of
+the hold.  Why that hold: the verdict reads the run's last FINAL share, [E - FINAL(E - S), E]
+for a run from S to E; stopped at E = C + H, with C = S + P when the hold began, that window
+lies inside the hold when E - FINAL(E - S) >= C, i.e. H - FINAL(P + H) >= 0, i.e.
+H >= FINAL/(1-FINAL) x P (P/3 with FINAL 0.25).  The watcher measures from perf's start,
+before the first worker exists, and decides before the workers exit; the trace's run starts
+at the last worker's creation and ends at the first worker's exit, so its P is shorter and
+its H longer: the bound holds for the trace's window too (up to the watcher's 1 s sampling:
+a break shorter than a sample is missed by the watcher, and the trace's majority node per
+thread is what judges).  HOLD_MIN: in the recorded micro runs (bench/results/bench_numa_holds-20261126-080114.json)
+converged stretches of up to 17.1 s were left again, none of 30 s or more, and in the runs
+measured with the watcher up to 18.6 s (bench/results/bench_numa_holds-20261126-082853.json);
+30 s is above all of them.  The judgement stays the trace's (the watcher only decides when to stop); a run that
+does not converge and hold runs to the cap and is judged as before.  The watcher writes its
+decisions to numa01.watch (when it saw convergence, when it left, when it stopped, how many
+samples it took).  Its "every WATCH_S" is a sleep between samples: under TCG with every vCPU
+busy it took one every 3-4 s (13 samples in 52 s), so it can miss a short break the trace
+sees: in the first run below the trace has the placement converged from 21.8 s for 11.2 s
+and again from 33.1 s to the end at 51.8 s, the watcher saw it converged from 19.8 s; the
+final window (the last 13 s) lay inside the second stretch.  Measured on numa4-96-micro with
+Debian's 6.1 (bench/results/bench_verdicts-20261126-080346.json, each run in
+bench/results/bench_numa_holds-20261126-082853.json): 3 of 3 PASS, 178 s a run against 254 s
+before (bench/results/bench_verdicts-20261125-234233.json); numa01 stopped at 52.2 and
+61.1 s, and in the third run, converged only at 134.4 s, at the cap; with NUMA balancing off
+3 of 3 FAIL, each run to the cap (255 s a run, as before).
+perf bench numa has no graceful early stop: it handles no signal (tools/perf/bench/numa.c:
+a signalled worker process trips the parent's BUG_ON(!WIFEXITED)), and its -m
+(--measure_convergence) stops one instance at its own first convergence by perf's criterion,
+which sees neither the other instance nor a hold.  So the watcher ends both instances with
+SIGTERM (perf's main processes, then the worker processes) and perf prints no summary; "the
+benchmark ran" is then judged from the watcher's stop and the trace's workers (all 2 x T
+seen), and the run's length is the phase's.  Where the run is stopped, the figure
+``stopped_at_s`` says when, and ``converged_after_s`` (the trace's) stays the convergence time.
+numa02 keeps its 60 s: in the recorded runs its local share is 0.85 or more from the first
+2 s sample on (bench/results/bench_numa_holds-20261126-080114.json), i.e. set by first touch before threads
+have moved; what the 60 s buys is threads moving and their memory following, and the
+samples do not show when that is decided, so a shorter phase would weaken the check.
+
 Where numa01 ends unconverged with NUMA balancing on, the work the emulation gave it is
 measured: hinting faults per worker thread per scan period (scan_period_max_ms).  Under one,
 NUMA balancing had nothing to place a thread by (MIN_FAULTS_PER_PERIOD): convergence is
@@ -101,6 +143,10 @@ CONVERGED_HERE = (
     "a thread of each process was left on the other's nodes with its memory migrated after it, "
     "where NUMA balancing found no better place, or the processes took nodes 40 apart"
 )
+# numa01 stops once converged and held (docstring, "When numa01 stops"): at least HOLD_MIN
+# seconds, and long enough that the verdict's final window lies inside the hold.
+HOLD_MIN = 30
+WATCH_S = 1  # the watcher's sampling period
 PROC_MB = 16  # perf's -P (the seed: 3072)
 PHASE2 = "numa02"
 SECONDS2 = 60
@@ -141,6 +187,70 @@ VMSTAT = (
     "numa_pages_migrated",
     "pgmigrate_success",
 )
+
+
+def hold_needed(before: float, final: float = FINAL, hold_min: float = HOLD_MIN) -> float:
+    """How long numa01's placement must stay converged before the watcher stops it, when it
+    converged *before* seconds after perf started: the verdict's final window (the last
+    *final* share of the run) then lies inside the hold (docstring: the derivation)."""
+    return max(float(hold_min), final / (1 - final) * before)
+
+
+# The guest's watcher: decides when numa01 has been converged long enough (busybox awk).
+# Input, every WATCH_S: 't UPTIME', one 'w PROC STATLINE' per worker (its
+# /proc/TGID/task/TID/stat: field 39, the CPU it runs on or last ran on), then 'e'.
+# -v: cpunode ('CPU:NODE ...'), need (nodes a process needs), workers (how many), start
+# (the uptime perf started at), hold_min, ratio (FINAL / (1 - FINAL)), kill (the pids to
+# SIGTERM on stop; empty: decide only).  Output: its decisions, one a line, times in
+# seconds after start (parsed by watch_figures()).
+WATCH_AWK = r"""
+BEGIN {
+    n = split(cpunode, a, " ")
+    for (i = 1; i <= n; i++) { split(a[i], b, ":"); node[b[1]] = b[2] }
+    since = ""; stopped = 0; now = start
+    printf "watch: %d workers, each process on at most %d node(s), none shared; hold >= max(%d s, %.4f x the time before it)\n", workers, need, hold_min, ratio
+}
+$1 == "t" { now = $2; nw = 0; samples++; split("", seen); split("", nodes_of); split("", holders); next }
+$1 == "w" {
+    line = $0; sub(/^.*\) /, "", line)  # past "pid (comm) ": the comm may hold spaces
+    split(line, f, " "); cpu = f[37]  # field 39
+    if (!(cpu in node)) next
+    k = $2 SUBSEP node[cpu]
+    if (!(k in seen)) { seen[k] = 1; nodes_of[$2]++; holders[node[cpu]]++ }
+    nw++; next
+}
+$1 == "e" {
+    ok = (nw == workers)
+    for (p in nodes_of) if (nodes_of[p] > need) ok = 0
+    for (x in holders) if (holders[x] > 1) ok = 0
+    if (ok && since == "") { since = now; printf "converged at %.1f s\n", since - start }
+    else if (!ok && since != "") { printf "left at %.1f s, converged since %.1f s\n", now - start, since - start; since = "" }
+    if (ok) {
+        hold = ratio * (since - start); if (hold < hold_min) hold = hold_min
+        if (now - since >= hold) {
+            printf "stop at %.1f s: converged since %.1f s, held %.1f s >= %.1f s (%d samples)\n", now - start, since - start, now - since, hold, samples
+            stopped = 1
+            if (kill != "") system("kill -TERM " kill " 2>/dev/null")
+            exit
+        }
+    }
+}
+END {
+    if (!stopped) printf "end at %.1f s: perf ended at its cap, %s (%d samples)\n", now - start, since == "" ? "unconverged" : sprintf("converged since %.1f s", since - start), samples
+}
+"""
+STOP = re.compile(r"stop at ([\d.]+) s: converged since ([\d.]+) s, held ([\d.]+) s")
+
+
+def watch_figures(text: str) -> dict:
+    """The watcher's decisions (numa01.watch): when it stopped numa01 and since when it saw
+    the placement converged, in seconds after perf started (None: it did not stop it)."""
+    m = next((STOP.match(ln) for ln in text.splitlines() if STOP.match(ln)), None)
+    return {
+        "stopped_at_s": float(m.group(1)) if m else None,
+        "watch_converged_s": float(m.group(2)) if m else None,
+        "held_s": float(m.group(3)) if m else None,
+    }
 
 
 def perf_figures(out: str) -> dict[str, float]:
@@ -533,7 +643,7 @@ class NumaBalancing(Scenario):
     filters = {"sched_migrate_task": 'comm ~ "thread*" || comm ~ "process*" || comm == "numa-mem"'}
     tools = ["perf"]
     workloads = False
-    timeout = 480  # numa01 180 s + numa02 60 s, the boot and the trace
+    timeout = 480  # numa01's 180 s cap + numa02 60 s, the boot and the trace
 
     def steps(self, topo):
         knobs = "\n".join(f"lab_sysctl {k} {v}" for k, v in KNOBS.items() if k != ON)
@@ -550,10 +660,12 @@ NCPU=$(labsel count "$(labsel all)")
 THREADS=$((NCPU / 2))
 echo "$THREADS" > threads_per_proc
 # Each node's CPUs split in halves, one half per instance: numa01 starts mixed.
-MIX_A=""; MIX_B=""
+# CPUNODE ("CPU:NODE ...") and NEED (nodes a process of THREADS needs) for the watcher.
+MIX_A=""; MIX_B=""; CPUNODE=""; NODE_MIN=0
 for n in $(labsel nodes | tr , ' '); do
     cpus=$(labsel node "$n" | tr , ' '); k=0; i=0
-    for c in $cpus; do k=$((k + 1)); done
+    for c in $cpus; do k=$((k + 1)); CPUNODE="$CPUNODE $c:$n"; done
+    if [ "$NODE_MIN" = 0 ] || [ "$k" -lt "$NODE_MIN" ]; then NODE_MIN=$k; fi
     k=$((k / 2))
     for c in $cpus; do
         if [ "$i" -lt "$k" ]; then MIX_A="$MIX_A,$c"; else MIX_B="$MIX_B,$c"; fi
@@ -561,6 +673,7 @@ for n in $(labsel nodes | tr , ' '); do
     done
 done
 MIX_A=${{MIX_A#,}}; MIX_B=${{MIX_B#,}}; ALL=$(labsel all)
+NEED=$(((THREADS + NODE_MIN - 1) / NODE_MIN))
 # mix A B: put each perf worker on its instance's half of every node as it appears (perf
 # binds its workers to every CPU when they start), then, all there, free them on all CPUs.
 mix() {{
@@ -585,19 +698,46 @@ mix() {{
     for tid in $done_; do taskset -p -c "$ALL" "$tid" > /dev/null 2>&1; done
     echo "freed at uptime $(cut -d' ' -f1 /proc/uptime)" >> {PHASE}.mixed
 }}
+# sample A B: every {WATCH_S} s while both instances run, each worker's stat line (the CPU
+# it is on: field 39) for the watcher; WL lists "PROC:/proc/TGID/task/TID/stat".
+sample01() {{
+    while kill -0 "$1" 2>/dev/null && kill -0 "$2" 2>/dev/null; do
+        read -r up_ rest_ < /proc/uptime
+        echo "t $up_"
+        for w in $WL; do
+            l_=""; read -r l_ 2>/dev/null < "${{w#*:}}" && echo "w ${{w%%:*}} $l_"
+        done
+        echo e
+        sleep {WATCH_S}
+    done
+}}
 # numa01's two processes as two perf instances: one perf's processes also share its
 # bookkeeping (docstring).  Each instance writes outside $LAB_OUT: the step's .out and
-# .err carry both, once.
+# .err carry both, once.  Once the placement has been converged long enough the watcher
+# (awk, WATCH_AWK) ends both instances: perf has no graceful early stop (docstring).
 numa01() {{
+    read -r S0 rest_ < /proc/uptime
     perf bench numa mem --no-data_rand_walk -p 1 -t "$THREADS" -G 0 -P {PROC_MB} -T 0 -l 1000000 -c -s {SECONDS} > /tmp/{PHASE}.a 2> /tmp/{PHASE}.a.err &
     A=$!
     perf bench numa mem --no-data_rand_walk -p 1 -t "$THREADS" -G 0 -P {PROC_MB} -T 0 -l 1000000 -c -s {SECONDS} > /tmp/{PHASE}.b 2> /tmp/{PHASE}.b.err &
     B=$!
     mix $A $B
+    WL=""
+    for tid in $done_; do
+        if [ -e "/proc/$tga/task/$tid" ]; then WL="$WL 0:/proc/$tga/task/$tid/stat"; else WL="$WL 1:/proc/$tgb/task/$tid/stat"; fi
+    done
+    sample01 $A $B | awk -v cpunode="$CPUNODE" -v need="$NEED" -v workers="$n" -v start="$S0" \
+        -v hold_min={HOLD_MIN} -v ratio={FINAL / (1 - FINAL):.6f} -v kill="$A $B $tga $tgb" '{WATCH_AWK}' > {PHASE}.watch &
+    W=$!
     wait $A; ra=$?
     wait $B; rb=$?
+    wait $W
     cat /tmp/{PHASE}.a /tmp/{PHASE}.b
     cat /tmp/{PHASE}.a.err /tmp/{PHASE}.b.err >&2
+    # Ended by the watcher: SIGTERM (143), or perf's own end in the same instant.
+    if grep -q '^stop at' {PHASE}.watch; then
+        case "$ra.$rb" in 0.0|0.143|143.0|143.143) return 0 ;; *) return 1 ;; esac
+    fi
     [ $ra = 0 ] && [ $rb = 0 ]
 }}
 lab_trace_on {PHASE}
@@ -620,6 +760,10 @@ lab_trace_off {PHASE2}
         step = r.step(PHASE)
         # A figure (mixed_start), judged nowhere: runs from before the mixed start lack it.
         mixed = r.text(f"{PHASE}.mixed", optional=True)
+        # The watcher's decisions: runs from before it lack the file (they ran to the cap).
+        watch_text = r.text(f"{PHASE}.watch", optional=True)
+        watch = watch_figures(watch_text)
+        stopped = watch["stopped_at_s"] is not None
         pf = perf_figures(step.out)
         run_s, phase_s = pf.get("runtime-max/thread"), r.phase_seconds(PHASE)
         paths = r.task_paths(PHASE)  # parsed once: thread_nodes() and converged_since() read it
@@ -644,6 +788,22 @@ lab_trace_off {PHASE2}
         conv.figures["hint_faults_per_thread_per_scan_period"] = None if per is None else round(per, 2)
         if not conv.ok and not balancing_off(r):
             conv.inconclusive = too_little_work(per, vmf["numa_hint_faults"], 2 * tpp, run, period)
+        conv.figures["watch_converged_s"] = watch["watch_converged_s"]
+        # Ran: perf's summary (it ran to its cap), or, ended early by the watcher (perf has no
+        # graceful early stop: no summary), the watcher's stop and every worker in the trace.
+        ran_note = ""
+        if step.rc != 0:
+            ran_note = f"{PHASE} exited {step.rc}"
+        elif stopped and len(threads) != 2 * tpp:
+            ran_note = f"stopped by the watcher, but the trace shows {len(threads)} of {2 * tpp} workers"
+        elif not stopped and run_s is None:
+            ran_note = "perf printed no summary and the watcher did not stop it"
+        ran = not ran_note
+        if stopped:
+            conv.evidence.insert(
+                0, f"the watcher saw it converged from {watch['watch_converged_s']} s and stopped numa01 at "
+                f"{watch['stopped_at_s']} s (cap {SECONDS} s)"
+            )
         if since is not None:
             conv.evidence.insert(
                 0, f"converged {since} s into the {run_s or phase_s or 0:.0f} s run and stayed so"
@@ -659,8 +819,9 @@ lab_trace_off {PHASE2}
             knobs_written(r),
             Expectation(
                 "the benchmark ran (numa01 shape)",
-                step.rc == 0 and run_s is not None,
+                ran,
                 evidence=[ln for ln in mixed.splitlines() if ln.strip()]
+                + [ln for ln in watch_text.splitlines() if ln.strip()][-4:]
                 + [ln for ln in step.err.splitlines() if ln.strip()][-5:],
                 figures={
                     "processes": 2,
@@ -670,7 +831,10 @@ lab_trace_off {PHASE2}
                     "runtime_max_s": run_s,
                     "phase_s": round(phase_s or 0, 2),
                     "total_GBps": pf.get("total-speed"),
+                    "stopped_at_s": watch["stopped_at_s"],
+                    "cap_s": SECONDS,
                 },
+                note="" if ran else ran_note,
             ),
             Expectation(
                 "NUMA balancing was active (hinting faults, task moves)",

@@ -495,6 +495,154 @@ def test_numa_balancing_convergence_ends_when_the_first_worker_exits():
     assert window[1] == 10.0 and threads[2]["node"] == 2
 
 
+BUSYBOX = shutil.which("busybox")
+
+
+def _stat(cpu: int, comm: str = "thread 0/1") -> str:
+    """A /proc/TGID/task/TID/stat line whose field 39 (the CPU) is *cpu*."""
+    fields = ["S", *["0"] * 49]
+    fields[36] = str(cpu)  # field 3 is fields[0]
+    return f"4242 ({comm}) " + " ".join(fields)
+
+
+def _watch(samples: list[tuple[float, list[int], list[int]]], start: float = 100.0) -> list[str]:
+    """numa01's watcher (the job's awk) on numa4-96-micro (node n = CPUs 4n..4n+3), fed one
+    sample per (uptime, process 0's CPUs, process 1's CPUs); its decisions, one a line."""
+    mod = module_of(sc.load("numa-balancing"))
+    text = "".join(
+        f"t {t}\n" + "".join(f"w 0 {_stat(c, 'thread 0/1 (x)')}\n" for c in a) + "".join(f"w 1 {_stat(c)}\n" for c in b) + "e\n"
+        for t, a, b in samples
+    )
+    cpunode = " ".join(f"{c}:{c // 4}" for c in range(16))
+    r = subprocess.run(
+        [BUSYBOX, "awk", "-v", f"cpunode={cpunode}", "-v", "need=2", "-v", "workers=16", "-v", f"start={start}",
+         "-v", f"hold_min={mod.HOLD_MIN}", "-v", f"ratio={mod.FINAL / (1 - mod.FINAL):.6f}", "-v", "kill=", mod.WATCH_AWK],
+        input=text, capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    return r.stdout.splitlines()
+
+
+MIXED = ([0, 1, 4, 5, 8, 9, 12, 13], [2, 3, 6, 7, 10, 11, 14, 15])  # both processes on every node
+APART = ([0, 1, 2, 3, 4, 5, 6, 7], [8, 9, 10, 11, 12, 13, 14, 15])  # nodes 0+1 and 2+3
+
+
+@pytest.mark.skipif(BUSYBOX is None, reason="busybox missing: the guest's awk is busybox's")
+def test_numa01_watcher_stops_once_converged_and_held():
+    """Mixed for 10 s, converged 10 s and left (a stretch shorter than HOLD_MIN: no stop),
+    converged again from 130 s (30 s after perf started): the hold needed is max(30, 30/3)
+    = 30 s, so the watcher stops at 160 s (60 s after the start), not before."""
+    samples = [(100.0 + i, *MIXED) for i in range(10)]
+    samples += [(110.0 + i, *APART) for i in range(10)]
+    samples += [(120.0 + i, *MIXED) for i in range(10)]
+    samples += [(130.0 + i, *APART) for i in range(60)]
+    out = _watch(samples)
+    assert out[1:] == [
+        "converged at 10.0 s",
+        "left at 20.0 s, converged since 10.0 s",
+        "converged at 30.0 s",
+        "stop at 60.0 s: converged since 30.0 s, held 30.0 s >= 30.0 s (61 samples)",
+    ]
+    mod = module_of(sc.load("numa-balancing"))
+    assert mod.watch_figures("\n".join(out)) == {"stopped_at_s": 60.0, "watch_converged_s": 30.0, "held_s": 30.0}
+
+
+@pytest.mark.skipif(BUSYBOX is None, reason="busybox missing: the guest's awk is busybox's")
+def test_numa01_watcher_waits_longer_after_a_late_convergence_and_never_stops_unconverged():
+    """Converged 120 s after perf started: the final window (the run's last quarter) lies
+    inside the hold once it is 120/3 = 40 s, not HOLD_MIN's 30.  A run that never
+    converges, or where a worker is missing from a sample, runs to perf's cap."""
+    samples = [(100.0 + i, *MIXED) for i in range(120)] + [(220.0 + i, *APART) for i in range(60)]
+    assert _watch(samples)[-1] == "stop at 160.0 s: converged since 120.0 s, held 40.0 s >= 40.0 s (161 samples)"
+    assert _watch([(100.0 + i, *MIXED) for i in range(50)])[1:] == ["end at 49.0 s: perf ended at its cap, unconverged (50 samples)"]
+    short = (APART[0][:-1], APART[1])  # a worker gone (exited): not a converged placement
+    assert _watch([(100.0 + i, *short) for i in range(50)])[-1] == "end at 49.0 s: perf ended at its cap, unconverged (50 samples)"
+    mod = module_of(sc.load("numa-balancing"))
+    assert mod.watch_figures("end at 49.0 s: perf ended at its cap, unconverged") == {
+        "stopped_at_s": None, "watch_converged_s": None, "held_s": None}  # fmt: skip
+
+
+def test_numa01_hold_puts_the_verdicts_final_window_inside_it():
+    """The derivation in the docstring: a run from S that converged P s in and is stopped
+    after hold_needed(P) has its final FINAL share, [E - FINAL (E - S), E], inside the hold."""
+    mod = module_of(sc.load("numa-balancing"))
+    assert mod.hold_needed(0) == mod.HOLD_MIN == 30 and mod.hold_needed(90) == 30 and mod.hold_needed(150) == 50
+    for p in [0.0, 5.0, 30.0, 89.9, 90.0, 120.0, 149.5]:
+        s = 3.0
+        c = s + p
+        e = c + mod.hold_needed(p)
+        lo = e - mod.FINAL * (e - s)
+        assert lo >= c - 1e-9, (p, lo, c)
+    assert mod.hold_needed(120) == pytest.approx(40.0)  # exactly at the bound: the window starts at C
+    c, e = 3.0 + 120, 3.0 + 120 + 40
+    assert e - mod.FINAL * (e - 3.0) == pytest.approx(c)
+
+
+def test_numa01_job_runs_the_watcher_on_the_workers():
+    mod = module_of(sc.load("numa-balancing"))
+    job = sc.load("numa-balancing").steps(topology.load("numa4-96-micro"))
+    assert "sample01 $A $B | awk -v cpunode=\"$CPUNODE\" -v need=\"$NEED\"" in job
+    assert mod.WATCH_AWK in job and "'" not in mod.WATCH_AWK  # inside the job's single quotes
+    assert "-v hold_min=30 -v ratio=0.333333" in job and "> numa01.watch &" in job
+    assert "-s 180 > /tmp/numa01.a" in job  # SECONDS stays perf's cap
+
+
+def _stopped_early(tmp_path, watch: str, out: str = "", rc: int = 0, cpus_b=(16, 17)):
+    """numa01 ended by the watcher: perf killed (no summary), its workers exiting at t=11."""
+    files = {
+        **NB_COMMON,
+        "numa01.rc": f"{rc}\n",
+        "numa01.out": out,
+        "numa01.watch": watch,
+        "trace.numa01.txt": _two_instances([0, 1], list(cpus_b))
+        + line("thread 0/0", 500, 0, 2.0, "sched_swap_numa",
+               "src_pid=500 src_tgid=400 src_ngid=0 src_cpu=0 src_nid=0 dst_pid=600 dst_tgid=410 "
+               "dst_ngid=0 dst_cpu=16 dst_nid=2"),  # fmt: skip
+    }
+    return fake_run(tmp_path, "numa-balancing", "numa4-96-mini", files)
+
+
+WATCH_STOP = (
+    "watch: 4 workers, each process on at most 1 node(s), none shared; hold >= max(30 s, 0.3333 x the time before it)\n"
+    "converged at 5.0 s\nstop at 35.0 s: converged since 5.0 s, held 30.0 s >= 30.0 s (36 samples)\n"
+)
+
+
+def test_numa_balancing_stopped_early_by_the_watcher_is_judged_from_the_trace(tmp_path):
+    """No perf summary (the watcher ended perf), the watcher's stop and all four workers in
+    the trace: the benchmark ran, and the trace's placement PASSes with its own convergence
+    time; the watcher's times are figures."""
+    o = _stopped_early(tmp_path, WATCH_STOP)
+    assert sc.verdict_of(o.exps)[0] == "PASS", [e.to_dict() for e in o.exps if not e.ok]
+    ran = o.by["the benchmark ran (numa01 shape)"]
+    assert ran.ok and ran.note == ""
+    assert (ran.figures["runtime_max_s"], ran.figures["stopped_at_s"], ran.figures["cap_s"]) == (None, 35.0, 180)
+    assert ran.figures["phase_s"] == 10.5 and "stop at 35.0 s: converged since 5.0 s, held 30.0 s >= 30.0 s (36 samples)" in ran.evidence
+    conv = o.by["each process's threads end on their own node(s) (convergence)"]
+    assert conv.ok and conv.figures["converged_after_s"] == 0.0 and conv.figures["watch_converged_s"] == 5.0
+    assert conv.evidence[:2] == [
+        "converged 0.0 s into the 10 s run and stayed so",
+        "the watcher saw it converged from 5.0 s and stopped numa01 at 35.0 s (cap 180 s)",
+    ]
+    # The trace judges, not the watcher: stopped on a placement the trace has shared.
+    (tmp_path / "b").mkdir()
+    o = _stopped_early(tmp_path / "b", WATCH_STOP, cpus_b=(1, 17))
+    assert sc.verdict_of(o.exps)[0] == "FAIL"
+    assert o.by["the benchmark ran (numa01 shape)"].ok
+    assert not o.by["each process's threads end on their own node(s) (convergence)"].ok
+
+
+def test_numa_balancing_without_a_summary_or_a_stop_did_not_run(tmp_path):
+    o = _stopped_early(tmp_path, "end at 10.0 s: perf ended at its cap, unconverged\n")
+    ran = o.by["the benchmark ran (numa01 shape)"]
+    assert not ran.ok and ran.note == "perf printed no summary and the watcher did not stop it"
+    (tmp_path / "b").mkdir()
+    o = _stopped_early(tmp_path / "b", WATCH_STOP, rc=1)
+    assert o.by["the benchmark ran (numa01 shape)"].note == "numa01 exited 1"
+    (tmp_path / "c").mkdir()
+    o = _stopped_early(tmp_path / "c", WATCH_STOP, cpus_b=(16,))  # threads_per_proc says 2
+    assert o.by["the benchmark ran (numa01 shape)"].note == "stopped by the watcher, but the trace shows 3 of 4 workers"
+
+
 def test_numa02_memory_follows_its_threads_passes_with_the_seeds_figures(tmp_path):
     o = fake_run(tmp_path, "numa-balancing", "numa4-96-mini", NB_COMMON)
     e = o.by[NB02]

@@ -17,7 +17,7 @@ from lab.cli import main
 
 from .procs import qemu_running
 
-# numa-balancing runs only in KNOWN_VERDICTS below (4.5 minutes a run).
+# numa-balancing runs only in KNOWN_VERDICTS below (about 3 minutes a PASS run, 4.5 a FAIL run).
 X86_SEEDS = {
     "llc-spread-pinned": "zen3-2s-mini",
     "preferred-node-migrations": "epyc7551-8n-mini",
@@ -191,6 +191,10 @@ def test_seed_verdict_is_the_known_one(debian_kernel, name, topo, kernel, want, 
             assert conv["figures"]["first_converged_s"] is not None, conv
             if conv["figures"]["converged_after_s"] is None:
                 assert conv["evidence"][0].startswith("first converged "), conv
+            # numa01 stops once converged and held (the watcher), else at its cap.
+            ran = next(e for e in res["expectations"] if e["name"] == "the benchmark ran (numa01 shape)")
+            stopped = ran["figures"]["stopped_at_s"]
+            assert stopped is None or stopped < ran["figures"]["cap_s"], ran
     else:  # the mechanism's expectation failed, saying why, and nothing else did
         assert {e["name"] for e in failed} == MECHANISM[name], failed
         assert all(e["note"] for e in failed), failed
@@ -201,6 +205,9 @@ def test_seed_verdict_is_the_known_one(debian_kernel, name, topo, kernel, want, 
             assert knobs["figures"]["numa_balancing"] == "off", knobs
             conv = next(e for e in failed if "convergence" in e["name"])
             assert "with NUMA balancing off" in conv["note"], conv
+            # never converged and held: numa01 ran to its cap, perf's summary says how long
+            ran = next(e for e in res["expectations"] if e["name"] == "the benchmark ran (numa01 shape)")
+            assert ran["figures"]["stopped_at_s"] is None and ran["figures"]["runtime_max_s"] >= 180, ran
 
 
 @pytest.mark.vm
