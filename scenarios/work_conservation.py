@@ -102,6 +102,7 @@ lab_trace_off
             first = ev.ts if first is None else first
             last = ev.ts
         wc = acc.work_conservation(first or 0.0, last or 0.0) if last is not None else None
+        waited = acc.starvation(first or 0.0, last or 0.0)["longest_s"] if last is not None else 0.0
         step = r.step("hackbench")
         ran = step.rc == 0 and wc is not None and wc["observed_cpu_s"] > 0
         share = wc["llc"]["share"] if wc else 0.0
@@ -129,6 +130,8 @@ lab_trace_off
                 else f"CPUs sat idle while a task allowed on them waited in their LLC {share:.0%} of the observed CPU time"
                 + (" (isolcpus= on the kernel command line: those CPUs have no sched domains, the known-bad knob)" if isolated
                    else " (no balance pulled the waiting tasks to them)"),
+                # No task ever waited runnable: no CPU could have idled beside one.
+                vacuous="" if waited > 0 or not ran else "no task waited runnable: there was nothing to keep CPUs busy with",
                 claim=True,
             ),
         ]

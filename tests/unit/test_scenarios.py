@@ -2035,3 +2035,12 @@ def test_numa_locality_job_starts_each_group_on_the_next_node_and_keeps_the_knob
     mod = module_of(s)
     assert mod.local_since([(1.0, 2), (2.0, 5), (3.0, 4), (4.0, 6)], 5, 0.5) == (1.5, 3.5)
     assert mod.local_since([(1.0, 5), (2.0, 4)], 5, 0.0) == (1.0, None)
+
+
+def test_work_conservation_without_any_wait_cannot_pass(tmp_path):
+    """A trace where no task ever waited runnable: the claim could not have failed, so the
+    run is INCONCLUSIVE (no claim judged), not PASS."""
+    o = _wc_run(tmp_path, _wc_trace([]))
+    e = o.by[CLAIM_WC]
+    assert e.ok and e.vacuous == "no task waited runnable: there was nothing to keep CPUs busy with"
+    assert sc.verdict_of(o.exps)[0] == "INCONCLUSIVE"
