@@ -429,14 +429,14 @@ def _cache_sizes(ctx: _Ctx, raw: Any, cpus: list[Cpu], arch: str) -> tuple[tuple
             raise ctx.err(fn, f"CPU {missing[0]} has no {name} size ({len(missing)} CPUs missing): give every CPU one")
         level = SIZED_CACHES[name]
         first: dict[object, int] = {}
-        for c in cpus:
-            key = c.core if level == "core" else c.llc
-            other = first.setdefault(key, c.id)
-            if per[other] != per[c.id]:
+        for cpu in cpus:
+            key = cpu.core if level == "core" else cpu.llc
+            other = first.setdefault(key, cpu.id)
+            if per[other] != per[cpu.id]:
                 raise ctx.err(
                     fn,
-                    f"CPUs {other} and {c.id} share an {name} (one {'core' if level == 'core' else 'LLC'}) "
-                    f"but are given {per[other]}K and {per[c.id]}K",
+                    f"CPUs {other} and {cpu.id} share an {name} (one {'core' if level == 'core' else 'LLC'}) "
+                    f"but are given {per[other]}K and {per[cpu.id]}K",
                 )
         out.append((name, tuple(sorted(per.items()))))
     return tuple(sorted(out))
