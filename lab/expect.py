@@ -17,7 +17,7 @@ from . import cpulist
 from . import levels as lv
 from .render.qemu import AMD_MODEL, AMD_TCG_MODELS, INTEL_MODEL, VmPlan, amd_tcg_model
 from .sysfs import Cache, CpuView, Domain, MachineView
-from .topology import Topology
+from .topology import CACHE_LEAVES, Topology
 
 # Flags verify compares; the rest are recorded in the JSON but not judged.
 KEY_FLAGS = (
@@ -464,15 +464,12 @@ def _capacity_checks(topo: Topology, v: MachineView) -> list[Check]:
     return [Check("CPU capacities", want, got, not bad)]
 
 
-LEAF = {"L1d": (1, "Data"), "L1i": (1, "Instruction"), "L2": (2, "Unified"), "L3": (3, "Unified")}
-
-
 def _cache_size_checks(topo: Topology, v: MachineView) -> list[Check]:
     """Each cache level the spec gives sizes for ([caches] sizes, arm64's device tree):
     every CPU's cache/indexN/size in the guest."""
     checks = []
     for name, per_cpu in topo.cache_kb:
-        level, kind = LEAF[name]
+        level, kind = CACHE_LEAVES[name]
         by_kb: dict[int, list[int]] = {}
         for c, kb in per_cpu:
             by_kb.setdefault(kb, []).append(c)

@@ -313,16 +313,13 @@ def _import_caches_lines(snc: bool, split: bool, per_thread: list[str], sizes: d
     return lines
 
 
-SIZED = {(1, "Data"): "L1d", (1, "Instruction"): "L1i", (2, "Unified"): "L2", (3, "Unified"): "L3"}
-
-
 def _captured_sizes(view: MachineView, cpus: list[int], cores, llcs, notes: list[str]) -> dict[str, dict[int, int]]:
     """An arm64 capture's cache sizes as the spec's [caches] sizes (the guest's device tree
     gives them): per level, every CPU's size, for the levels lab's tree describes and the
     capture sizes on every CPU; a level whose size differs inside a core (L1, L2) or an
     LLC (L3) is left at lab's default and named."""
     out: dict[str, dict[int, int]] = {}
-    for (level, kind), name in SIZED.items():
+    for name, (level, kind) in topology.CACHE_LEAVES.items():
         per = {
             c: x.size_kb
             for c in cpus
@@ -349,7 +346,7 @@ def _size_text(kb: int) -> str:
 def sizes_toml(sizes: dict[str, dict[int, int]]) -> str:
     """[caches] sizes = { L1d = "64K", L2 = { "0-3" = "128K", "4-7" = "512K" }, L3 = "4M" }."""
     parts = []
-    for name in ("L1d", "L1i", "L2", "L3"):
+    for name in topology.CACHE_LEAVES:
         per = sizes.get(name)
         if not per:
             continue
@@ -478,9 +475,8 @@ def mini(topo: topology.Topology, name: str, max_cpus: int = MINI_MAX_CPUS) -> s
     mini_notes = []
     if topo.numbering == "explicit":
         mini_notes.append("the full machine numbers CPUs explicitly; the mini numbers them linearly")
-    per_cpu_sizes = [n for n, per in topo.cache_kb if len({kb for _, kb in per}) > 1]
-    if per_cpu_sizes:
-        mini_notes.append(f"{', '.join(per_cpu_sizes)} sizes differ between the full machine's CPUs: the mini's are lab's defaults")
+    if topo.uneven_cache_sizes:
+        mini_notes.append(f"{', '.join(topo.uneven_cache_sizes)} sizes differ between the full machine's CPUs: the mini's are lab's defaults")
     if mini_notes:
         lines.append(f"notes = {toml_str('; '.join(mini_notes))}")
     text = "\n".join(lines) + "\n"
@@ -579,9 +575,8 @@ def nearest(topo: topology.Topology, name: str) -> tuple[str, list[str]]:
                        "taken from the capture's (same socket, other socket)")  # fmt: skip
     if topo.dmips_mhz and shape.cpus != topo.n_cpus:
         changes.append("per-CPU capacities are not kept (the CPUs are not the capture's)")
-    per_cpu_sizes = [n for n, per in topo.cache_kb if len({kb for _, kb in per}) > 1]
-    if per_cpu_sizes:
-        changes.append(f"{', '.join(per_cpu_sizes)} sizes per CPU are not kept (the CPUs are not the capture's)")
+    if topo.uneven_cache_sizes:
+        changes.append(f"{', '.join(topo.uneven_cache_sizes)} sizes per CPU are not kept (the CPUs are not the capture's)")
     lines = [header, f"name = {toml_str(name)}",
              f"description = {toml_str(f'nearest buildable machine to {topo.name}: {shape.cpus} CPUs')}",
              f"arch = {toml_str(topo.arch)}", "", "[cpu]", f"vendor = {toml_str(topo.vendor)}",
@@ -641,7 +636,7 @@ def _caches_table(topo: topology.Topology, per_cpu: bool = True) -> list[str]:
     """The [caches] table of a spec lab writes from *topo*; *per_cpu* False where the CPUs
     are not *topo*'s (a mini, a renumbered nearest machine): sizes only where a level has
     one size on every CPU."""
-    sizes = {n: dict(per) for n, per in topo.cache_kb if per_cpu or len({kb for _, kb in per}) == 1}
+    sizes = {n: dict(per) for n, per in topo.cache_kb if per_cpu or n not in topo.uneven_cache_sizes}
     if not (topo.snc or topo.per_thread or topo.split_llc or sizes):
         return []
     out = ["[caches]"]

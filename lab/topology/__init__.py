@@ -7,6 +7,7 @@ Both are re-exported here, so ``from lab.topology import Topology, load`` and
 
 from .model import (
     AMD_ZEN_RECLAIM_DISTANCE,
+    CACHE_LEAVES,
     NUMBERINGS,
     RECLAIM_DISTANCE,
     VENDORS,
@@ -32,7 +33,7 @@ from .spec import (
 )
 
 __all__ = [
-    "AMD_ZEN_RECLAIM_DISTANCE", "CACHE_NAMES", "MAX_DMIPS_MHZ", "NUMBERINGS", "RECLAIM_DISTANCE", "VENDORS",
+    "AMD_ZEN_RECLAIM_DISTANCE", "CACHE_LEAVES", "CACHE_NAMES", "MAX_DMIPS_MHZ", "NUMBERINGS", "RECLAIM_DISTANCE", "VENDORS",
     "Cpu", "Provenance", "Shape", "SpecError", "Topology",
     "catalog", "catalog_names", "flatten_clusters", "fmt", "from_dict", "irregularities", "load", "loads", "parse_cpus", "resolve",
 ]  # fmt: skip

@@ -100,6 +100,11 @@ class Provenance:
     derived_from: str = ""
 
 
+# The cache levels a spec can size ([caches] sizes) and the sysfs leaf each is:
+# cache/indexN/level and type.
+CACHE_LEAVES = {"L1d": (1, "Data"), "L1i": (1, "Instruction"), "L2": (2, "Unified"), "L3": (3, "Unified")}
+
+
 @dataclass(frozen=True)
 class Topology:
     name: str
@@ -147,6 +152,12 @@ class Topology:
             return {}
         top = max(v for _, v in self.dmips_mhz)
         return {c: (v << 10) // top for c, v in self.dmips_mhz}
+
+    @property
+    def uneven_cache_sizes(self) -> list[str]:
+        """The levels whose [caches] sizes differ between CPUs (a per-CPU table no machine
+        with other CPUs can keep)."""
+        return [n for n, per in self.cache_kb if len({kb for _, kb in per}) > 1]
 
     def cache_size_kb(self, name: str, cpu: int) -> int | None:
         """The size in KiB the spec gives CPU *cpu*'s cache *name* ("L2"), else None."""

@@ -32,7 +32,7 @@ from ..limits import (
     read_file,
     show,
 )
-from .model import NUMBERINGS, SHAPE_FIELDS, VENDORS, Cpu, Provenance, Shape, Topology
+from .model import CACHE_LEAVES, NUMBERINGS, SHAPE_FIELDS, VENDORS, Cpu, Provenance, Shape, Topology
 
 
 class SpecError(UserError):
@@ -44,7 +44,7 @@ CACHE_KEYS = {"snc", "per_thread", "split_llc", "sizes"}
 CACHE_NAMES = ("L1d", "L1i", "L2")
 # [caches] sizes: the levels lab's arm64 device tree describes, and the group each is
 # one of (the tree gives each core its L1s and an L2, each LLC an L3).
-SIZED_CACHES = {"L1d": "core", "L1i": "core", "L2": "core", "L3": "llc"}
+SIZED_CACHES = {name: "llc" if name == "L3" else "core" for name in CACHE_LEAVES}
 MAX_CACHE_KB = 4 * 1024 * 1024 - 1  # cache-size is a u32 of bytes in the device tree
 CPU_KEYS = {"vendor", "model", "family", "gic", "capacity"}
 SHAPE_KEYS = {*SHAPE_FIELDS, "numbering", "cpus"}

@@ -39,6 +39,19 @@ def test_verify_big_little_capacities_and_asym_flags():
     assert checks["L3 sizes"]["ok"] and checks["L3 sizes"]["expected"] == "0-7: 4096K"
 
 
+def _import_and_verify(cap, tmp_path) -> dict:
+    """`lab topo import` of the capture *cap*, then `lab verify` of the spec: every check
+    passed; the checks by name."""
+    spec = tmp_path / "phone.toml"
+    r = CliRunner().invoke(main, ["topo", "import", str(cap), "-o", str(spec)])
+    assert r.exit_code == 0, r.output
+    r = CliRunner().invoke(main, ["verify", str(spec), "--json"])
+    assert r.exit_code == 0, r.output[-3000:]
+    doc = json.loads(r.stdout)
+    assert doc["ok"] is True, [c for c in doc["checks"] if not c["ok"]]
+    return {c["name"]: c for c in doc["checks"]}
+
+
 def test_imported_phone_keeps_each_core_type_s_cache_sizes(tmp_path):
     """A capture of a DynamIQ phone (core types with their own L1 and L2 sizes) imports,
     boots and verifies with every CPU's sizes (the device tree carries them)."""
@@ -46,14 +59,7 @@ def test_imported_phone_keeps_each_core_type_s_cache_sizes(tmp_path):
     from test_cache_sizes import phone_capture
 
     cap = phone_capture(tmp_path / "cap")
-    spec = tmp_path / "phone.toml"
-    r = CliRunner().invoke(main, ["topo", "import", str(cap), "-o", str(spec)])
-    assert r.exit_code == 0, r.output
-    r = CliRunner().invoke(main, ["verify", str(spec), "--json"])
-    assert r.exit_code == 0, r.output[-3000:]
-    doc = json.loads(r.stdout)
-    checks = {c["name"]: c for c in doc["checks"]}
-    assert doc["ok"] is True, [c for c in doc["checks"] if not c["ok"]]
+    checks = _import_and_verify(cap, tmp_path)
     assert checks["L2 sizes"]["expected"] == "0-3: 128K | 4-5: 256K | 6-7: 1024K" and checks["L2 sizes"]["ok"]
     assert checks["L1d sizes"]["expected"] == "0-3: 32K | 4-7: 64K" and checks["L1d sizes"]["ok"]
     assert checks["L1i sizes"]["ok"] and checks["L3 sizes"]["ok"] and checks["CPU capacities"]["ok"]
@@ -66,13 +72,6 @@ def test_phone_with_clusters_of_different_sizes_boots_with_them(tmp_path):
     from test_uneven_clusters import uneven_phone
 
     cap = uneven_phone(tmp_path / "cap")
-    spec = tmp_path / "phone.toml"
-    r = CliRunner().invoke(main, ["topo", "import", str(cap), "-o", str(spec)])
-    assert r.exit_code == 0, r.output
-    r = CliRunner().invoke(main, ["verify", str(spec), "--json"])
-    assert r.exit_code == 0, r.output[-3000:]
-    doc = json.loads(r.stdout)
-    checks = {c["name"]: c for c in doc["checks"]}
-    assert doc["ok"] is True, [c for c in doc["checks"] if not c["ok"]]
+    checks = _import_and_verify(cap, tmp_path)
     assert checks["clusters"]["expected"] == "0-3 | 4-5 | 6-7" and checks["clusters"]["ok"]
     assert checks["L2 sizes"]["ok"] and checks["CPU capacities"]["ok"]
