@@ -82,9 +82,9 @@ def adapt(p: VmPlan, version: tuple[int, int, int], *, tcg_wrapper: bool = False
         threads_run = "multi"
         notes.append(
             f"libvirt cannot set TCG threading (-accel tcg,thread=): QEMU's default, one thread per vCPU, "
-            f"runs instead of thread={p.tcg_threads} (slower to boot {p.topo.n_cpus} vCPUs on this host; "
-            "same topology; with more vCPUs than host cores they progress unevenly, which changes "
-            "timing-sensitive placements: compare verdicts with --backend qemu --tcg-threads multi)"
+            f"runs instead of thread={p.tcg_threads} (same topology; {p.topo.n_cpus} vCPU threads on this "
+            "host's cores progress unevenly, and on a loaded host such a boot has hung; compare "
+            "timing-sensitive verdicts with --backend qemu --tcg-threads multi)"
         )
     return replace(p, tcg_threads=threads_run, notes=tuple(notes))
 
@@ -237,9 +237,10 @@ def tcg_wrapper_script(qemu_binary: str, threads: str) -> str:
     <qemu:commandline> is ignored.  Named as the domain's <emulator>, this script adds
     ``thread=`` to libvirt's own -accel tcg and execs QEMU (same pid, same arguments
     otherwise; libvirt's capability probe, which passes no -accel, runs QEMU unchanged).
-    Without it a 32-vCPU guest on a 2-core host ran MTTCG: slower to boot than one TCG
-    thread, and under a loaded host it hung at boot (RCU stalls, a CPU's timer never
-    firing), where the QEMU backend's thread=single booted."""
+    Without it a 32-vCPU guest on a 2-core host ran MTTCG, and under a loaded host it hung
+    at boot (RCU stalls, a CPU's timer never firing), where the QEMU backend's
+    thread=single booted.  Speed is not the reason: at load 1-3 a verify took the same
+    time either way (bench/results/bench_backends-20261126-105834.json)."""
 
     return (
         "#!/bin/sh\n"
