@@ -754,6 +754,7 @@ class Runner:
         # A stand-in child (a test's) is no `lab run`: its time is no cell's cost, unless asked.
         self.record_costs = costs is not None or child is None
         self.budget_doc: dict[str, Any] | None = None
+        self.order: list[dict[str, Any]] = []  # the cells to run, in the order they start
         self.connect = connect
         self.progress = progress_of(progress)
         self.child_argv = child or self.lab_run_argv
@@ -830,8 +831,14 @@ class Runner:
                     continue
                 todo.append((c, cost_of(sess.plan), key, kid))
                 vcpus[c.id] = topo.n_cpus
+        costs = self._cell_costs(todo, vcpus)
         if self.budget_s is not None:
-            todo = self._within_budget(todo, vcpus)
+            todo = self._within_budget(todo, costs)
+        # Longest first (a longest-processing-time schedule): a long cell started last
+        # would run alone at the end while the other slots sit idle.  Stable, so equal
+        # costs keep the matrix's order; the results are reported in the matrix's order.
+        todo.sort(key=lambda t: -costs[t[0].id][0])
+        self.order = [{"id": t[0].id, "cost_s": costs[t[0].id][0], "measured": costs[t[0].id][1]} for t in todo]
         mem = mem_available_mb()
         self.jobs = default_jobs(h.cpus, mem, [t[1] for t in todo]) if self.jobs_asked is None else self.jobs_asked
         self.host = {"cpus": h.cpus, "mem_available_mb": mem, "jobs": self.jobs}
@@ -840,20 +847,37 @@ class Runner:
         self._write()
         return self.ordered()
 
-    def _within_budget(self, todo: list[tuple[Cell, Cost, str, str]], vcpus: dict[str, int]) -> list[tuple[Cell, Cost, str, str]]:
-        """The cells of *todo* that --budget chooses; the others recorded as SKIPs saying why."""
+    def _cell_costs(self, todo: list[tuple[Cell, Cost, str, str]], vcpus: dict[str, int]) -> dict[str, tuple[float, bool, dict[str, Any] | None]]:
+        """Each cell of *todo*'s cost in seconds for the matrix's repeat: (cost, measured,
+        its last run's record).  Measured where lab's costs file has the cell, estimated
+        from its vCPUs and its scenario's timeout otherwise.  A stand-in child (a test's)
+        with no costs file of its own reads none: its order may not hang on this host's cache."""
 
-        assert self.budget_s is not None
-        known = read_costs(self.costs_path)
+        known = read_costs(self.costs_path) if self.record_costs or self.budget_s is not None else {}
         timeouts: dict[str, float] = {}
-        picks = []
-        for c, _cost, _key, kid in todo:
-            if c.scenario not in timeouts:
-                timeouts[c.scenario] = float(sc.load(self.m.sources.get(c.scenario, c.scenario)).timeout)
+        out: dict[str, tuple[float, bool, dict[str, Any] | None]] = {}
+        for c, _cost, _key, _kid in todo:
             prev = known.get(c.id)
             run_s = prev.get("run_s") if prev else None
             measured = isinstance(run_s, (int, float)) and not isinstance(run_s, bool) and run_s > 0
-            cost = float(run_s) * self.m.repeat if measured else estimate_s(vcpus[c.id], timeouts[c.scenario], self.m.repeat)  # type: ignore[arg-type]
+            if measured:
+                cost = float(run_s) * self.m.repeat  # type: ignore[arg-type]
+            else:
+                if c.scenario not in timeouts:
+                    timeouts[c.scenario] = float(sc.load(self.m.sources.get(c.scenario, c.scenario)).timeout)
+                cost = estimate_s(vcpus[c.id], timeouts[c.scenario], self.m.repeat)
+            out[c.id] = (cost, measured, prev)
+        return out
+
+    def _within_budget(
+        self, todo: list[tuple[Cell, Cost, str, str]], costs: dict[str, tuple[float, bool, dict[str, Any] | None]]
+    ) -> list[tuple[Cell, Cost, str, str]]:
+        """The cells of *todo* that --budget chooses; the others recorded as SKIPs saying why."""
+
+        assert self.budget_s is not None
+        picks = []
+        for c, _cost, _key, kid in todo:
+            cost, measured, prev = costs[c.id]
             picks.append(Pick(c, cost, measured, changed(prev, self.m.inputs[f"scenario:{c.scenario}"], kid)))
         text = self.budget_text or _dur_text(self.budget_s)
         chosen, out, uncovered = choose(picks, self.budget_s, text)
@@ -1011,6 +1035,7 @@ class Runner:
             "host": getattr(self, "host", {}), "wall_s": round(time.monotonic() - self.t0, 1), "expected": len(self.cells()),
             "counts": counts(results), "cells": [r.to_dict() for r in results],
             **({"budget": self.budget_doc} if self.budget_doc is not None else {}),
+            "start_order": self.order,
         }  # fmt: skip
 
     def _write(self, finished: bool = True) -> None:

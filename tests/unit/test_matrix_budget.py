@@ -113,3 +113,42 @@ def test_a_stand_in_child_records_no_cost(tmp_path, fake, monkeypatch):  # noqa:
     monkeypatch.setenv("LAB_CACHE", str(tmp_path / "cache"))
     mx.Runner(mx.expand("soft-affinity", "xeon-2s22c-mini", "debian"), tmp_path / "o", child=child).run()
     assert not (tmp_path / "cache" / mx.COSTS_FILE).exists()
+
+
+def test_cells_start_longest_first_and_report_in_the_matrix_s_order(tmp_path, fake):  # noqa: F811
+    """Issue 39 item 3: with one slot, cells start by cost, the longest first (measured
+    where the costs file has them, estimated otherwise); the table keeps the matrix's order."""
+    child, _, ran, _ = fake
+    costs = tmp_path / "costs.json"
+    m = mx.expand("soft-affinity,llc-spread-pinned", "xeon-2s22c-mini,zen3-2s-mini", "debian")
+    runnable = [c for c in m.cells if not c.skip]
+    assert [c.id for c in runnable] == [
+        "soft-affinity@xeon-2s22c-mini@debian", "soft-affinity@zen3-2s-mini@debian", "llc-spread-pinned@zen3-2s-mini@debian",
+    ]  # fmt: skip
+    # Measured: the matrix's last cell is the longest, its first the shortest.
+    for c, s in zip(runnable, (10.0, 50.0, 90.0), strict=True):
+        mx.record_cost(costs, c, s, 1, "sh", "kid")
+    r = mx.Runner(m, tmp_path / "o", jobs=1, child=child, costs=costs)
+    res = r.run()
+    assert ran() == ["llc-spread-pinned@zen3-2s-mini", "soft-affinity@zen3-2s-mini", "soft-affinity@xeon-2s22c-mini"]
+    assert [x.cell.id for x in res] == [c.id for c in m.cells]  # reported in the matrix's order
+    doc = json.loads((tmp_path / "o" / "matrix.json").read_text())
+    assert [(o["id"], o["cost_s"], o["measured"]) for o in doc["start_order"]] == [
+        ("llc-spread-pinned@zen3-2s-mini@debian", 90.0, True), ("soft-affinity@zen3-2s-mini@debian", 50.0, True),
+        ("soft-affinity@xeon-2s22c-mini@debian", 10.0, True),
+    ]  # fmt: skip
+
+
+def test_a_stand_in_child_without_a_costs_file_orders_by_estimates_only(tmp_path, fake, monkeypatch):  # noqa: F811
+    """The developer's own cache must not decide a test's order: estimates (vCPUs and the
+    scenario's timeout) only.  llc-spread-pinned's longer timeout puts it first."""
+    child, _, ran, _ = fake
+    monkeypatch.setenv("LAB_CACHE", str(tmp_path / "cache"))
+    (tmp_path / "cache").mkdir()
+    m = mx.expand("soft-affinity,llc-spread-pinned", "xeon-2s22c-mini,zen3-2s-mini", "debian")
+    c0 = next(c for c in m.cells if not c.skip)
+    mx.record_cost(tmp_path / "cache" / mx.COSTS_FILE, c0, 9999.0, 1, "sh", "kid")
+    r = mx.Runner(m, tmp_path / "o", jobs=1, child=child)
+    r.run()
+    assert ran()[0] == "llc-spread-pinned@zen3-2s-mini"
+    assert not any(o["measured"] for o in r.order)
