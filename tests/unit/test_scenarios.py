@@ -1903,13 +1903,13 @@ RAN_LOCALITY = "the workers ran, each buffer on its node, each started on anothe
 LOC_WORKERS = [(300 + i, i // 2, (i // 2 + 1) % 4) for i in range(8)]
 
 
-def _loc_trace(moves: dict[int, list[tuple[float, int]]], end: float = 41.0) -> str:
-    """Each worker forked at 1.0 + i / 100 onto the first CPU of its start node (its shell's
-    comm), then *moves* (pid -> [(ts, cpu)]) as sched_migrate_task, exiting at *end* + i / 100;
-    a sched_move_numa and a sched_swap_numa for the counts."""
+def _loc_trace(moves: dict[int, list[tuple[float, int]]], end: float = 41.0, forks: dict[int, float] | None = None) -> str:
+    """Each worker forked at 1.0 + i / 100 (or *forks*: pid -> ts) onto the first CPU of its
+    start node (its shell's comm), then *moves* (pid -> [(ts, cpu)]) as sched_migrate_task,
+    exiting at *end* + i / 100; a sched_move_numa and a sched_swap_numa for the counts."""
     evs: list[tuple[float, str]] = []
     for i, (pid, _, start) in enumerate(LOC_WORKERS):
-        t = 1.0 + i / 100
+        t = (forks or {}).get(pid, 1.0 + i / 100)
         cpu = 4 * start + i % 2
         evs.append((t, line("sh", 200, 0, t, "sched_wakeup_new", f"comm=sh pid={pid} prio=120 target_cpu={cpu:03d}")))
         for ts, dst in moves.get(pid, []):
@@ -1991,6 +1991,26 @@ def test_numa_locality_too_few_hinting_faults_is_inconclusive_enough_is_a_fail(t
     assert e.status == "FAIL" and e.inconclusive == "" and e.figures["hint_faults_per_worker_per_scan_period"] == 156.64
 
 
+def test_numa_locality_workers_that_did_not_run_together_are_inconclusive_with_the_figure(tmp_path):
+    """Measured on kunpeng920-2s-mini under TCG before the start barrier (version 1): the
+    first workers had exited before the last were forked.  Then the nodes were never full,
+    the placement the claim is about never existed: INCONCLUSIVE naming the overlap, never
+    FAIL; with NUMA balancing off still a FAIL; overlapping for half the run, judged."""
+    o = _loc_run(tmp_path / "apart", _loc_trace({}, forks={307: 50.0}))
+    e = o.by[CLAIM_LOCALITY]
+    assert e.status == "INCONCLUSIVE" and o.by[RAN_LOCALITY].ok
+    assert o.by[RAN_LOCALITY].figures["together_s"] == -9.0 and o.by[RAN_LOCALITY].figures["fork_span_s"] == 49.0
+    assert e.inconclusive.startswith("the workers did not run together under emulation: -9.0 s from the last worker's fork to the first one's exit, under 50% of the 30 s")
+    o = _loc_run(tmp_path / "apart-off", _loc_trace({}, forks={307: 50.0}), off=True, faults=0)
+    assert o.by[CLAIM_LOCALITY].status == "FAIL" and o.by[CLAIM_LOCALITY].inconclusive == ""
+    # the last forked at 25.0, the first exited at 41.0: 16 s together, over half of 30 s: judged (FAIL)
+    o = _loc_run(tmp_path / "together", _loc_trace({}, forks={307: 25.0}))
+    assert o.by[CLAIM_LOCALITY].status == "FAIL" and o.by[RAN_LOCALITY].figures["together_s"] == 16.0
+    # 14 s together: INCONCLUSIVE
+    o = _loc_run(tmp_path / "short", _loc_trace({}, forks={307: 27.0}))
+    assert o.by[CLAIM_LOCALITY].status == "INCONCLUSIVE" and o.by[RAN_LOCALITY].figures["together_s"] == 14.0
+
+
 def test_numa_locality_the_final_window_decides(tmp_path):
     # home early, then every worker moved back to its start node at 25 s: not at home at the end
     back = {pid: [*mv, (25.0, 4 * s)] for (pid, _, s), mv in zip(LOC_WORKERS, _home_moves().values(), strict=True)}
@@ -2027,7 +2047,10 @@ def test_numa_locality_job_starts_each_group_on_the_next_node_and_keeps_the_knob
     s = sc.load("numa-locality")
     job = s.steps(topology.load("numa4-96-micro"))
     assert "grep -qw numa_balancing=disable /proc/cmdline" in job and job.count("lab_sysctl /proc/sys/kernel/numa_balancing 1") == 1
-    assert 'memprobe -m 8 --node "$g" --balancing --start-cpus "$(labsel node "$w")" -s 30' in job
+    assert 'start=$(labsel node "$w")' in job
+    assert '(read -r x <&3; exec memprobe -m 8 --node "$g" --balancing --start-cpus "$start" -s 30 3<&- > w$i.out 2> w$i.err) &' in job
+    # the barrier: the FIFO opened before the workers fork, one line per worker after the last
+    assert job.index('exec 3<> "$GO"') < job.index("for g in $NODES") < job.index('awk -v n="$i"') < job.index("wait \"$pid\"")
     assert "transparent_hugepage/enabled never" in job
     s.set_params({"per_node": "2", "seconds": "45"})
     job = s.steps(topology.load("numa4-96-micro"))
