@@ -403,6 +403,14 @@ rm -f "$GO"
             figures={**j["figures"], **counts, **vmf, "hint_faults_per_worker_per_scan_period": None if per is None else round(per, 2)},
             claim=True,
         )
+        if ran and not off and together is not None and together <= 0:
+            # The final window then falls back to the last placements (run_window()): not a
+            # time all ran, so neither a PASS nor a FAIL is about full nodes.
+            claim.inconclusive = (
+                f"the workers never ran together under emulation: the first exited {-together:.1f} s before the last "
+                f"was forked (forks over {fork_span:.1f} s), so the nodes were never all full (the placement this "
+                "claim is about)"
+            )
         if not claim.ok:
             f = j["figures"]
             claim.note = (
@@ -414,11 +422,11 @@ rm -f "$GO"
                 claim.note = "the workers did not run as set up (see the first expectation)"
             elif off:
                 claim.note += f"; NUMA balancing was {OFF_BY_CMDLINE}: nothing moves a task to its memory"
-            elif apart:
+            elif apart and not claim.inconclusive:
                 claim.inconclusive = (
-                    f"the workers did not run together under emulation: {together:.1f} s from the last worker's fork to "
-                    f"the first one's exit, under {TOGETHER_MIN:.0%} of the {self.p['seconds']} s each ran, so the nodes "
-                    "were never all full (the placement this claim is about)"
+                    f"the workers ran together for only {together:.1f} s under emulation (the last worker's fork to the "
+                    f"first one's exit; forks over {fork_span:.1f} s), under {TOGETHER_MIN:.0%} of the {self.p['seconds']} s "
+                    "each ran: too short for the placement to settle"
                 )
             elif per is not None and per < MIN_FAULTS_PER_PERIOD:
                 claim.inconclusive = (

@@ -2000,15 +2000,25 @@ def test_numa_locality_workers_that_did_not_run_together_are_inconclusive_with_t
     e = o.by[CLAIM_LOCALITY]
     assert e.status == "INCONCLUSIVE" and o.by[RAN_LOCALITY].ok
     assert o.by[RAN_LOCALITY].figures["together_s"] == -9.0 and o.by[RAN_LOCALITY].figures["fork_span_s"] == 49.0
-    assert e.inconclusive.startswith("the workers did not run together under emulation: -9.0 s from the last worker's fork to the first one's exit, under 50% of the 30 s")
+    assert e.inconclusive == (
+        "the workers never ran together under emulation: the first exited 9.0 s before the last was forked "
+        "(forks over 49.0 s), so the nodes were never all full (the placement this claim is about)"
+    )
+    # every worker at home in that (fallback) window: still not a PASS
+    moves = {**_home_moves(), 307: [(50.5, 4 * LOC_WORKERS[7][1] + 1)]}
+    o = _loc_run(tmp_path / "apart-home", _loc_trace(moves, forks={307: 50.0}))
+    assert o.by[CLAIM_LOCALITY].ok and o.by[CLAIM_LOCALITY].status == "INCONCLUSIVE"
     o = _loc_run(tmp_path / "apart-off", _loc_trace({}, forks={307: 50.0}), off=True, faults=0)
     assert o.by[CLAIM_LOCALITY].status == "FAIL" and o.by[CLAIM_LOCALITY].inconclusive == ""
     # the last forked at 25.0, the first exited at 41.0: 16 s together, over half of 30 s: judged (FAIL)
     o = _loc_run(tmp_path / "together", _loc_trace({}, forks={307: 25.0}))
     assert o.by[CLAIM_LOCALITY].status == "FAIL" and o.by[RAN_LOCALITY].figures["together_s"] == 16.0
-    # 14 s together: INCONCLUSIVE
+    # 14 s together: a FAIL is INCONCLUSIVE (too short to settle), a PASS stands (all at home while all ran)
     o = _loc_run(tmp_path / "short", _loc_trace({}, forks={307: 27.0}))
     assert o.by[CLAIM_LOCALITY].status == "INCONCLUSIVE" and o.by[RAN_LOCALITY].figures["together_s"] == 14.0
+    assert o.by[CLAIM_LOCALITY].inconclusive.startswith("the workers ran together for only 14.0 s under emulation (the last worker's fork")
+    o = _loc_run(tmp_path / "short-home", _loc_trace(_home_moves(), forks={307: 27.0}))
+    assert o.by[CLAIM_LOCALITY].status == "PASS"
 
 
 def test_numa_locality_the_final_window_decides(tmp_path):
