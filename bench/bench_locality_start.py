@@ -27,7 +27,8 @@ from provenance import stamp  # noqa: E402
 from lab import runner  # noqa: E402
 
 RAN = ("workers", "together_s", "fork_span_s")
-CLAIM = ("local_share", "workers_mostly_home", "window_s", "sched_move_numa", "sched_swap_numa", "sched_stick_numa", "numa_hint_faults")
+CLAIM = ("local_share", "workers_mostly_home", "window_s", "sched_move_numa", "sched_swap_numa", "sched_stick_numa", "numa_hint_faults",
+         "workers_with_preferred_node", "workers_without_hinting_fault")
 
 
 def main() -> int:
@@ -59,7 +60,7 @@ def main() -> int:
     out = REPO / "bench" / "results" / f"bench_locality_start-{label}-{time.strftime('%Y%m%d-%H%M%S')}.json"
     out.write_text(json.dumps(doc, indent=1, default=str))
     for r in runs:
-        print(f"{r['run']}: {r['stored_status']} -> {r['status']}; together {r['together_s']} s, forks over {r['fork_span_s']} s, local {r['local_share']}")
+        print(f"{r['run']}: {r['stored_status']} -> {r['status']}; together {r['together_s']} s, forks over {r['fork_span_s']} s, local {r['local_share']}, preferred node {r['workers_with_preferred_node']}, no fault {r['workers_without_hinting_fault']}")
     print(f"wrote {out}")
     return 0
 

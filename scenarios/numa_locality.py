@@ -247,6 +247,23 @@ def together_s(paths: dict[int, Any], pids: list[int]) -> tuple[float | None, fl
     return (min(exits) - max(forks) if exits else None), max(forks) - min(forks)
 
 
+def placed_by(js: dict[str, Any], share: float = 1 - FINAL) -> bool | None:
+    """Whether NUMA balancing had a preferred node for a worker by *share* of its run, from
+    memprobe's per-loop /proc/self/sched samples ("numa": [seconds, cpu, numa_preferred_nid,
+    total_numa_faults]); None: not known (no samples, or -1 -1: no SCHED_DEBUG)."""
+    total = js.get("total_s")
+    rows = [x for x in js.get("numa") or [] if isinstance(x, list) and len(x) == 4 and all(isinstance(v, (int, float)) for v in x)]
+    if not rows or not isinstance(total, (int, float)) or all(x[3] < 0 for x in rows):
+        return None
+    return any(x[2] >= 0 for x in rows if x[0] <= share * total)
+
+
+def never_faulted(js: dict[str, Any]) -> bool:
+    """No hinting fault in any of memprobe's samples (all known, all zero)."""
+    rows = [x for x in js.get("numa") or [] if isinstance(x, list) and len(x) == 4]
+    return bool(rows) and all(x[3] == 0 for x in rows)
+
+
 def balancing_off(knobs_text: str) -> bool:
     return OFF_BY_CMDLINE in knobs_text
 
@@ -364,12 +381,16 @@ rm -f "$GO"
         paths = r.task_paths(PHASE, pids=list(home))
         problems: list[str] = []
         started_away = unreported = 0
+        placed: list[bool | None] = []  # per worker: a preferred node by the final window (placed_by())
+        unfaulted = 0
         for w in workers:
             i, pid = w["index"], w["pid"]
             js = _json(r.text(f"w{i}.out"))
             if rcs.get(str(pid)) != "0":
                 problems.append(f"worker {i} (pid {pid}) exited {rcs.get(str(pid), '?')}: {r.text(f'w{i}.err').strip()[-200:]}")
                 continue
+            placed.append(placed_by(js))
+            unfaulted += never_faulted(js)
             mem = {r.node(int(k)): v for k, v in (js.get("mem_nodes") or {}).items() if str(k).isdigit()}
             unknown = js.get("mem_pages_unknown")
             unreported += unknown if isinstance(unknown, int) else 0
@@ -396,11 +417,21 @@ rm -f "$GO"
         per = faults_per_period(vmf["numa_hint_faults"], len(workers), run_s, period)
         together, fork_span = together_s(paths, list(home))
         apart = together is not None and together < TOGETHER_MIN * self.p["seconds"]
+        known = any(v is not None for v in placed)
+        # An unknown worker counts as placed: only what the samples show makes a run INCONCLUSIVE.
+        n_placed = sum(v is not False for v in placed) if known else None
         claim = Expectation(
             CLAIM,
             ran and j["ok"],
             evidence=j["evidence"],
-            figures={**j["figures"], **counts, **vmf, "hint_faults_per_worker_per_scan_period": None if per is None else round(per, 2)},
+            figures={
+                **j["figures"],
+                **counts,
+                **vmf,
+                "hint_faults_per_worker_per_scan_period": None if per is None else round(per, 2),
+                "workers_with_preferred_node": n_placed,
+                "workers_without_hinting_fault": unfaulted if known else None,
+            },
             claim=True,
         )
         if ran and not off and together is not None and together <= 0:
@@ -427,6 +458,12 @@ rm -f "$GO"
                     f"the workers ran together for only {together:.1f} s under emulation (the last worker's fork to the "
                     f"first one's exit; forks over {fork_span:.1f} s), under {TOGETHER_MIN:.0%} of the {self.p['seconds']} s "
                     "each ran: too short for the placement to settle"
+                )
+            elif n_placed is not None and n_placed < j["figures"]["workers_home_needed"]:
+                claim.inconclusive = (
+                    f"too little work for NUMA balancing under emulation: it had a preferred node for only {n_placed} of "
+                    f"{len(workers)} workers by {1 - FINAL:.0%} of their run ({unfaulted} took no hinting fault at all), under "
+                    f"the {j['figures']['workers_home_needed']} at home the threshold needs: nothing to place the rest by"
                 )
             elif per is not None and per < MIN_FAULTS_PER_PERIOD:
                 claim.inconclusive = (

@@ -1927,7 +1927,8 @@ def _home_moves(at: float = 5.0) -> dict[int, list[tuple[float, int]]]:
     return {pid: [(at + i / 10, 4 * mem + i % 2)] for i, (pid, mem, _) in enumerate(LOC_WORKERS)}
 
 
-def _loc_run(tmp_path, trace: str, off: bool = False, faults: int = 50_000, rcs: dict[int, int] | None = None, mem: dict[int, str] | None = None):
+def _loc_run(tmp_path, trace: str, off: bool = False, faults: int = 50_000, rcs: dict[int, int] | None = None, mem: dict[int, str] | None = None,
+             numa: dict[int, str] | None = None):  # fmt: skip
     knobs = "/proc/sys/kernel/numa_balancing=" + (OFF_LOC if off else "1") + "\n"
     knobs += "/sys/kernel/debug/sched/numa_balancing/scan_period_max_ms=1000\n"
     files = {
@@ -1942,7 +1943,8 @@ def _loc_run(tmp_path, trace: str, off: bool = False, faults: int = 50_000, rcs:
     }
     for i, (pid, m, s) in enumerate(LOC_WORKERS):
         nodes = (mem or {}).get(pid, f'{{"{m}":2048}}')
-        files[f"w{i}.out"] = f'{{"workload":"memprobe","pid":{pid},"node":{m},"loops":9,"cpu_setup":{4 * s + i % 2},"mem_nodes":{nodes}}}\n'
+        extra = f',"total_s":30.0,"numa":{numa[pid]}' if numa and pid in numa else ""
+        files[f"w{i}.out"] = f'{{"workload":"memprobe","pid":{pid},"node":{m},"loops":9,"cpu_setup":{4 * s + i % 2},"mem_nodes":{nodes}{extra}}}\n'
         files[f"w{i}.err"] = "memprobe: boom\n" if (rcs or {}).get(pid) else ""
     tmp_path.mkdir(parents=True, exist_ok=True)
     return fake_run(tmp_path, "numa-locality", "numa4-96-micro", files)
@@ -2018,6 +2020,40 @@ def test_numa_locality_workers_that_did_not_run_together_are_inconclusive_with_t
     assert o.by[CLAIM_LOCALITY].status == "INCONCLUSIVE" and o.by[RAN_LOCALITY].figures["together_s"] == 14.0
     assert o.by[CLAIM_LOCALITY].inconclusive.startswith("the workers ran together for only 14.0 s under emulation (the last worker's fork")
     o = _loc_run(tmp_path / "short-home", _loc_trace(_home_moves(), forks={307: 27.0}))
+    assert o.by[CLAIM_LOCALITY].status == "PASS"
+
+
+def test_numa_locality_workers_balancing_never_placed_are_inconclusive_enough_placed_is_a_fail(tmp_path):
+    """Measured on kunpeng920-2s-mini (arm64 TCG, 32 vCPUs busy): many workers took no
+    hinting fault in their whole run (memprobe's /proc/self/sched samples: preferred node
+    -1, 0 faults).  With fewer placed than the threshold needs at home, INCONCLUSIVE naming
+    the count; with enough placed and still away, the kernel's placement: FAIL."""
+    unplaced = "[[1.0,4,-1,0],[20.0,4,-1,0],[30.0,4,-1,0]]"
+    late = "[[1.0,4,-1,0],[25.0,4,0,900],[30.0,4,0,900]]"  # placed after 75 % of its 30 s: too late
+    placed = "[[1.0,4,-1,0],[5.0,4,0,900],[30.0,4,0,900]]"
+    # 4 of 8 placed (5 needed): INCONCLUSIVE
+    numa = {pid: (placed if i < 4 else unplaced if i < 7 else late) for i, (pid, _, _) in enumerate(LOC_WORKERS)}
+    o = _loc_run(tmp_path / "few", _loc_trace({}), numa=numa)
+    e = o.by[CLAIM_LOCALITY]
+    assert e.status == "INCONCLUSIVE" and e.figures["workers_with_preferred_node"] == 4 and e.figures["workers_without_hinting_fault"] == 3
+    assert e.inconclusive == (
+        "too little work for NUMA balancing under emulation: it had a preferred node for only 4 of 8 workers by 75% of "
+        "their run (3 took no hinting fault at all), under the 5 at home the threshold needs: nothing to place the rest by"
+    )
+    # 5 of 8 placed and all away: the kernel's placement, FAIL
+    numa = {pid: (placed if i < 5 else unplaced) for i, (pid, _, _) in enumerate(LOC_WORKERS)}
+    o = _loc_run(tmp_path / "enough", _loc_trace({}), numa=numa)
+    e = o.by[CLAIM_LOCALITY]
+    assert e.status == "FAIL" and e.inconclusive == "" and e.figures["workers_with_preferred_node"] == 5
+    # NUMA balancing off: no preferred node anywhere, still FAIL (the known-bad side)
+    o = _loc_run(tmp_path / "off", _loc_trace({}), off=True, faults=0, numa={pid: unplaced for pid, _, _ in LOC_WORKERS})
+    assert o.by[CLAIM_LOCALITY].status == "FAIL" and o.by[CLAIM_LOCALITY].figures["workers_without_hinting_fault"] == 8
+    # a kernel without SCHED_DEBUG (-1 -1): not known, so no INCONCLUSIVE from it
+    o = _loc_run(tmp_path / "unknown", _loc_trace({}), numa={pid: "[[1.0,4,-1,-1],[30.0,4,-1,-1]]" for pid, _, _ in LOC_WORKERS})
+    e = o.by[CLAIM_LOCALITY]
+    assert e.status == "FAIL" and e.figures["workers_with_preferred_node"] is None
+    # all at home: a PASS whatever the samples say
+    o = _loc_run(tmp_path / "home", _loc_trace(_home_moves()), numa={pid: unplaced for pid, _, _ in LOC_WORKERS})
     assert o.by[CLAIM_LOCALITY].status == "PASS"
 
 
