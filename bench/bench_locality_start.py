@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 import time
 from pathlib import Path
@@ -28,7 +29,35 @@ from lab import runner  # noqa: E402
 
 RAN = ("workers", "together_s", "fork_span_s")
 CLAIM = ("local_share", "workers_mostly_home", "window_s", "sched_move_numa", "sched_swap_numa", "sched_stick_numa", "numa_hint_faults",
-         "workers_with_preferred_node", "workers_without_hinting_fault")
+         "workers_with_preferred_node", "workers_without_hinting_fault", "hint_faults_per_worker_per_scan_period")
+
+
+MOVE = re.compile(r"sched_move_numa: pid=(\d+) .*src_nid=(\d+) dst_cpu=-?\d+ dst_nid=(\d+)")
+SWAP = re.compile(r"sched_swap_numa: src_pid=(\d+) .*src_nid=(\d+) dst_pid=(\d+) .*dst_nid=(\d+)")
+
+
+def numa_moves(out: Path) -> dict:
+    """Where NUMA balancing sent the workers (guest node numbers, as the trace has them): its
+    moves to the worker's memory's node, off it, or between two other nodes; its swaps by how
+    many of the two tasks they put on their memory's node."""
+    home = {}
+    for ln in (out / "workers").read_text().splitlines():
+        parts = ln.split()
+        if len(parts) == 4 and parts[0].isdigit() and parts[1].isdigit():
+            home[int(parts[0])] = int(parts[1])
+    moves = {"to_home": 0, "off_home": 0, "elsewhere": 0}
+    swaps = {"both_home": 0, "one_home": 0, "none_home": 0}
+    with open(out / "trace.main.txt", errors="replace") as f:
+        for ln in f:
+            if m := MOVE.search(ln):
+                pid, src, dst = map(int, m.groups())
+                if pid in home:
+                    moves["to_home" if dst == home[pid] else "off_home" if src == home[pid] else "elsewhere"] += 1
+            elif m := SWAP.search(ln):
+                a, src, b, dst = map(int, m.groups())
+                n = (home.get(a) == dst) + (home.get(b) == src)
+                swaps[("none_home", "one_home", "both_home")[n]] += 1
+    return {"numa_moves": moves, "numa_swaps": swaps}
 
 
 def main() -> int:
@@ -54,6 +83,7 @@ def main() -> int:
             "cause": (claim.inconclusive or claim.note) if claim else o.message,
             **{k: (ran.figures.get(k) if ran else None) for k in RAN},
             **{k: (claim.figures.get(k) if claim else None) for k in CLAIM},
+            **(numa_moves(d / "out") if (d / "out" / "trace.main.txt").is_file() else {}),
         })  # fmt: skip
     doc = {"bench": "locality_start", "label": label, **{k: v for k, v in stamp().items() if k in ("commit", "dirty", "date")},
            "host": os.uname().nodename, "loadavg": os.getloadavg(), "runs": runs}  # fmt: skip
