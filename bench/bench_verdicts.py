@@ -109,6 +109,9 @@ CASES: list[tuple] = [
     # run at home by the end; the known-bad side is the kernel knob (NUMA balancing off).
     ("numa-locality", "numa4-96-micro", "debian", "PASS"),
     ("numa-locality", "numa4-96-micro", "debian", "FAIL", ("--append", "numa_balancing=disable")),
+    # Issue 39: on the arm64 mini under one TCG thread NUMA balancing gets too few workers
+    # placed (most take no hinting fault): INCONCLUSIVE naming the count (the docstring).
+    ("numa-locality", "kunpeng920-2s-mini", "debian", "INCONCLUSIVE"),
 ]
 TARGET = 0.95  # 19 of 20
 REPO = Path(__file__).resolve().parents[1]

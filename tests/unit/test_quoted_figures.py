@@ -212,3 +212,42 @@ def test_llc_spread_pinned_quotes_its_files_loads():
         for x in (row["loadavg_before"][0], row["loadavg_after"][0])
     ]
     assert (round(min(ice), 1), round(max(ice), 1)) == (4.5, 7.8)
+
+
+def test_numa_locality_quotes_its_files():
+    """scenarios/numa_locality.py's "Other machines" and "Not established" (issue 39): the
+    ranges it quotes are the re-judged runs' in its file; the live verdicts are theirs."""
+    doc = json.loads((RESULTS / "bench_locality_start-numa-locality-issue39-20261126-113338.json").read_text())
+    runs = doc["runs"]
+
+    def pick(topology: str, version: int, multi: bool = False) -> list[dict]:
+        return [r for r in runs if r["topology"] == topology and r["stored_version"] == version and ("--tcg-threads multi" in r["command"]) == multi]
+
+    def span(rs: list[dict], key: str) -> tuple[float, float]:
+        return min(r[key] for r in rs), max(r[key] for r in rs)
+
+    v1 = pick("kunpeng920-2s-mini", 1)
+    assert len(v1) == 3 and {r["stored_status"] for r in v1} == {"FAIL"} and {r["status"] for r in v1} == {"INCONCLUSIVE"}
+    assert span(v1, "fork_span_s") == (92.2, 118.2) and span(v1, "together_s") == (-83.5, -58.9)
+    assert span(v1, "local_share") == (0.482, 0.533)
+    mini = pick("numa4-96-mini", 1)
+    assert [r["status"] for r in mini] == ["PASS", "PASS"] and sorted(r["together_s"] for r in mini) == [7.5, 16.0]
+    assert span(mini, "fork_span_s") == (19.3, 27.6) and {r["workers_with_preferred_node"] for r in mini} == {32}
+    v2 = pick("kunpeng920-2s-mini", 2)
+    assert len(v2) == 5 and {r["status"] for r in v2} == {"INCONCLUSIVE"}
+    assert all(r["cause"].startswith("too little work for NUMA balancing under emulation") for r in v2)
+    assert span(v2, "fork_span_s") == (2.7, 3.7) and span(v2, "together_s") == (40.0, 43.5)
+    assert span(v2, "workers_without_hinting_fault") == (11, 17) and span(v2, "workers_with_preferred_node") == (10, 16)
+    assert (round(span(v2, "hint_faults_per_worker_per_scan_period")[0]), round(span(v2, "hint_faults_per_worker_per_scan_period")[1])) == (63, 87)
+    multi = pick("kunpeng920-2s-mini", 2, multi=True)
+    assert [r["status"] for r in multi] == ["FAIL", "FAIL"] and sorted(r["local_share"] for r in multi) == [0.102, 0.156]
+    assert sorted((r["numa_moves"]["elsewhere"], sum(r["numa_moves"].values())) for r in multi) == [(80, 104), (95, 131)]
+    assert sorted(r["sched_stick_numa"] for r in multi) == [3290, 4319] and span(multi, "workers_with_preferred_node") == (31, 32)
+    mesh = pick("numa4-96-mini-mesh", 2)
+    assert [r["status"] for r in mesh] == ["PASS", "PASS"] and {r["local_share"] for r in mesh} == {1.0}
+    assert [(r["status"], r["local_share"]) for r in pick("numa4-96-mini", 2, multi=True)] == [("PASS", 1.0)]
+    live = "bench_verdicts-20261126-113013.json"
+    assert _rate(_row(live, "numa-locality", "kunpeng920-2s-mini", "debian")) == (2, 2, "INCONCLUSIVE", 0)
+    micro = "bench_verdicts-20261126-112023.json"
+    assert _rate(_row(micro, "numa-locality", "numa4-96-micro", "debian")) == (2, 2, "PASS", 0)
+    assert _rate(_row(micro, "numa-locality", "numa4-96-micro", "debian", ["--append", "numa_balancing=disable"])) == (2, 2, "FAIL", 0)

@@ -1903,13 +1903,13 @@ RAN_LOCALITY = "the workers ran, each buffer on its node, each started on anothe
 LOC_WORKERS = [(300 + i, i // 2, (i // 2 + 1) % 4) for i in range(8)]
 
 
-def _loc_trace(moves: dict[int, list[tuple[float, int]]], end: float = 41.0) -> str:
-    """Each worker forked at 1.0 + i / 100 onto the first CPU of its start node (its shell's
-    comm), then *moves* (pid -> [(ts, cpu)]) as sched_migrate_task, exiting at *end* + i / 100;
-    a sched_move_numa and a sched_swap_numa for the counts."""
+def _loc_trace(moves: dict[int, list[tuple[float, int]]], end: float = 41.0, forks: dict[int, float] | None = None) -> str:
+    """Each worker forked at 1.0 + i / 100 (or *forks*: pid -> ts) onto the first CPU of its
+    start node (its shell's comm), then *moves* (pid -> [(ts, cpu)]) as sched_migrate_task,
+    exiting at *end* + i / 100; a sched_move_numa and a sched_swap_numa for the counts."""
     evs: list[tuple[float, str]] = []
     for i, (pid, _, start) in enumerate(LOC_WORKERS):
-        t = 1.0 + i / 100
+        t = (forks or {}).get(pid, 1.0 + i / 100)
         cpu = 4 * start + i % 2
         evs.append((t, line("sh", 200, 0, t, "sched_wakeup_new", f"comm=sh pid={pid} prio=120 target_cpu={cpu:03d}")))
         for ts, dst in moves.get(pid, []):
@@ -1927,7 +1927,8 @@ def _home_moves(at: float = 5.0) -> dict[int, list[tuple[float, int]]]:
     return {pid: [(at + i / 10, 4 * mem + i % 2)] for i, (pid, mem, _) in enumerate(LOC_WORKERS)}
 
 
-def _loc_run(tmp_path, trace: str, off: bool = False, faults: int = 50_000, rcs: dict[int, int] | None = None, mem: dict[int, str] | None = None):
+def _loc_run(tmp_path, trace: str, off: bool = False, faults: int = 50_000, rcs: dict[int, int] | None = None, mem: dict[int, str] | None = None,
+             numa: dict[int, str] | None = None):  # fmt: skip
     knobs = "/proc/sys/kernel/numa_balancing=" + (OFF_LOC if off else "1") + "\n"
     knobs += "/sys/kernel/debug/sched/numa_balancing/scan_period_max_ms=1000\n"
     files = {
@@ -1942,7 +1943,8 @@ def _loc_run(tmp_path, trace: str, off: bool = False, faults: int = 50_000, rcs:
     }
     for i, (pid, m, s) in enumerate(LOC_WORKERS):
         nodes = (mem or {}).get(pid, f'{{"{m}":2048}}')
-        files[f"w{i}.out"] = f'{{"workload":"memprobe","pid":{pid},"node":{m},"loops":9,"cpu_setup":{4 * s + i % 2},"mem_nodes":{nodes}}}\n'
+        extra = f',"total_s":30.0,"numa":{numa[pid]}' if numa and pid in numa else ""
+        files[f"w{i}.out"] = f'{{"workload":"memprobe","pid":{pid},"node":{m},"loops":9,"cpu_setup":{4 * s + i % 2},"mem_nodes":{nodes}{extra}}}\n'
         files[f"w{i}.err"] = "memprobe: boom\n" if (rcs or {}).get(pid) else ""
     tmp_path.mkdir(parents=True, exist_ok=True)
     return fake_run(tmp_path, "numa-locality", "numa4-96-micro", files)
@@ -1991,6 +1993,70 @@ def test_numa_locality_too_few_hinting_faults_is_inconclusive_enough_is_a_fail(t
     assert e.status == "FAIL" and e.inconclusive == "" and e.figures["hint_faults_per_worker_per_scan_period"] == 156.64
 
 
+def test_numa_locality_workers_that_did_not_run_together_are_inconclusive_with_the_figure(tmp_path):
+    """Measured on kunpeng920-2s-mini under TCG before the start barrier (version 1): the
+    first workers had exited before the last were forked.  Then the nodes were never full,
+    the placement the claim is about never existed: INCONCLUSIVE naming the overlap, never
+    FAIL; with NUMA balancing off still a FAIL; overlapping for half the run, judged."""
+    o = _loc_run(tmp_path / "apart", _loc_trace({}, forks={307: 50.0}))
+    e = o.by[CLAIM_LOCALITY]
+    assert e.status == "INCONCLUSIVE" and o.by[RAN_LOCALITY].ok
+    assert o.by[RAN_LOCALITY].figures["together_s"] == -9.0 and o.by[RAN_LOCALITY].figures["fork_span_s"] == 49.0
+    assert e.inconclusive == (
+        "the workers never ran together under emulation: the first exited 9.0 s before the last was forked "
+        "(forks over 49.0 s), so the nodes were never all full (the placement this claim is about)"
+    )
+    # every worker at home in that (fallback) window: still not a PASS
+    moves = {**_home_moves(), 307: [(50.5, 4 * LOC_WORKERS[7][1] + 1)]}
+    o = _loc_run(tmp_path / "apart-home", _loc_trace(moves, forks={307: 50.0}))
+    assert o.by[CLAIM_LOCALITY].ok and o.by[CLAIM_LOCALITY].status == "INCONCLUSIVE"
+    o = _loc_run(tmp_path / "apart-off", _loc_trace({}, forks={307: 50.0}), off=True, faults=0)
+    assert o.by[CLAIM_LOCALITY].status == "FAIL" and o.by[CLAIM_LOCALITY].inconclusive == ""
+    # the last forked at 25.0, the first exited at 41.0: 16 s together, over half of 30 s: judged (FAIL)
+    o = _loc_run(tmp_path / "together", _loc_trace({}, forks={307: 25.0}))
+    assert o.by[CLAIM_LOCALITY].status == "FAIL" and o.by[RAN_LOCALITY].figures["together_s"] == 16.0
+    # 14 s together: a FAIL is INCONCLUSIVE (too short to settle), a PASS stands (all at home while all ran)
+    o = _loc_run(tmp_path / "short", _loc_trace({}, forks={307: 27.0}))
+    assert o.by[CLAIM_LOCALITY].status == "INCONCLUSIVE" and o.by[RAN_LOCALITY].figures["together_s"] == 14.0
+    assert o.by[CLAIM_LOCALITY].inconclusive.startswith("the workers ran together for only 14.0 s under emulation (the last worker's fork")
+    o = _loc_run(tmp_path / "short-home", _loc_trace(_home_moves(), forks={307: 27.0}))
+    assert o.by[CLAIM_LOCALITY].status == "PASS"
+
+
+def test_numa_locality_workers_balancing_never_placed_are_inconclusive_enough_placed_is_a_fail(tmp_path):
+    """Measured on kunpeng920-2s-mini (arm64 TCG, 32 vCPUs busy): many workers took no
+    hinting fault in their whole run (memprobe's /proc/self/sched samples: preferred node
+    -1, 0 faults).  With fewer placed than the threshold needs at home, INCONCLUSIVE naming
+    the count; with enough placed and still away, the kernel's placement: FAIL."""
+    unplaced = "[[1.0,4,-1,0],[20.0,4,-1,0],[30.0,4,-1,0]]"
+    late = "[[1.0,4,-1,0],[25.0,4,0,900],[30.0,4,0,900]]"  # placed after 75 % of its 30 s: too late
+    placed = "[[1.0,4,-1,0],[5.0,4,0,900],[30.0,4,0,900]]"
+    # 4 of 8 placed (5 needed): INCONCLUSIVE
+    numa = {pid: (placed if i < 4 else unplaced if i < 7 else late) for i, (pid, _, _) in enumerate(LOC_WORKERS)}
+    o = _loc_run(tmp_path / "few", _loc_trace({}), numa=numa)
+    e = o.by[CLAIM_LOCALITY]
+    assert e.status == "INCONCLUSIVE" and e.figures["workers_with_preferred_node"] == 4 and e.figures["workers_without_hinting_fault"] == 3
+    assert e.inconclusive == (
+        "too little work for NUMA balancing under emulation: it had a preferred node for only 4 of 8 workers by 75% of "
+        "their run (3 took no hinting fault at all), under the 5 at home the threshold needs: nothing to place the rest by"
+    )
+    # 5 of 8 placed and all away: the kernel's placement, FAIL
+    numa = {pid: (placed if i < 5 else unplaced) for i, (pid, _, _) in enumerate(LOC_WORKERS)}
+    o = _loc_run(tmp_path / "enough", _loc_trace({}), numa=numa)
+    e = o.by[CLAIM_LOCALITY]
+    assert e.status == "FAIL" and e.inconclusive == "" and e.figures["workers_with_preferred_node"] == 5
+    # NUMA balancing off: no preferred node anywhere, still FAIL (the known-bad side)
+    o = _loc_run(tmp_path / "off", _loc_trace({}), off=True, faults=0, numa={pid: unplaced for pid, _, _ in LOC_WORKERS})
+    assert o.by[CLAIM_LOCALITY].status == "FAIL" and o.by[CLAIM_LOCALITY].figures["workers_without_hinting_fault"] == 8
+    # a kernel without SCHED_DEBUG (-1 -1): not known, so no INCONCLUSIVE from it
+    o = _loc_run(tmp_path / "unknown", _loc_trace({}), numa={pid: "[[1.0,4,-1,-1],[30.0,4,-1,-1]]" for pid, _, _ in LOC_WORKERS})
+    e = o.by[CLAIM_LOCALITY]
+    assert e.status == "FAIL" and e.figures["workers_with_preferred_node"] is None
+    # all at home: a PASS whatever the samples say
+    o = _loc_run(tmp_path / "home", _loc_trace(_home_moves()), numa={pid: unplaced for pid, _, _ in LOC_WORKERS})
+    assert o.by[CLAIM_LOCALITY].status == "PASS"
+
+
 def test_numa_locality_the_final_window_decides(tmp_path):
     # home early, then every worker moved back to its start node at 25 s: not at home at the end
     back = {pid: [*mv, (25.0, 4 * s)] for (pid, _, s), mv in zip(LOC_WORKERS, _home_moves().values(), strict=True)}
@@ -2027,7 +2093,10 @@ def test_numa_locality_job_starts_each_group_on_the_next_node_and_keeps_the_knob
     s = sc.load("numa-locality")
     job = s.steps(topology.load("numa4-96-micro"))
     assert "grep -qw numa_balancing=disable /proc/cmdline" in job and job.count("lab_sysctl /proc/sys/kernel/numa_balancing 1") == 1
-    assert 'memprobe -m 8 --node "$g" --balancing --start-cpus "$(labsel node "$w")" -s 30' in job
+    assert 'start=$(labsel node "$w")' in job
+    assert '(read -r x <&3; exec memprobe -m 8 --node "$g" --balancing --start-cpus "$start" -s 30 3<&- > w$i.out 2> w$i.err) &' in job
+    # the barrier: the FIFO opened before the workers fork, one line per worker after the last
+    assert job.index('exec 3<> "$GO"') < job.index("for g in $NODES") < job.index('awk -v n="$i"') < job.index("wait \"$pid\"")
     assert "transparent_hugepage/enabled never" in job
     s.set_params({"per_node": "2", "seconds": "45"})
     job = s.steps(topology.load("numa4-96-micro"))
