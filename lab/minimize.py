@@ -51,14 +51,19 @@ The attribution (``attribute``)
     or merged, SMT off, distances flattened, numbering linear, vendor switched), N runs
     each; each row tests the change's pass rate against the machine's (Fisher) and every
     figure of the claim and the other expectations (Welch), and Holm's correction runs over
-    every test of the table.  A row's flags: ``flips`` (the majority verdict differs from
-    the machine's), ``rate`` (the pass rate moved significantly after the correction) and
-    the figures that moved significantly.
+    every test of the table.  A level the scenario needs (its removal to 1 refused by the
+    scenario's requirements: cluster-wakeup's clusters) is reduced instead to the fewest of
+    half and one less that the scenario takes (clusters per LLC 3 -> 2), a row of its own
+    with ``instead_of`` naming the refused removal: the table then says whether the level's
+    size matters, and that its absence cannot be judged.  A row's flags: ``flips`` (the
+    majority verdict differs from the machine's), ``rate`` (the pass rate moved
+    significantly after the correction) and the figures that moved significantly.
 """
 
 from __future__ import annotations
 
 import copy
+import dataclasses
 import functools
 import json
 import math
@@ -103,6 +108,7 @@ class Change:
     spec: dict[str, Any] | None
     skipped: str = ""
     cpus: int = 0  # the changed machine's CPU count (for ordering)
+    instead_of: str = ""  # lab attribute: the removal to 1 the scenario refused, this one run in its place
 
     def to_dict(self) -> dict[str, Any]:
         return {"change": self.name, "property": self.prop, "kind": self.kind, **({"skipped": self.skipped} if self.skipped else {})}
@@ -573,13 +579,29 @@ def attribute(spec: dict[str, Any], run: Runner, *, runs: int, check: Check | No
     rows: list[dict[str, Any]] = []
     skipped: list[dict[str, Any]] = []
     tests: list[dict[str, Any]] = []
-    for c in variations(spec, merges=True):
+    queue = variations(spec, merges=True)
+    names = {c.name for c in queue}
+    # The smaller counts of a level (half, one less), for a level the scenario needs: its
+    # removal to 1 refused, the level is reduced as far as the scenario takes instead.
+    partial: dict[str, list[Change]] = {}
+    for c in variations(spec, steps=True):
+        if c.kind == "remove" and c.spec is not None and c.name not in names:
+            partial.setdefault(c.prop, []).append(c)
+    i = 0
+    while i < len(queue):
+        c = queue[i]
+        i += 1
         if c.spec is None:
             skipped.append({"change": c.name, "why": c.skipped})
             continue
         why = check(model(c.spec)) if check is not None else None
         if why:
-            skipped.append({"change": c.name, "why": f"the scenario cannot run there: {why}"})
+            taken = [a for a in (partial.pop(c.prop, []) if c.kind == "remove" else []) if a.spec and not (check and check(model(a.spec)))]
+            instead = min(taken, key=lambda a: a.cpus) if taken else None
+            skipped.append({"change": c.name, "why": f"the scenario cannot run there: {why}"
+                            + (f"; {instead.name} is run in its place (the fewest the scenario takes)" if instead else "")})  # fmt: skip
+            if instead is not None:
+                queue.insert(i, dataclasses.replace(instead, instead_of=c.name))
             continue
         if not budget.affords(runs):
             skipped.append({"change": c.name, "why": f"budget: {fmt_seconds(budget.spent)} spent"})
@@ -604,6 +626,7 @@ def attribute(spec: dict[str, Any], run: Runner, *, runs: int, check: Check | No
                                "change_pct": compare.change_pct(s_a["mean"], s_b["mean"]), "test": t})  # fmt: skip
                 tests.append(t)
         rows.append({"change": c.name, "property": c.prop, "kind": c.kind, "machine": shape_text(c.spec),
+                     **({"instead_of": c.instead_of} if c.instead_of else {}),
                      **j.to_dict(), "verdict": j.verdict, "rate_test": rate, "figures": ftests})  # fmt: skip
     family = compare.holm(tests)
     for r in rows:

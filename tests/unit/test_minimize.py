@@ -193,6 +193,28 @@ def test_attribute_too_few_runs_says_so_and_skips_are_named():
     assert llc["flips"] and not llc["rate_moves"] and llc["rate_test"]["result"] == "too few runs"
 
 
+def test_attribute_reduces_a_level_the_scenario_needs_as_far_as_it_takes():
+    """cluster-wakeup refuses a machine without clusters: the removal to 1 is skipped and
+    the fewest count the scenario takes (half, one less) is a row of its own in its place."""
+
+    def needs_two_llcs(topo):
+        return None if len(topo.groups("llc")) // len(topo.groups("socket")) >= 2 else "at least 2 LLCs per socket"
+
+    doc = minimize.attribute(copy.deepcopy(ZEN), Fake(), runs=2, check=needs_two_llcs)
+    rows = {r["change"]: r for r in doc["rows"]}
+    skipped = {s["change"]: s["why"] for s in doc["skipped"]}
+    assert skipped["LLCs per node 4 -> 1"] == ("the scenario cannot run there: at least 2 LLCs per socket; "
+                                               "LLCs per node 4 -> 2 is run in its place (the fewest the scenario takes)")  # fmt: skip
+    assert skipped["LLCs per node merged (4 -> 1, cores per cluster x4)"] == "the scenario cannot run there: at least 2 LLCs per socket"
+    half = rows["LLCs per node 4 -> 2"]
+    assert half["instead_of"] == "LLCs per node 4 -> 1" and half["verdict"] == "FAIL" and not half["flips"]
+    assert "LLCs per node 4 -> 3" not in rows and "instead_of" not in rows["SMT off"]
+    order = [r["change"] for r in doc["rows"]]
+    assert order.index("LLCs per node 4 -> 2") == order.index("sockets merged (2 -> 1, nodes per socket x2)") + 1
+    # Without a refusal the table is as before: no partial counts.
+    assert all("instead_of" not in r for r in minimize.attribute(copy.deepcopy(ZEN), Fake(), runs=1)["rows"])
+
+
 @pytest.mark.parametrize("text,secs", [("90", 90), ("90s", 90), ("20m", 1200), ("1.5h", 5400)])
 def test_durations(text, secs):
     assert minimize.parse_duration(text) == secs

@@ -87,6 +87,27 @@ def test_cluster_wakeup_skips_without_clusters():
     assert s.unmet(topology.load("kunpeng920-2s-mini")) == []
 
 
+def test_cluster_wakeup_skips_clusters_of_one_core():
+    """A cluster of one core is no level between core and LLC: the guest kernel builds no
+    CLS domain there (lab minimize's 3 one-core clusters of jacobsville-24c-mini booted
+    Debian 6.1 with MC only), so lab minimize must not shrink seed 002's machine into one."""
+    from lab import minimize
+
+    s = sc.load("cluster-wakeup")
+    spec = minimize.load_spec(str(topology.load("jacobsville-24c-mini").path))
+    unmet = {c.name: s.unmet(minimize.model(c.spec)) for c in minimize.variations(spec, steps=True) if c.spec}
+    assert unmet == {
+        "clusters per LLC 3 -> 1": ["clusters (a level between core and LLC)"],
+        "clusters per LLC 3 -> 2": [],
+        "cores per cluster 4 -> 1": ["clusters (a level between core and LLC)"],
+        "cores per cluster 4 -> 2": [],
+        "cores per cluster 4 -> 3": [],
+        "vendor amd": [],
+    }
+    smt = {**spec, "topology": {**spec["topology"], "cores_per_cluster": 1, "threads_per_core": 2}}
+    assert s.unmet(minimize.model(smt)) == ["clusters (a level between core and LLC)"]  # a cluster = a core's threads
+
+
 def test_cluster_wakeup_skip_through_the_cli():
     from click.testing import CliRunner
 
