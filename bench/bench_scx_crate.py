@@ -1,0 +1,166 @@
+"""One of the scx project's Rust schedulers built from crates.io (issue 35 item 2b):
+`cargo install --locked --root ROOT CRATE --version V`, with zig's clang as the BPF
+compiler, and the wall time it took.
+
+Bookworm's clang is 16 and scx_utils' build script wants 18 or later for BPF
+(`-mcpu=v4`).  PyPI's `ziglang` wheel ships clang 22 as `zig cc`
+(`pip download --no-deps ziglang`, unpack, pass its directory as --zig), but zig takes
+only its own target triples, so this writes a `clang` wrapper that translates clang's
+(`-target bpf` -> `-target bpfel-freestanding`; `--version --target=<rust triple>`,
+which scx_cargo's ClangInfo runs, -> `zig cc --version`) and hands it to the build as
+BPF_CLANG (scx_cargo's clang_info.rs and libbpf-cargo both take it from there).
+bindgen (the schedulers' interface headers) uses Debian's libclang-16
+(LIBCLANG_PATH=/usr/lib/llvm-16/lib).
+
+    .venv/bin/python bench/bench_scx_crate.py --zig DIR [--crate scx_bpfland]
+        [--version 1.1.4] [--root ~/.cache/lab/scx-crates/root] [--target-dir DIR] [-j 2]
+
+A --target-dir that does not exist yet makes it a cold build (the crates themselves
+come from cargo's registry cache when an earlier attempt downloaded them; the file says
+how many were there).  Writes bench/results/bench_scx_crate-<time>.json, also when the
+build fails (then with the error's tail)."""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "bench"))  # bench/provenance.py
+SCRATCH = Path(os.environ.get("LAB_CACHE", Path.home() / ".cache" / "lab")) / "scx-crates"
+
+# The wrapper scx's build runs as clang: zig cc with clang's target names translated.
+WRAPPER = r"""#!/bin/bash
+# clang for the scx schedulers' BPF build, backed by zig cc (clang 22): zig takes its
+# own target triples only (bpfel-freestanding), and a host triple of rust's spelling
+# (x86_64-unknown-linux-gnu) not at all, so translate (bench/bench_scx_crate.py).
+ZIG=__ZIG__
+for a in "$@"; do
+  [ "$a" = "--version" ] && exec "$ZIG" cc --version   # ClangInfo: version and host arch
+done
+out=()
+prev=""
+for a in "$@"; do
+  if [ "$prev" = "-target" ]; then
+    case "$a" in
+      bpf|bpfel) a=bpfel-freestanding ;;
+      bpfeb) a=bpfeb-freestanding ;;
+    esac
+    out+=("$a"); prev=""; continue
+  fi
+  case "$a" in
+    --target=bpf|--target=bpfel) out+=(-target bpfel-freestanding) ;;
+    --target=bpfeb) out+=(-target bpfeb-freestanding) ;;
+    *) out+=("$a") ;;
+  esac
+  prev="$a"
+done
+exec "$ZIG" cc "${out[@]}"
+"""
+
+
+def first_line(argv: list[str], env: dict | None = None) -> str:
+    try:
+        p = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=60)
+    except OSError as e:
+        return f"unavailable: {e}"
+    return (p.stdout or p.stderr).strip().splitlines()[0] if (p.stdout or p.stderr).strip() else ""
+
+
+def locked_versions(crate: str, version: str, names: tuple[str, ...]) -> dict[str, list[str]]:
+    """The versions the crate's published Cargo.lock pins (what --locked builds)."""
+    out: dict[str, list[str]] = {}
+    for lock in glob.glob(str(Path.home() / ".cargo" / "registry" / "src" / "*" / f"{crate}-{version}" / "Cargo.lock")):
+        name = None
+        for line in Path(lock).read_text().splitlines():
+            if line.startswith("name = "):
+                name = line.split('"')[1]
+            elif line.startswith("version = ") and name in names:
+                out.setdefault(name, []).append(line.split('"')[1])
+        break
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--zig", required=True, help="directory holding the zig binary (the ziglang wheel's ziglang/)")
+    ap.add_argument("--crate", default="scx_bpfland")
+    ap.add_argument("--version", default="1.1.4")
+    ap.add_argument("--root", default=str(SCRATCH / "root"))
+    ap.add_argument("--target-dir", default=None)
+    ap.add_argument("-j", "--jobs", type=int, default=2)
+    args = ap.parse_args()
+    from provenance import stamp
+
+    zig = Path(args.zig).resolve() / "zig"
+    if not zig.is_file():
+        raise SystemExit(f"--zig {args.zig}: no zig binary in it")
+    SCRATCH.mkdir(parents=True, exist_ok=True)
+    wrapper = SCRATCH / "clang"
+    wrapper.write_text(WRAPPER.replace("__ZIG__", str(zig)))
+    wrapper.chmod(0o755)
+    target = Path(args.target_dir) if args.target_dir else SCRATCH / f"target-{args.crate}-{args.version}-{time.strftime('%Y%m%d-%H%M%S')}"
+    cold = not target.exists()
+    env = dict(os.environ, BPF_CLANG=str(wrapper), LIBCLANG_PATH="/usr/lib/llvm-16/lib", CARGO_TARGET_DIR=str(target))
+    cargo = shutil.which("cargo") or str(Path.home() / ".cargo" / "bin" / "cargo")
+    argv = [cargo, "install", "--locked", "--force", "-j", str(args.jobs), "--root", args.root, args.crate, "--version", args.version]
+    cached = len(glob.glob(str(Path.home() / ".cargo" / "registry" / "cache" / "*" / "*.crate")))
+    measured = stamp()
+    log = SCRATCH / f"build-{args.crate}-{args.version}.log"
+    load0 = os.getloadavg()
+    t0 = time.monotonic()
+    with open(log, "w") as fh:
+        rc = subprocess.run(argv, env=env, stdout=fh, stderr=subprocess.STDOUT).returncode
+    took = time.monotonic() - t0
+    lines = log.read_text(errors="replace").splitlines()
+    binary = Path(args.root) / "bin" / args.crate
+    result = {
+        "bench": "bench_scx_crate",
+        **measured,
+        "argv": argv,
+        "env": {k: env[k] for k in ("BPF_CLANG", "LIBCLANG_PATH", "CARGO_TARGET_DIR")},
+        "cold_target_dir": cold,
+        "crates_in_registry_cache_before": cached,
+        "crate": args.crate,
+        "version": args.version,
+        "locked": locked_versions(args.crate, args.version, ("scx_utils", "scx_cargo", "libbpf-rs", "libbpf-cargo", "libbpf-sys", "bindgen")),
+        "toolchain": {
+            "bpf_clang": first_line([str(wrapper), "--version"]),
+            "zig": first_line([str(zig), "version"]),
+            "rustc": first_line(["rustc", "--version"], env),
+            "cargo": first_line([cargo, "--version"], env),
+            "libclang_for_bindgen": sorted(Path(p).name for p in glob.glob("/usr/lib/llvm-16/lib/libclang*.so*")),
+        },
+        "wrapper": WRAPPER.replace("__ZIG__", "<zig>"),
+        "exit": rc,
+        "wall_s": round(took, 1),
+        "loadavg_before": list(load0),
+        "loadavg_after": list(os.getloadavg()),
+        "log": str(log),
+    }
+    if rc == 0 and binary.is_file():
+        data = binary.read_bytes()
+        result["binary"] = {
+            "path": str(binary),
+            "size": len(data),
+            "sha256": hashlib.sha256(data).hexdigest(),
+            "file": first_line(["file", "-b", str(binary)]),
+        }
+    else:
+        result["log_tail"] = lines[-40:]
+    out = REPO / "bench" / "results" / f"bench_scx_crate-{time.strftime('%Y%m%d-%H%M%S')}.json"
+    out.write_text(json.dumps(result, indent=2) + "\n")
+    print(f"{args.crate} {args.version}: exit {rc} in {took:.0f} s; {out}")
+    return 0 if rc == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
