@@ -18,7 +18,13 @@ bindgen (the schedulers' interface headers) uses Debian's libclang-16
 A --target-dir that does not exist yet makes it a cold build (the crates themselves
 come from cargo's registry cache when an earlier attempt downloaded them; the file says
 how many were there).  Writes bench/results/bench_scx_crate-<time>.json, also when the
-build fails (then with the error's tail)."""
+build fails (then with the error's tail).
+
+--guest TOPOLOGY (with --kernel, default lab-6.12-scx) then runs the installed binary
+as lab's `--scheduler PATH` (a dynamic binary: lab packs its libraries): one `lab boot
+TOPOLOGY -- cat /sys/kernel/sched_ext/state /sys/kernel/sched_ext/root/ops` and one
+`lab run scheduler-survives --runs-per-verdict 1 --json`, and records what each said.
+--no-build skips the build and uses what --root holds."""
 
 from __future__ import annotations
 
@@ -89,17 +95,8 @@ def locked_versions(crate: str, version: str, names: tuple[str, ...]) -> dict[st
     return out
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--zig", required=True, help="directory holding the zig binary (the ziglang wheel's ziglang/)")
-    ap.add_argument("--crate", default="scx_bpfland")
-    ap.add_argument("--version", default="1.1.4")
-    ap.add_argument("--root", default=str(SCRATCH / "root"))
-    ap.add_argument("--target-dir", default=None)
-    ap.add_argument("-j", "--jobs", type=int, default=2)
-    args = ap.parse_args()
-    from provenance import stamp
-
+def build(args, result: dict) -> int:
+    """cargo install the crate; what it took into *result*; cargo's exit status."""
     zig = Path(args.zig).resolve() / "zig"
     if not zig.is_file():
         raise SystemExit(f"--zig {args.zig}: no zig binary in it")
@@ -113,7 +110,6 @@ def main() -> int:
     cargo = shutil.which("cargo") or str(Path.home() / ".cargo" / "bin" / "cargo")
     argv = [cargo, "install", "--locked", "--force", "-j", str(args.jobs), "--root", args.root, args.crate, "--version", args.version]
     cached = len(glob.glob(str(Path.home() / ".cargo" / "registry" / "cache" / "*" / "*.crate")))
-    measured = stamp()
     log = SCRATCH / f"build-{args.crate}-{args.version}.log"
     load0 = os.getloadavg()
     t0 = time.monotonic()
@@ -122,9 +118,7 @@ def main() -> int:
     took = time.monotonic() - t0
     lines = log.read_text(errors="replace").splitlines()
     binary = Path(args.root) / "bin" / args.crate
-    result = {
-        "bench": "bench_scx_crate",
-        **measured,
+    result.update({
         "argv": argv,
         "env": {k: env[k] for k in ("BPF_CLANG", "LIBCLANG_PATH", "CARGO_TARGET_DIR")},
         "cold_target_dir": cold,
@@ -145,8 +139,71 @@ def main() -> int:
         "loadavg_before": list(load0),
         "loadavg_after": list(os.getloadavg()),
         "log": str(log),
-    }
-    if rc == 0 and binary.is_file():
+    })
+    if rc != 0 or not binary.is_file():
+        result["log_tail"] = lines[-40:]
+    return rc
+
+
+def guest(binary: Path, topology: str, kernel: str) -> dict:
+    """The binary as lab's --scheduler PATH on *topology*: a boot that prints sched_ext's
+    state and root/ops, and one scheduler-survives run."""
+    lab = [sys.executable, "-m", "lab"]
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    out: dict = {"topology": topology, "kernel": kernel}
+    boot = [*lab, "boot", topology, "--kernel", kernel, "--scheduler", str(binary), "--",
+            "cat", "/sys/kernel/sched_ext/state", "/sys/kernel/sched_ext/root/ops"]  # fmt: skip
+    t0 = time.monotonic()
+    p = subprocess.run(boot, capture_output=True, text=True, env=env)
+    out["boot"] = {"argv": boot[2:], "exit": p.returncode, "wall_s": round(time.monotonic() - t0, 1),
+                   "stdout": p.stdout.splitlines(), "stderr_tail": p.stderr.splitlines()[-8:]}  # fmt: skip
+    run = [*lab, "run", "scheduler-survives", "--topology", topology, "--kernel", kernel, "--scheduler", str(binary),
+           "--runs-per-verdict", "1", "--json"]  # fmt: skip
+    t0 = time.monotonic()
+    p = subprocess.run(run, capture_output=True, text=True, env=env)
+    rec: dict = {"argv": run[2:], "exit": p.returncode, "wall_s": round(time.monotonic() - t0, 1)}
+    try:
+        doc = json.loads(p.stdout)
+        r0 = doc["runs"][0]
+        rec.update({"verdict": r0.get("status"),
+                    "message": r0.get("message"), "integrity": r0.get("integrity"),
+                    "expectations": [(e.get("name"), e.get("status")) for e in r0.get("expectations", [])],
+                    "run_dir": r0.get("run_dir") or doc.get("run_dir")})  # fmt: skip
+        rd = rec["run_dir"]
+        if rd:
+            plan = json.loads((Path(rd) / "plan.json").read_text())
+            rec["plan_scheduler"] = plan.get("scheduler")
+            sd = Path(rd) / "out" / "scheduler"
+            rec["out_scheduler"] = {f.name: f.read_text(errors="replace")[-400:] for f in sorted(sd.iterdir()) if f.is_file()}
+    except (ValueError, KeyError, IndexError, OSError, TypeError) as e:
+        rec["unparsed"] = f"{type(e).__name__}: {e}"
+        rec["stdout_tail"] = p.stdout.splitlines()[-10:]
+        rec["stderr_tail"] = p.stderr.splitlines()[-10:]
+    out["scheduler_survives"] = rec
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--zig", required=True, help="directory holding the zig binary (the ziglang wheel's ziglang/)")
+    ap.add_argument("--crate", default="scx_bpfland")
+    ap.add_argument("--version", default="1.1.4")
+    ap.add_argument("--root", default=str(SCRATCH / "root"))
+    ap.add_argument("--target-dir", default=None)
+    ap.add_argument("-j", "--jobs", type=int, default=2)
+    ap.add_argument("--no-build", action="store_true", help="use the binary --root holds")
+    ap.add_argument("--guest", default="", help="a topology to run the binary on as lab's --scheduler PATH")
+    ap.add_argument("--kernel", default="lab-6.12-scx")
+    args = ap.parse_args()
+    from provenance import stamp
+
+    measured = stamp()
+    result: dict = {"bench": "bench_scx_crate", **measured, "crate": args.crate, "version": args.version}
+    binary = Path(args.root) / "bin" / args.crate
+    rc = 0
+    if not args.no_build:
+        rc = build(args, result)
+    if binary.is_file():
         data = binary.read_bytes()
         result["binary"] = {
             "path": str(binary),
@@ -154,11 +211,11 @@ def main() -> int:
             "sha256": hashlib.sha256(data).hexdigest(),
             "file": first_line(["file", "-b", str(binary)]),
         }
-    else:
-        result["log_tail"] = lines[-40:]
+    if args.guest and rc == 0 and binary.is_file():
+        result["guest"] = guest(binary, args.guest, args.kernel)
     out = REPO / "bench" / "results" / f"bench_scx_crate-{time.strftime('%Y%m%d-%H%M%S')}.json"
     out.write_text(json.dumps(result, indent=2) + "\n")
-    print(f"{args.crate} {args.version}: exit {rc} in {took:.0f} s; {out}")
+    print(f"{args.crate} {args.version}: exit {rc}; {out}")
     return 0 if rc == 0 else 1
 
 
