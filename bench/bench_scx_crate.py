@@ -10,7 +10,10 @@ only its own target triples, so this writes a `clang` wrapper that translates cl
 which scx_cargo's ClangInfo runs, -> `zig cc --version`) and hands it to the build as
 BPF_CLANG (scx_cargo's clang_info.rs and libbpf-cargo both take it from there).
 bindgen (the schedulers' interface headers) uses Debian's libclang-16
-(LIBCLANG_PATH=/usr/lib/llvm-16/lib).
+(LIBCLANG_PATH=/usr/lib/llvm-16/lib), and scx_cargo hands it the BPF compile's flags,
+whose `-mcpu=v4` clang 16 refuses ("unknown target CPU 'v4'"): so BPF_BASE_CFLAGS is
+scx_cargo's own base flags without `-mcpu=v4` and its `-mllvm` options, and the wrapper
+adds those back to every BPF compile (bindgen never runs the wrapper).
 
     .venv/bin/python bench/bench_scx_crate.py --zig DIR [--crate scx_bpfland]
         [--version 1.1.4] [--root ~/.cache/lab/scx-crates/root] [--target-dir DIR] [-j 2]
@@ -54,23 +57,46 @@ for a in "$@"; do
 done
 out=()
 prev=""
+bpf=
 for a in "$@"; do
   if [ "$prev" = "-target" ]; then
     case "$a" in
       bpf|bpfel) a=bpfel-freestanding ;;
       bpfeb) a=bpfeb-freestanding ;;
     esac
-    out+=("$a"); prev=""; continue
+    out+=("$a"); prev=""; bpf=1; continue
   fi
   case "$a" in
-    --target=bpf|--target=bpfel) out+=(-target bpfel-freestanding) ;;
-    --target=bpfeb) out+=(-target bpfeb-freestanding) ;;
+    --target=bpf|--target=bpfel) out+=(-target bpfel-freestanding); bpf=1 ;;
+    --target=bpfeb) out+=(-target bpfeb-freestanding); bpf=1 ;;
     *) out+=("$a") ;;
   esac
   prev="$a"
 done
+# scx_cargo's BPF flags that bindgen's libclang-16 refuses, so not in BPF_BASE_CFLAGS.
+[ -n "$bpf" ] && out+=(__BPF_ONLY__)
 exec "$ZIG" cc "${out[@]}"
 """
+
+
+# scx_cargo 1.1.4's determine_base_cflags() for clang 22 on x86: its flags, the ones
+# bindgen cannot take split off (BPF_ONLY, which the wrapper adds to BPF compiles).
+BASE_CFLAGS = ["-g", "-O2", "-Wall", "-Wno-compare-distinct-pointer-types", "-D__TARGET_ARCH_x86", "-mlittle-endian"]
+BPF_ONLY = ["-mcpu=v4", "-mllvm", "-disable-ldsx", "-mllvm", "-disable-gotox"]
+
+
+def system_includes(clang: Path) -> list[str]:
+    """`clang -v -E -`'s <...> search list as -idirafter flags (as scx_cargo makes them)."""
+    p = subprocess.run([str(clang), "-v", "-E", "-"], input="", capture_output=True, text=True)
+    out, on = [], False
+    for line in p.stderr.splitlines():
+        if line == "#include <...> search starts here:":
+            on = True
+        elif line == "End of search list.":
+            break
+        elif on:
+            out += ["-idirafter", line.strip()]
+    return out
 
 
 def first_line(argv: list[str], env: dict | None = None) -> str:
@@ -102,11 +128,12 @@ def build(args, result: dict) -> int:
         raise SystemExit(f"--zig {args.zig}: no zig binary in it")
     SCRATCH.mkdir(parents=True, exist_ok=True)
     wrapper = SCRATCH / "clang"
-    wrapper.write_text(WRAPPER.replace("__ZIG__", str(zig)))
+    wrapper.write_text(WRAPPER.replace("__ZIG__", str(zig)).replace("__BPF_ONLY__", " ".join(BPF_ONLY)))
     wrapper.chmod(0o755)
+    base = " ".join(BASE_CFLAGS + system_includes(wrapper))
     target = Path(args.target_dir) if args.target_dir else SCRATCH / f"target-{args.crate}-{args.version}-{time.strftime('%Y%m%d-%H%M%S')}"
     cold = not target.exists()
-    env = dict(os.environ, BPF_CLANG=str(wrapper), LIBCLANG_PATH="/usr/lib/llvm-16/lib", CARGO_TARGET_DIR=str(target))
+    env = dict(os.environ, BPF_CLANG=str(wrapper), BPF_BASE_CFLAGS=base, LIBCLANG_PATH="/usr/lib/llvm-16/lib", CARGO_TARGET_DIR=str(target))
     cargo = shutil.which("cargo") or str(Path.home() / ".cargo" / "bin" / "cargo")
     argv = [cargo, "install", "--locked", "--force", "-j", str(args.jobs), "--root", args.root, args.crate, "--version", args.version]
     cached = len(glob.glob(str(Path.home() / ".cargo" / "registry" / "cache" / "*" / "*.crate")))
@@ -120,7 +147,7 @@ def build(args, result: dict) -> int:
     binary = Path(args.root) / "bin" / args.crate
     result.update({
         "argv": argv,
-        "env": {k: env[k] for k in ("BPF_CLANG", "LIBCLANG_PATH", "CARGO_TARGET_DIR")},
+        "env": {k: env[k] for k in ("BPF_CLANG", "BPF_BASE_CFLAGS", "LIBCLANG_PATH", "CARGO_TARGET_DIR")},
         "cold_target_dir": cold,
         "crates_in_registry_cache_before": cached,
         "crate": args.crate,
@@ -133,7 +160,7 @@ def build(args, result: dict) -> int:
             "cargo": first_line([cargo, "--version"], env),
             "libclang_for_bindgen": sorted(Path(p).name for p in glob.glob("/usr/lib/llvm-16/lib/libclang*.so*")),
         },
-        "wrapper": WRAPPER.replace("__ZIG__", "<zig>"),
+        "wrapper": WRAPPER.replace("__ZIG__", "<zig>").replace("__BPF_ONLY__", " ".join(BPF_ONLY)),
         "exit": rc,
         "wall_s": round(took, 1),
         "loadavg_before": list(load0),
