@@ -13,7 +13,9 @@ bindgen (the schedulers' interface headers) uses Debian's libclang-16
 (LIBCLANG_PATH=/usr/lib/llvm-16/lib), and scx_cargo hands it the BPF compile's flags,
 whose `-mcpu=v4` clang 16 refuses ("unknown target CPU 'v4'"): so BPF_BASE_CFLAGS is
 scx_cargo's own base flags without `-mcpu=v4` and its `-mllvm` options, and the wrapper
-adds those back to every BPF compile (bindgen never runs the wrapper).
+adds those back to every BPF compile (bindgen never runs the wrapper), with
+`-fno-unwind-tables -fno-asynchronous-unwind-tables`: zig cc emits .eh_frame for BPF,
+whose relocations libbpf's linker refuses.
 
     .venv/bin/python bench/bench_scx_crate.py --zig DIR [--crate scx_bpfland]
         [--version 1.1.4] [--root ~/.cache/lab/scx-crates/root] [--target-dir DIR] [-j 2]
@@ -73,8 +75,11 @@ for a in "$@"; do
   esac
   prev="$a"
 done
-# scx_cargo's BPF flags that bindgen's libclang-16 refuses, so not in BPF_BASE_CFLAGS.
-[ -n "$bpf" ] && out+=(__BPF_ONLY__)
+# scx_cargo's BPF flags that bindgen's libclang-16 refuses, so not in BPF_BASE_CFLAGS;
+# and no unwind tables, which zig cc asks for (-funwind-tables=2) and clang does not for
+# BPF: their .eh_frame relocates against .text's section symbol, which libbpf's linker
+# refuses ("relocation against STT_SECTION in non-exec section is not supported!").
+[ -n "$bpf" ] && out+=(__BPF_ONLY__ -fno-unwind-tables -fno-asynchronous-unwind-tables)
 exec "$ZIG" cc "${out[@]}"
 """
 
