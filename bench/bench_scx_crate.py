@@ -29,7 +29,10 @@ build fails (then with the error's tail).
 as lab's `--scheduler PATH` (a dynamic binary: lab packs its libraries): one `lab boot
 TOPOLOGY -- cat /sys/kernel/sched_ext/state /sys/kernel/sched_ext/root/ops` and one
 `lab run scheduler-survives --runs-per-verdict 1 --json`, and records what each said.
---no-build skips the build and uses what --root holds."""
+--no-build skips the build and uses what --root holds.  --clang CLANG builds with that
+clang as BPF_CLANG as it is (no wrapper, no BPF_BASE_CFLAGS: the crate's own flags),
+e.g. Debian's clang-16 for a version whose scx_cargo takes it (1.0.x asks for 16 and
+-mcpu=v3; 1.1.x for 18 and -mcpu=v4)."""
 
 from __future__ import annotations
 
@@ -128,17 +131,25 @@ def locked_versions(crate: str, version: str, names: tuple[str, ...]) -> dict[st
 
 def build(args, result: dict) -> int:
     """cargo install the crate; what it took into *result*; cargo's exit status."""
-    zig = Path(args.zig).resolve() / "zig"
-    if not zig.is_file():
-        raise SystemExit(f"--zig {args.zig}: no zig binary in it")
     SCRATCH.mkdir(parents=True, exist_ok=True)
-    wrapper = SCRATCH / "clang"
-    wrapper.write_text(WRAPPER.replace("__ZIG__", str(zig)).replace("__BPF_ONLY__", " ".join(BPF_ONLY)))
-    wrapper.chmod(0o755)
-    base = " ".join(BASE_CFLAGS + system_includes(wrapper))
+    zig = Path(args.zig).resolve() / "zig"
+    if args.clang:
+        found = shutil.which(args.clang)
+        if not found:
+            raise SystemExit(f"--clang {args.clang}: not found")
+        wrapper, base = Path(found), None
+    else:
+        if not args.zig or not zig.is_file():
+            raise SystemExit(f"--zig {args.zig!r}: no zig binary in it (or give --clang)")
+        wrapper = SCRATCH / "clang"
+        wrapper.write_text(WRAPPER.replace("__ZIG__", str(zig)).replace("__BPF_ONLY__", " ".join(BPF_ONLY)))
+        wrapper.chmod(0o755)
+        base = " ".join(BASE_CFLAGS + system_includes(wrapper))
     target = Path(args.target_dir) if args.target_dir else SCRATCH / f"target-{args.crate}-{args.version}-{time.strftime('%Y%m%d-%H%M%S')}"
     cold = not target.exists()
-    env = dict(os.environ, BPF_CLANG=str(wrapper), BPF_BASE_CFLAGS=base, LIBCLANG_PATH="/usr/lib/llvm-16/lib", CARGO_TARGET_DIR=str(target))
+    env = dict(os.environ, BPF_CLANG=str(wrapper), LIBCLANG_PATH="/usr/lib/llvm-16/lib", CARGO_TARGET_DIR=str(target))
+    if base is not None:
+        env["BPF_BASE_CFLAGS"] = base
     cargo = shutil.which("cargo") or str(Path.home() / ".cargo" / "bin" / "cargo")
     argv = [cargo, "install", "--locked", "--force", "-j", str(args.jobs), "--root", args.root, args.crate, "--version", args.version]
     cached = len(glob.glob(str(Path.home() / ".cargo" / "registry" / "cache" / "*" / "*.crate")))
@@ -152,7 +163,7 @@ def build(args, result: dict) -> int:
     binary = Path(args.root) / "bin" / args.crate
     result.update({
         "argv": argv,
-        "env": {k: env[k] for k in ("BPF_CLANG", "BPF_BASE_CFLAGS", "LIBCLANG_PATH", "CARGO_TARGET_DIR")},
+        "env": {k: env[k] for k in ("BPF_CLANG", "BPF_BASE_CFLAGS", "LIBCLANG_PATH", "CARGO_TARGET_DIR") if k in env},
         "cold_target_dir": cold,
         "crates_in_registry_cache_before": cached,
         "crate": args.crate,
@@ -160,12 +171,12 @@ def build(args, result: dict) -> int:
         "locked": locked_versions(args.crate, args.version, ("scx_utils", "scx_cargo", "libbpf-rs", "libbpf-cargo", "libbpf-sys", "bindgen")),
         "toolchain": {
             "bpf_clang": first_line([str(wrapper), "--version"]),
-            "zig": first_line([str(zig), "version"]),
+            "zig": first_line([str(zig), "version"]) if not args.clang else None,
             "rustc": first_line(["rustc", "--version"], env),
             "cargo": first_line([cargo, "--version"], env),
             "libclang_for_bindgen": sorted(Path(p).name for p in glob.glob("/usr/lib/llvm-16/lib/libclang*.so*")),
         },
-        "wrapper": WRAPPER.replace("__ZIG__", "<zig>").replace("__BPF_ONLY__", " ".join(BPF_ONLY)),
+        "wrapper": None if args.clang else WRAPPER.replace("__ZIG__", "<zig>").replace("__BPF_ONLY__", " ".join(BPF_ONLY)),
         "exit": rc,
         "wall_s": round(took, 1),
         "loadavg_before": list(load0),
@@ -217,7 +228,8 @@ def guest(binary: Path, topology: str, kernel: str) -> dict:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--zig", required=True, help="directory holding the zig binary (the ziglang wheel's ziglang/)")
+    ap.add_argument("--zig", default="", help="directory holding the zig binary (the ziglang wheel's ziglang/)")
+    ap.add_argument("--clang", default="", help="a clang to use as BPF_CLANG as it is, instead of --zig's")
     ap.add_argument("--crate", default="scx_bpfland")
     ap.add_argument("--version", default="1.1.4")
     ap.add_argument("--root", default=str(SCRATCH / "root"))
