@@ -788,13 +788,21 @@ def _read(d: Path, name: str) -> str | None:
         return None
 
 
+def ops_match(shown: str, ops: str) -> bool:
+    """Whether the ops name the kernel shows (root/ops, its log) is scheduler *ops*'s: the
+    same, or *ops* with a suffix of ``_`` and more, as the scx project's Rust schedulers
+    name themselves (``bpfland_1.0.20_x86_64_unknown_linux_gnu``); "" matches any (the
+    guest's agent, lab/guest/init.sh's sched_ops_ok, says the same)."""
+    return not ops or shown == ops or shown.startswith(ops + "_")
+
+
 def kernel_reason(dmesg: str, ops: str = "") -> str:
     """What the kernel said when it disabled the scheduler: the exit kind and, for an
     error, its message ("" when the log says nothing)."""
     lines = dmesg.splitlines()
     for i, ln in enumerate(lines):
         m = _DISABLED_RE.search(ln)
-        if not m or (ops and m[1] != ops):
+        if not m or not ops_match(m[1], ops):
             continue
         reason = m[2]
         nxt = lines[i + 1] if i + 1 < len(lines) else ""

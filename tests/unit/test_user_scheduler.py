@@ -276,3 +276,29 @@ def test_agent_takes_any_ops_name_when_lab_knows_none(tmp_path):
     assert (root / "out/scheduler/status").read_text().strip() == "enabled"
     assert (root / "out/scheduler/during").read_text().strip() == "kept"
     assert sm.outcome(root / "out", "mysched", "") == ("", "")
+
+
+@pytest.mark.parametrize("shown, ok", [("simple", True), ("simple_1.0.20_x86_64_unknown_linux_gnu", True), ("simplex", False), ("qmap", False)])
+def test_agent_takes_the_ops_name_with_an_scx_version_suffix(tmp_path, shown, ok):
+    """The scx project's Rust schedulers show NAME_VERSION_TARGET in root/ops: NAME's, and
+    no other name that only starts like it."""
+    root = tmp_path / "g"
+    for d in ("out/scheduler", "lab/sched/bin", "sys/root"):
+        (root / d).mkdir(parents=True, exist_ok=True)
+    (root / "sys" / "state").write_text("disabled\n")
+    (root / "mode").write_text("ok")
+    binary = root / "lab/sched/bin/scx_simple"
+    binary.write_text(FAKE.replace("__ROOT__", str(root)).replace("echo simple >", f"echo {shown} >"))
+    binary.chmod(0o755)
+    (root / "lab/sched/nargs").write_text("0\n")
+    script = (
+        "say() { echo \"lab: $*\" >> \"$ROOT/agent.log\"; }\nup() { echo 0; }\n"
+        "LAB_SCHED=scx_simple LAB_SCHED_OPS=simple LAB_SCHED_WAIT=1\n"
+        + _agent_part(root)
+        + "if sched_start; then sleep 0.3; sched_stop; fi\n"
+    )
+    subprocess.run([_busybox(), "sh", "-c", script], env={"PATH": "/usr/bin:/bin", "ROOT": str(root)}, check=True, timeout=60)
+    assert (root / "out/scheduler/status").read_text().strip() == ("enabled" if ok else "not-enabled")
+    assert sm.ops_match(shown, "simple") is ok
+    dmesg = f'sched_ext: BPF scheduler "{shown}" disabled (runtime error)\nsched_ext: {shown}: bad DSQ\n'
+    assert sm.kernel_reason(dmesg, "simple") == ("runtime error: bad DSQ" if ok else "")
