@@ -185,6 +185,8 @@ def build(args, result: dict) -> int:
     })
     if rc != 0 or not binary.is_file():
         result["log_tail"] = lines[-40:]
+        # The cause is often above a backtrace that fills the tail: keep the error lines too.
+        result["log_errors"] = [ln for ln in lines if "error" in ln.lower() and "Compiling" not in ln][:20]
     return rc
 
 
