@@ -232,7 +232,7 @@ def binary_libraries(path: Path, where: str) -> list:
         raise UserError(f"{where}: cannot be read: {e.strerror}") from None
     if static:
         return []
-    # deferred: CLI start (lab.image.tools reads ELF files and walks library paths)
+    # deferred: CLI start (lab.image.tools)
     from .image import tools
 
     return tools.library_entries(path, where)
