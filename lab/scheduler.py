@@ -12,9 +12,10 @@ Layout under ``cache_dir()``:
 
 - ``work/scx-<kernel id>/``      the build tree (tools/, include/, ... of the kernel's
   source) and ``build.log``
-- ``schedulers/<id>/``           the store entry: the static binary, metadata.json,
+- ``schedulers/<id>/``           the store entry: the binary (static, or a user's
+  dynamic one with its loader and libraries under ``root/``), metadata.json,
   build.log; *id* is a hash of the source's identity, the kernel's BTF, the name and
-  the toolchain's versions
+  the toolchain's versions (a user's binary: its content, and its libraries')
 """
 
 from __future__ import annotations
@@ -67,6 +68,7 @@ BTF_FILE = "vmlinux.btf"  # in a kernel's store entry (lab.kernel.build.BTF_FILE
 # How long the guest's agent waits for the scheduler to be enabled (loading under TCG
 # runs the BPF verifier on an emulated CPU: seconds, not minutes).
 ENABLE_WAIT_S = 120
+LIBS_DIR = "root"  # in a store entry: a dynamic binary's loader and libraries at their guest paths
 
 
 @dataclass(frozen=True)
@@ -136,9 +138,11 @@ _OPS_NAME_RE = re.compile(r'\.name\s*=\s*"([^"]+)"')
 
 def user_spec(path_text: str, args: tuple[str, ...] = ()) -> Spec:
     """The Spec of the user's scheduler at *path_text*: a directory with ``NAME.bpf.c``
-    and ``NAME.c`` (tools/sched_ext's layout), or a static ELF binary.  Refused in one
-    line: a missing path, a directory without the pair (or with two), a file that is
-    not ELF, a binary that is not static, a name that clashes with the tree's own."""
+    and ``NAME.c`` (tools/sched_ext's layout), or an ELF binary (a dynamically linked
+    one goes to the guest with its loader and libraries).  Refused in one line: a
+    missing path, a directory without the pair (or with two), a file that is not ELF, a
+    dynamic binary whose libraries this host lacks or of another arch, a name that
+    clashes with the tree's own."""
     where = f"--scheduler {path_text}"
     p = Path(path_text).expanduser()
     try:
@@ -169,10 +173,7 @@ def user_spec(path_text: str, args: tuple[str, ...] = ()) -> Spec:
     if elf_arch(data) is None:
         raise UserError(f"{where}: neither a source directory nor an ELF binary")
     if not elf_static(data):
-        raise UserError(
-            f"{where}: a dynamically linked binary (it asks for a program interpreter); the guest has no "
-            "shared libraries: link it -static, or give its source directory"
-        )
+        binary_libraries(p, where)  # one line now when its libraries cannot be packed
     name = p.name
     _check_name(where, name)
     return Spec(name, args, str(p), "binary", binary_ops(name, data))
@@ -219,6 +220,37 @@ def elf_static(data: bytes) -> bool:
         if int.from_bytes(data[off : off + 4], "little") == 3:  # PT_INTERP
             return False
     return True
+
+
+def binary_libraries(path: Path, where: str) -> list:
+    """A dynamically linked binary's ELF interpreter and shared libraries, from this host,
+    at the paths the guest's ld.so looks (lab.image.tools' staging, as for perf): the
+    guest's initramfs has no libraries of its own.  Empty for a static binary."""
+    try:
+        static = elf_static(path.read_bytes())
+    except OSError as e:
+        raise UserError(f"{where}: cannot be read: {e.strerror}") from None
+    if static:
+        return []
+    # deferred: CLI start (lab.image.tools)
+    from .image import tools
+
+    return tools.library_entries(path, where)
+
+
+def _libraries_key(entries: list) -> dict[str, str]:
+    """What a dynamic binary's libraries add to its store key: each guest path's
+    sha256, or where its symlink points (a host library upgrade is a new entry)."""
+    out = {}
+    for e in entries:
+        if e.link is not None:
+            out[e.guest] = "-> " + e.link
+        else:
+            try:
+                out[e.guest] = hashlib.sha256(Path(e.source).read_bytes()).hexdigest()
+            except OSError as err:
+                raise UserError(f"{e.source}: cannot be read: {err.strerror}") from None
+    return out
 
 
 def user_files(spec: Spec) -> dict[str, str]:
@@ -412,7 +444,11 @@ def key(name: str, kernel: KernelArtifact, tools: dict[str, str], spec: Spec | N
     user's source tree (*spec*) adds its files' content hashes; a user's prebuilt binary
     is keyed by its own content only."""
     if spec is not None and spec.kind == "binary":
-        return {"layout": LAYOUT, "name": spec.name, "arch": kernel.arch, "user": {"kind": "binary", "files": user_files(spec)}}
+        out: dict = {"layout": LAYOUT, "name": spec.name, "arch": kernel.arch, "user": {"kind": "binary", "files": user_files(spec)}}
+        libs = binary_libraries(Path(spec.path), f"--scheduler {spec.path}")
+        if libs:  # a static binary's key (and store id) is as before
+            out["libraries"] = _libraries_key(libs)
+        return out
     btf = kernel_btf(kernel)
     k = kernel.metadata.get("key", {})
     out = {
@@ -630,8 +666,7 @@ def import_binary(spec: Spec, kernel: KernelArtifact, *, force: bool = False) ->
     got = elf_arch(data)
     if got != kernel.arch:
         raise UserError(f"{where}: a binary for {got or 'no known arch (not ELF)'}; the guest (kernel {kernel.label}) is {kernel.arch}")
-    if not elf_static(data):
-        raise UserError(f"{where}: a dynamically linked binary; the guest has no shared libraries: link it -static")
+    libs = binary_libraries(Path(spec.path), where)
     k = key(spec.name, kernel, {}, spec)
     sid = entry_id(k)
     final = root() / sid
@@ -640,6 +675,14 @@ def import_binary(spec: Spec, kernel: KernelArtifact, *, force: bool = False) ->
     with _staging(sid, force) as tmp:
         (tmp / spec.name).write_bytes(data)
         os.chmod(tmp / spec.name, 0o755)
+        for lib in libs:  # the guest's paths under LIBS_DIR, as binary_layer copies them
+            dest = tmp / LIBS_DIR / lib.guest.lstrip("/")
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            if lib.link is not None:
+                os.symlink(lib.link, dest)
+            else:
+                shutil.copyfile(lib.source, dest)
+                os.chmod(dest, os.stat(lib.source).st_mode & 0o7777)
         meta = {
             "id": sid,
             "name": spec.name,
@@ -648,7 +691,8 @@ def import_binary(spec: Spec, kernel: KernelArtifact, *, force: bool = False) ->
             "binary": spec.name,
             "binary_sha256": hashlib.sha256(data).hexdigest(),
             "binary_size": len(data),
-            "static": True,
+            "static": not libs,
+            "libraries": [lib.guest for lib in libs],
             "version": f"{spec.path} (prebuilt, sha256 {hashlib.sha256(data).hexdigest()[:12]})",
             "kernel": {},
             "key": k,
@@ -711,7 +755,8 @@ def guest_config(sched: Scheduler, wait_s: int = ENABLE_WAIT_S) -> dict[str, str
 
 
 def binary_layer(sched: Scheduler, progress=None) -> Path:
-    """The initramfs layer holding the scheduler's binary (/lab/sched/bin/NAME)."""
+    """The initramfs layer holding the scheduler's binary (/lab/sched/bin/NAME), and a
+    dynamic one's loader and libraries at the paths its ld.so looks (/lib64, /lib/...)."""
     # deferred: CLI start (lab.image.initramfs)
     from .image import initramfs
 
@@ -720,6 +765,9 @@ def binary_layer(sched: Scheduler, progress=None) -> Path:
         d.mkdir(parents=True)
         shutil.copy2(sched.binary, d / sched.name)
         os.chmod(d / sched.name, 0o755)
+        libs = sched.binary.parent / LIBS_DIR
+        if libs.is_dir():
+            shutil.copytree(libs, r, symlinks=True, dirs_exist_ok=True)
 
     return initramfs.cached_tree_layer("scheduler", f"{sched.id}:{sched.metadata.get('binary_sha256', '')}", fill, progress)
 
@@ -740,13 +788,21 @@ def _read(d: Path, name: str) -> str | None:
         return None
 
 
+def ops_match(shown: str, ops: str) -> bool:
+    """Whether the ops name the kernel shows (root/ops, its log) is scheduler *ops*'s: the
+    same, or *ops* with a suffix of ``_`` and more, as the scx project's Rust schedulers
+    name themselves (``bpfland_1.0.20_x86_64_unknown_linux_gnu``); "" matches any (the
+    guest's agent, lab/guest/init.sh's sched_ops_ok, says the same)."""
+    return not ops or shown == ops or shown.startswith(ops + "_")
+
+
 def kernel_reason(dmesg: str, ops: str = "") -> str:
     """What the kernel said when it disabled the scheduler: the exit kind and, for an
     error, its message ("" when the log says nothing)."""
     lines = dmesg.splitlines()
     for i, ln in enumerate(lines):
         m = _DISABLED_RE.search(ln)
-        if not m or (ops and m[1] != ops):
+        if not m or not ops_match(m[1], ops):
             continue
         reason = m[2]
         nxt = lines[i + 1] if i + 1 < len(lines) else ""

@@ -175,7 +175,13 @@ SCHED_DIR=/tmp/out/scheduler
 SCHED_PID=
 sched_read() { cat "/sys/kernel/sched_ext/$1" 2>/dev/null; }
 # The ops name it must show; empty: lab could not read a user's binary's, any will do.
-sched_ops_ok() { [ -z "$LAB_SCHED_OPS" ] || [ "$1" = "$LAB_SCHED_OPS" ]; }
+# The scx project's Rust schedulers add their version and target at run time
+# (bpfland_1.0.20_x86_64_unknown_linux_gnu), so NAME_anything is NAME too.
+sched_ops_ok() {
+    [ -z "$LAB_SCHED_OPS" ] || [ "$1" = "$LAB_SCHED_OPS" ] && return 0
+    case "$1" in "${LAB_SCHED_OPS}"_*) return 0 ;; esac
+    return 1
+}
 sched_start() {
     mkdir -p "$SCHED_DIR"
     set --

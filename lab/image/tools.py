@@ -28,6 +28,7 @@ import os
 import re
 import shutil
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -354,20 +355,7 @@ def pack_entries(arch: str, tools: list[str] | tuple[str, ...], sysroot: Path | 
     resolver = _Resolver(arch, Path(sysroot) if sysroot is not None else Path("/"))
     in_sysroot = resolver.sysroot != Path("/")
     entries: dict[str, Entry] = {}
-    by_real: dict[str, str] = {}  # realpath -> guest path holding its content
-
-    def add_file(guest: str, source_guest: str) -> None:
-        if guest in entries:
-            return
-        real = resolver.real(source_guest)
-        if real in by_real and by_real[real] != guest:
-            # Same file under a second name (ld.so as PT_INTERP and as libc's
-            # DT_NEEDED): one copy, and a relative symlink for the other name.
-            rel = os.path.relpath(by_real[real], os.path.dirname(guest))
-            entries[guest] = Entry(guest, link=rel)
-            return
-        by_real[real] = guest
-        entries[guest] = Entry(guest, source=resolver.sysroot / real.lstrip("/"))
+    add_file = _entry_adder(resolver, entries)
 
     loader = archs.get(arch).loader
     for tool in tools:
@@ -387,30 +375,93 @@ def pack_entries(arch: str, tools: list[str] | tuple[str, ...], sysroot: Path | 
                 raise UserError(f"{real} needs the ELF interpreter {exe.interp}, which is missing{where}")
             add_file(exe.interp, exe.interp)
 
-        queue, done = [exe], set()
-        while queue:
-            obj = queue.pop()
-            names = list(obj.needed)
-            for n in obj.needed:
-                names += [x for x in _DLOPENED_BY.get(n, ()) if resolver.find(x, obj, exe)]
-            for soname in names:
-                found = resolver.find(soname, obj, exe)
-                if found is None:
-                    if in_sysroot:
-                        raise UserError(
-                            f"{real} needs {soname} (via {obj.path.name}), which no {arch} package of "
-                            f"{PACKAGES.get(tool, tool)}'s library closure ships ({resolver.sysroot})"
-                        )
-                    raise UserError(
-                        f"{real} needs {soname} (via {obj.path}), which is not installed; "
-                        f"reinstall the Debian package {PACKAGES.get(tool, tool)}"
-                    )
-                host, guest = found
-                if guest in done:
-                    continue
-                done.add(guest)
-                add_file(guest, host)
-                queue.append(read_elf(resolver.host(host)))
+        def missing(soname: str, obj: Elf, tool: str = tool, real: Path = real) -> UserError:
+            if in_sysroot:
+                return UserError(
+                    f"{real} needs {soname} (via {obj.path.name}), which no {arch} package of "
+                    f"{PACKAGES.get(tool, tool)}'s library closure ships ({resolver.sysroot})"
+                )
+            return UserError(
+                f"{real} needs {soname} (via {obj.path}), which is not installed; "
+                f"reinstall the Debian package {PACKAGES.get(tool, tool)}"
+            )
+
+        _add_libraries(resolver, exe, add_file, missing)
+    return sorted(entries.values(), key=lambda e: e.guest)
+
+
+def _add_libraries(
+    resolver: _Resolver, exe: Elf, add_file: Callable[[str, str], None], missing: Callable[[str, Elf], UserError]
+) -> None:
+    """Add every shared library *exe* needs, transitively, as ld.so would find them
+    (and the ones glibc dlopen()s itself); *missing* says why one cannot be found."""
+    queue, done = [exe], set()
+    while queue:
+        obj = queue.pop()
+        names = list(obj.needed)
+        for n in obj.needed:
+            names += [x for x in _DLOPENED_BY.get(n, ()) if resolver.find(x, obj, exe)]
+        for soname in names:
+            found = resolver.find(soname, obj, exe)
+            if found is None:
+                raise missing(soname, obj)
+            host, guest = found
+            if guest in done:
+                continue
+            done.add(guest)
+            add_file(guest, host)
+            queue.append(read_elf(resolver.host(host)))
+
+
+def _entry_adder(resolver: _Resolver, entries: dict[str, Entry]) -> Callable[[str, str], None]:
+    """add_file(guest, source_guest): one copy of each file, a symlink for a second name."""
+    by_real: dict[str, str] = {}  # realpath -> guest path holding its content
+
+    def add_file(guest: str, source_guest: str) -> None:
+        if guest in entries:
+            return
+        real = resolver.real(source_guest)
+        if real in by_real and by_real[real] != guest:
+            # Same file under a second name (ld.so as PT_INTERP and as libc's
+            # DT_NEEDED): one copy, and a relative symlink for the other name.
+            rel = os.path.relpath(by_real[real], os.path.dirname(guest))
+            entries[guest] = Entry(guest, link=rel)
+            return
+        by_real[real] = guest
+        entries[guest] = Entry(guest, source=resolver.sysroot / real.lstrip("/"))
+
+    return add_file
+
+
+def library_entries(binary: Path, what: str) -> list[Entry]:
+    """The ELF interpreter and the shared libraries a dynamically linked host binary
+    needs (not the binary itself), as ``stage_tools`` stages a tool's: at the paths
+    the guest's ld.so looks, sorted by guest path.  Only for a binary of the host's
+    arch (its libraries are this host's); *what* names it in the one-line errors."""
+    arch = host_arch()
+    try:
+        exe = read_elf(binary)
+    except (NotElf, struct.error, OSError, ValueError):
+        raise UserError(f"{what}: not an ELF file lab can read") from None
+    if exe.machine != archs.get(arch).elf_machine:
+        raise UserError(
+            f"{what}: a dynamically linked binary for another arch (ELF machine {exe.machine}); lab packs a "
+            f"dynamic binary's libraries from this {arch} host: link it -static"
+        )
+    resolver = _Resolver(arch, Path("/"))
+    entries: dict[str, Entry] = {}
+    add_file = _entry_adder(resolver, entries)
+    if not exe.interp or not Path(exe.interp).is_file():
+        raise UserError(
+            f"{what}: a dynamically linked binary whose program interpreter {exe.interp!r} "
+            "this host does not have; link it -static"
+        )
+    add_file(exe.interp, exe.interp)
+
+    def missing(soname: str, obj: Elf) -> UserError:
+        return UserError(f"{what}: needs {soname} (via {obj.path}), which is not installed on this host")
+
+    _add_libraries(resolver, exe, add_file, missing)
     return sorted(entries.values(), key=lambda e: e.guest)
 
 

@@ -99,9 +99,10 @@ def _matrix_axes(path: str) -> dict[str, list[list[str]]]:
 
 # --scheduler NAME[:ARGS] that is not one: unknown, an unbalanced quote, the kernel's own with arguments;
 # a PATH[:ARGS] that is not one: missing, a directory without NAME.bpf.c and NAME.c (or with
-# only the first), a file that is not ELF, a dynamically linked binary.
+# only the first), a file that is not ELF, a dynamically linked binary whose loader this host lacks
+# or of another arch (a host one is packed with its libraries).
 BAD_SCHEDULERS = ("nope", "scx_simple:'a", "scx_simple:\"$(reboot)", "eevdf:-v", "../scx_simple",
-                  "{missing}", "{dir}", "{halfsched}:-v", "{garbage}", "{dynelf}")  # fmt: skip
+                  "{missing}", "{dir}", "{halfsched}:-v", "{garbage}", "{dynelf}", "{dynarm}")  # fmt: skip
 
 # {command: {parameter: [bad arguments, ...]}}; "" is a command's arguments as a whole.
 CASES: dict[str, dict[str, list[list[str]]]] = {
@@ -320,7 +321,7 @@ CASES: dict[str, dict[str, list[list[str]]]] = {
     "scheduler list": {"": [["scheduler", "list", "extra"]]},
     "scheduler build": {
         "name": [["scheduler", "build", n] for n in ("nope", "", "../scx_simple", "scx_simple:-v", "{missing}", "{dir}",
-                                                      "{halfsched}", "{garbage}", "{dynelf}", "{armelf}")]
+                                                      "{halfsched}", "{garbage}", "{dynelf}", "{dynarm}", "{armelf}")]
         + [["scheduler", "build"]],  # fmt: skip
         "kernel_spec": [["scheduler", "build", "scx_simple", "--kernel", k] for k in ("nope", "{missing}/bzImage", "")],
         "jobs": [["scheduler", "build", "scx_simple", "-j", j] for j in ("0", "x", "")],
@@ -394,7 +395,8 @@ def bad(tmp_path, monkeypatch):
     (d / "halfsched" / "scx_half.bpf.c").write_text("")  # its scx_half.c is missing
     from test_user_scheduler import elf
 
-    (d / "dynelf").write_bytes(elf(interp=True))  # asks for a program interpreter
+    (d / "dynelf").write_bytes(elf(interp=True))  # asks for a program interpreter, named ''
+    (d / "dynarm").write_bytes(elf(0xB7, interp=True))  # dynamic, arm64: no libraries of its arch here
     (d / "armelf").write_bytes(elf(0xB7))  # static, arm64
     (d / "emptycapture").mkdir()
     pkg = d / "emptypackage" / "sys" / "devices" / "system" / "cpu" / "cpu0" / "topology"
@@ -427,6 +429,7 @@ def bad(tmp_path, monkeypatch):
         "tarjunk": str(d / "tarjunk.tar.gz"),
         "halfsched": str(d / "halfsched"),
         "dynelf": str(d / "dynelf"),
+        "dynarm": str(d / "dynarm"),
         "armelf": str(d / "armelf"),
         "emptycapture": str(d / "emptycapture"),
         "emptypackage": str(d / "emptypackage"),

@@ -1,6 +1,7 @@
 """A user's own sched_ext scheduler (issue 35 item 2c): --scheduler PATH[:ARGS] to a
-source directory in tools/sched_ext's layout or to a prebuilt static binary; what is
-read from it (its name, its ops name), its store key, and the one-line refusals."""
+source directory in tools/sched_ext's layout or to a prebuilt binary (static, or dynamic
+with its loader and libraries packed); what is read from it (its name, its ops name),
+its store key, and the one-line refusals."""
 
 from __future__ import annotations
 
@@ -102,8 +103,10 @@ def test_bad_paths_are_refused_in_one_line(tmp_path):
     assert "2 schedulers (scx_b, scx_mine)" in _refused(str(two))
     (tmp_path / "text").write_text("#!/bin/sh\n")
     assert "neither a source directory nor an ELF binary" in _refused(str(tmp_path / "text") + ":-v")
-    (tmp_path / "dyn").write_bytes(elf(interp=True))
-    assert "dynamically linked" in _refused(str(tmp_path / "dyn"))
+    (tmp_path / "dyn").write_bytes(elf(interp=True))  # its program interpreter: an empty name
+    assert "dynamically linked binary whose program interpreter '' this host does not have" in _refused(str(tmp_path / "dyn"))
+    (tmp_path / "dynarm").write_bytes(elf(0xB7, interp=True))
+    assert "dynamically linked binary for another arch" in _refused(str(tmp_path / "dynarm"))
 
 
 def test_a_copy_named_like_the_trees_own_is_refused(tmp_path):
@@ -181,6 +184,74 @@ def test_a_binary_for_another_arch_is_refused_naming_both(tmp_path, monkeypatch)
     assert not sm.entries()
 
 
+def _dynamic(tmp_path: Path, name: str = "scx_true") -> Path:
+    """Debian's /bin/true (dynamically linked) under a scheduler's name, with 'true' as
+    a string of its own (bytes after an ELF file's end change nothing it runs)."""
+    b = tmp_path / name
+    b.write_bytes(Path("/bin/true").read_bytes() + b"\0true\0")
+    b.chmod(0o755)
+    return b
+
+
+def test_a_dynamic_binary_is_stored_with_its_loader_and_libraries_and_runs_from_them(tmp_path, monkeypatch):
+    monkeypatch.setenv("LAB_CACHE", str(tmp_path / "cache"))
+    b = _dynamic(tmp_path)
+    spec = sm.parse_spec(str(b))
+    assert spec is not None and (spec.kind, spec.ops) == ("binary", "true")
+    k = _kernel(tmp_path)
+    s = sm.resolve(spec, k)
+    assert s.metadata["static"] is False
+    libs = s.metadata["libraries"]
+    assert "/lib64/ld-linux-x86-64.so.2" in libs and "/lib/x86_64-linux-gnu/libc.so.6" in libs
+    root = s.binary.parent / sm.LIBS_DIR
+    for g in libs:
+        assert (root / g.lstrip("/")).exists() or (root / g.lstrip("/")).is_symlink(), g
+    # The packed loader and libraries alone run it (the guest has no others).
+    loader = root / "lib64" / "ld-linux-x86-64.so.2"
+    cp = subprocess.run([str(loader), "--library-path", str(root / "lib" / "x86_64-linux-gnu"), str(s.binary)], check=False)
+    assert cp.returncode == 0
+    assert sm.find_built(spec, k) == s  # stored: a second run is a lookup
+    # The libraries are part of the key: a static binary's key has none.
+    assert "libraries" in sm.key(spec.name, k, {}, spec)
+    st = tmp_path / "scx_static"
+    st.write_bytes(elf())
+    st_spec = sm.parse_spec(str(st))
+    assert st_spec is not None and "libraries" not in sm.key(st_spec.name, k, {}, st_spec)
+
+
+def test_a_dynamic_binary_s_layer_holds_its_libraries(tmp_path, monkeypatch):
+    monkeypatch.setenv("LAB_CACHE", str(tmp_path / "cache"))
+    spec = sm.parse_spec(str(_dynamic(tmp_path)))
+    assert spec is not None
+    s = sm.resolve(spec, _kernel(tmp_path))
+    from lab.image import initramfs  # deferred: only this test looks inside a layer
+
+    got: dict[str, Path] = {}
+
+    def keep(kind, key, fill, progress=None):
+        r = tmp_path / "layer"
+        r.mkdir()
+        fill(r)
+        got["root"] = r
+        return r
+
+    monkeypatch.setattr(initramfs, "cached_tree_layer", keep)
+    sm.binary_layer(s)
+    r = got["root"]
+    assert (r / "lab/sched/bin/scx_true").is_file()
+    for g in s.metadata["libraries"]:
+        assert (r / g.lstrip("/")).exists(), g
+
+
+def test_a_dynamic_binary_whose_library_is_missing_is_refused_in_one_line(tmp_path, monkeypatch):
+    from lab.image import tools  # deferred: only this test stands in for a missing library
+
+    real_find = tools._Resolver.find
+    monkeypatch.setattr(tools._Resolver, "find", lambda self, so, n, e: None if so == "libc.so.6" else real_find(self, so, n, e))
+    b = _dynamic(tmp_path)
+    assert _refused(str(b)) == f"--scheduler {b}: needs libc.so.6 (via {b}), which is not installed on this host"
+
+
 # ---- the agent ----------------------------------------------------------------------------------------
 
 
@@ -205,3 +276,29 @@ def test_agent_takes_any_ops_name_when_lab_knows_none(tmp_path):
     assert (root / "out/scheduler/status").read_text().strip() == "enabled"
     assert (root / "out/scheduler/during").read_text().strip() == "kept"
     assert sm.outcome(root / "out", "mysched", "") == ("", "")
+
+
+@pytest.mark.parametrize("shown, ok", [("simple", True), ("simple_1.0.20_x86_64_unknown_linux_gnu", True), ("simplex", False), ("qmap", False)])
+def test_agent_takes_the_ops_name_with_an_scx_version_suffix(tmp_path, shown, ok):
+    """The scx project's Rust schedulers show NAME_VERSION_TARGET in root/ops: NAME's, and
+    no other name that only starts like it."""
+    root = tmp_path / "g"
+    for d in ("out/scheduler", "lab/sched/bin", "sys/root"):
+        (root / d).mkdir(parents=True, exist_ok=True)
+    (root / "sys" / "state").write_text("disabled\n")
+    (root / "mode").write_text("ok")
+    binary = root / "lab/sched/bin/scx_simple"
+    binary.write_text(FAKE.replace("__ROOT__", str(root)).replace("echo simple >", f"echo {shown} >"))
+    binary.chmod(0o755)
+    (root / "lab/sched/nargs").write_text("0\n")
+    script = (
+        "say() { echo \"lab: $*\" >> \"$ROOT/agent.log\"; }\nup() { echo 0; }\n"
+        "LAB_SCHED=scx_simple LAB_SCHED_OPS=simple LAB_SCHED_WAIT=1\n"
+        + _agent_part(root)
+        + "if sched_start; then sleep 0.3; sched_stop; fi\n"
+    )
+    subprocess.run([_busybox(), "sh", "-c", script], env={"PATH": "/usr/bin:/bin", "ROOT": str(root)}, check=True, timeout=60)
+    assert (root / "out/scheduler/status").read_text().strip() == ("enabled" if ok else "not-enabled")
+    assert sm.ops_match(shown, "simple") is ok
+    dmesg = f'sched_ext: BPF scheduler "{shown}" disabled (runtime error)\nsched_ext: {shown}: bad DSQ\n'
+    assert sm.kernel_reason(dmesg, "simple") == ("runtime error: bad DSQ" if ok else "")

@@ -198,3 +198,26 @@ def test_the_broken_scheduler_is_ejected_where_it_does_not_with_the_kernels_reas
     assert any(x.startswith("the kernel (dmesg): BPF scheduler disabled (runtime error: ") and said.search(x) for x in stayed["evidence"]), stayed
     out = (Path(run["run_dir"]) / "out" / "scheduler" / "output").read_text()
     assert out.startswith("nodes=2 llcs=4\n") and "EXIT: runtime error (" in out
+
+
+# ---- the scx project's Rust schedulers from crates.io (issue 35 item 2b) -----------------------------
+
+# Built by bench/bench_scx_crate.py --version 1.0.20 --root ~/.cache/lab/scx-crates/root-1.0.20
+# (cargo install --locked, zig's clang 22 for BPF): dynamically linked, so lab packs its
+# loader and libraries.  1.1.x's loader refuses lab-6.12-scx (no CONFIG_FUNCTION_TRACER).
+SCX_CRATE = Path(os.environ.get("LAB_CACHE", Path.home() / ".cache" / "lab")) / "scx-crates" / "root-1.0.20" / "bin" / "scx_bpfland"
+
+
+@pytest.mark.skipif(not SCX_CRATE.is_file(), reason=f"{SCX_CRATE} not built: run bench/bench_scx_crate.py --zig DIR")
+def test_scx_bpfland_from_crates_io_is_enabled_and_survives():
+    r = CliRunner().invoke(main, ["boot", MINI, "--kernel", KERNEL, "--scheduler", str(SCX_CRATE), "--",
+                                  "cat", "/sys/kernel/sched_ext/state", "/sys/kernel/sched_ext/root/ops"])  # fmt: skip
+    assert r.exit_code == 0, r.output
+    assert r.stdout == "enabled\nbpfland_1.0.20_x86_64_unknown_linux_gnu\n"  # its ops name carries version and target
+    r = CliRunner().invoke(main, ["run", "scheduler-survives", "--topology", MINI, "--kernel", KERNEL, "--scheduler", str(SCX_CRATE),
+                                  "--runs-per-verdict", "1", "--json"])  # fmt: skip
+    assert r.exit_code == 0, r.output
+    run = json.loads(r.stdout)["runs"][0]
+    assert run["status"] == "PASS" and run["integrity"]["scheduler"] == "kept", run
+    plan = json.loads((Path(run["run_dir"]) / "plan.json").read_text())
+    assert plan["scheduler"]["name"] == "scx_bpfland" and plan["scheduler"]["ops"] == "bpfland"
