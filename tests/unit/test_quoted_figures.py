@@ -116,6 +116,11 @@ def test_numa_balancing_quotes_its_file():
 
     mod = sys.modules[type(sc.load("numa-balancing")).__module__]
     assert "5 of 5 runs" in mod.CONVERGED_HERE and f in mod.CONVERGED_HERE
+    # The 32-vCPU minis (issue 39 item 2): 3 of 3 PASS on each.
+    g = "bench_verdicts-20261126-120641.json"
+    for mini in ("numa4-96-mini", "zen3-2s-mini", "icelake-2s-mini"):
+        assert _rate(_row(g, "numa-balancing", mini, "debian")) == (3, 3, "PASS", 0), mini
+    assert "3 of 3 on each" in mod.CONVERGED_HERE and g in mod.CONVERGED_HERE
 
 
 def test_preferred_node_migrations_quotes_its_file():
