@@ -41,7 +41,8 @@ the rest was seen in the design runs of issue 18, whose run directories were not
   scenario as it is now (numa01 up to 180 s, stopping once converged and held) the
   32-vCPU minis converged too: 3 of 3 runs PASS on Debian's 6.1 on each of numa4-96-mini,
   zen3-2s-mini and icelake-2s-mini (bench/results/bench_verdicts-20261126-120641.json,
-  beside a CI run, load 0.8-2.3; the recorded run
+  beside a CI run, load 0.8-2.3) and of xeon-2s22c-mini and epyc7551-8n-mini
+  (bench/results/bench_verdicts-20261126-125614.json; the recorded run
   tests/fixtures/runs/numa-balancing-numa4-96-mini-debian converged 77.6 s in).  With KVM the mini
   (``-t numa4-96-mini``) is the closer machine (not measured: no KVM here).
 - numa01's two processes are two perf instances.  One perf's processes also share
@@ -137,13 +138,15 @@ PHASE = "numa01"
 SECONDS = 180  # perf's -s cap
 # Whether numa01 converges is not the same every run.  The committed figure: 5 of 5 runs
 # PASS on numa4-96-micro with Debian's 6.1, 5 of 5 FAIL with numa_balancing=disable
-# (bench/results/bench_verdicts-20261125-234233.json); 3 of 3 PASS on each of three
-# 32-vCPU minis (bench/results/bench_verdicts-20261126-120641.json); 6.12 converged less
+# (bench/results/bench_verdicts-20261125-234233.json); 3 of 3 PASS on each of five
+# 32-vCPU minis (bench/results/bench_verdicts-20261126-120641.json and
+# bench/results/bench_verdicts-20261126-125614.json); 6.12 converged less
 # often in the design runs of issue 18 (not kept: no count is quoted for them).
 CONVERGED_HERE = (
     "Under TCG on numa4-96-micro numa01 converged in 5 of 5 runs on Debian's 6.1 "
     "(bench/results/bench_verdicts-20261125-234233.json), and in 3 of 3 on each of the 32-vCPU "
-    "numa4-96-mini, zen3-2s-mini and icelake-2s-mini (bench/results/bench_verdicts-20261126-120641.json); "
+    "numa4-96-mini, zen3-2s-mini and icelake-2s-mini (bench/results/bench_verdicts-20261126-120641.json), "
+    "xeon-2s22c-mini and epyc7551-8n-mini (bench/results/bench_verdicts-20261126-125614.json); "
     "on 6.12 it converged less often (design runs of issue 18, not kept).  Where it did not, "
     "a thread of each process was left on the other's nodes with its memory migrated after it, "
     "where NUMA balancing found no better place, or the processes took nodes 40 apart"

@@ -121,6 +121,10 @@ def test_numa_balancing_quotes_its_file():
     for mini in ("numa4-96-mini", "zen3-2s-mini", "icelake-2s-mini"):
         assert _rate(_row(g, "numa-balancing", mini, "debian")) == (3, 3, "PASS", 0), mini
     assert "3 of 3 on each" in mod.CONVERGED_HERE and g in mod.CONVERGED_HERE
+    h = "bench_verdicts-20261126-125614.json"
+    for mini in ("xeon-2s22c-mini", "epyc7551-8n-mini"):
+        assert _rate(_row(h, "numa-balancing", mini, "debian")) == (3, 3, "PASS", 0), mini
+    assert h in mod.CONVERGED_HERE
 
 
 def test_preferred_node_migrations_quotes_its_file():
