@@ -439,13 +439,15 @@ def kernel_source(kernel: KernelArtifact):
     )
 
 
-def key(name: str, kernel: KernelArtifact, tools: dict[str, str], spec: Spec | None = None) -> dict:
+def key(name: str, kernel: KernelArtifact, tools: dict[str, str], spec: Spec | None = None, libs: list | None = None) -> dict:
     """Everything a scheduler build's output depends on; its hash is the store id.  A
     user's source tree (*spec*) adds its files' content hashes; a user's prebuilt binary
-    is keyed by its own content only."""
+    is keyed by its own content (and a dynamic one's libraries: *libs*, as
+    binary_libraries() gives them, resolved here when not given)."""
     if spec is not None and spec.kind == "binary":
         out: dict = {"layout": LAYOUT, "name": spec.name, "arch": kernel.arch, "user": {"kind": "binary", "files": user_files(spec)}}
-        libs = binary_libraries(Path(spec.path), f"--scheduler {spec.path}")
+        if libs is None:
+            libs = binary_libraries(Path(spec.path), f"--scheduler {spec.path}")
         if libs:  # a static binary's key (and store id) is as before
             out["libraries"] = _libraries_key(libs)
         return out
@@ -667,7 +669,7 @@ def import_binary(spec: Spec, kernel: KernelArtifact, *, force: bool = False) ->
     if got != kernel.arch:
         raise UserError(f"{where}: a binary for {got or 'no known arch (not ELF)'}; the guest (kernel {kernel.label}) is {kernel.arch}")
     libs = binary_libraries(Path(spec.path), where)
-    k = key(spec.name, kernel, {}, spec)
+    k = key(spec.name, kernel, {}, spec, libs)
     sid = entry_id(k)
     final = root() / sid
     if not force and (final / "metadata.json").is_file():
@@ -675,14 +677,11 @@ def import_binary(spec: Spec, kernel: KernelArtifact, *, force: bool = False) ->
     with _staging(sid, force) as tmp:
         (tmp / spec.name).write_bytes(data)
         os.chmod(tmp / spec.name, 0o755)
-        for lib in libs:  # the guest's paths under LIBS_DIR, as binary_layer copies them
-            dest = tmp / LIBS_DIR / lib.guest.lstrip("/")
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            if lib.link is not None:
-                os.symlink(lib.link, dest)
-            else:
-                shutil.copyfile(lib.source, dest)
-                os.chmod(dest, os.stat(lib.source).st_mode & 0o7777)
+        if libs:  # the guest's paths under LIBS_DIR, as binary_layer copies them
+            # deferred: CLI start (lab.image.tools)
+            from .image import tools
+
+            tools.place_entries(tmp / LIBS_DIR, libs)
         meta = {
             "id": sid,
             "name": spec.name,

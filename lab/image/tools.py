@@ -492,9 +492,14 @@ def stage_tools(root: Path, arch: str, tools: list[str] | tuple[str, ...]) -> li
     Parent directories that already exist in *root* are used as they are (a
     ``lib -> usr/lib`` symlink made by the image builder is followed).
     """
-    root = Path(root)
+    return place_entries(Path(root), pack_entries(arch, tools))
+
+
+def place_entries(root: Path, entries: list[Entry]) -> list[str]:
+    """Copy each entry (a file, or a symlink for a second name) to its guest path under
+    *root*, replacing what is there; return the guest paths placed."""
     staged = []
-    for e in pack_entries(arch, tools):
+    for e in entries:
         dest = root / e.guest.lstrip("/")
         dest.parent.mkdir(parents=True, exist_ok=True)
         if dest.is_symlink() or dest.exists():
