@@ -114,6 +114,12 @@ if [ ! -x .venv/bin/python ]; then
 fi
 .venv/bin/python -m pip install -q --upgrade pip >/dev/null
 .venv/bin/python -m pip install -q -e '.[test]'
+# An editable install leaves lab's own modules without bytecode, and where
+# PYTHONDONTWRITEBYTECODE is set (it is in some CI and agent shells) Python never writes
+# it, so every lab command compiled its ~140 modules again: 0.36 s of each command, e.g.
+# of every `lab boot` (bench/bench_bytecode.py, bench/results/bench_bytecode-20261126-141445.json).
+# Compiled once here; an edited module's stale bytecode is ignored by Python (mtime check).
+.venv/bin/python -m compileall -q lab >/dev/null
 
 # The zero-build default kernel (Debian's prebuilt linux-image), cached under ~/.cache/lab.
 .venv/bin/lab kernel fetch debian
