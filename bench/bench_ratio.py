@@ -1,6 +1,7 @@
 """lab's boot against a plain QEMU boot of the same shape (issue 32 item 6).
 
     .venv/bin/python bench/bench_ratio.py [--topology zen3-2s-mini] [--rounds 5] [--kernel debian]
+        [--lab-kernel lab-6.1]
 
 Each round, interleaved: `lab boot TOPOLOGY -- true` (the whole command: Python, plan,
 cached initramfs, boot to lab's agent, the command, QEMU's exit), and a plain boot of the
@@ -10,7 +11,9 @@ last two at QEMU's), Debian's compressed kernel (vmlinuz) as
 shipped, no kernel command line beyond the console, and an initramfs of the host's static
 busybox whose /init powers off at once.  The ratio is median(lab) / median(plain): what
 lab's boot choices (PVH vmlinux, the command line of the "Boot speed" table, lab's agent)
-leave of a plain boot.  Target: <= 0.30.  Writes bench/results/bench_ratio-<time>.json.
+leave of a plain boot.  Target: <= 0.30.  --lab-kernel K adds, interleaved, lab's boot with
+kernel K (lab's own config, one of the "Boot speed" choices) against the same plain boot of
+Debian's kernel, reported as its own ratio ("lab-K"), never as "lab".  Writes bench/results/bench_ratio-<time>.json.
 """
 
 from __future__ import annotations
@@ -87,6 +90,8 @@ def main() -> int:
     ap.add_argument("--qemu-defaults", action="store_true", help="the plain boot leaves -accel and -cpu at QEMU's defaults")
     ap.add_argument("--before", action="store_true",
                     help="also time lab's boot with --append lpj=0 (the boot before the preset lpj=, issue 32 item 6), interleaved")
+    ap.add_argument("--lab-kernel", default=None,
+                    help="also time lab's boot with this kernel (e.g. lab-6.1), interleaved, as its own ratio")
     args = ap.parse_args()
     load0 = os.getloadavg()
     rows = []
@@ -99,6 +104,10 @@ def main() -> int:
         variants = [("lab", labv), ("plain", plain)]
         if args.before:
             variants.insert(1, ("lab-lpj0", labv[:-2] + ["--append", "lpj=0", "--", "true"]))
+        if args.lab_kernel:
+            labk = [lab_cmd(), "boot", args.topology, "--kernel", args.lab_kernel, "--runs", str(Path(tmp) / "runs"), "--", "true"]
+            timed(labk)  # warm-up for that kernel's layers too
+            variants.insert(1, (f"lab-{args.lab_kernel}", labk))
         for r in range(args.rounds):
             order = variants if r % 2 == 0 else variants[::-1]
             for name, argv in order:
@@ -112,7 +121,7 @@ def main() -> int:
     ratios = {w: round(m / med["plain"], 3) for w, m in med.items() if w != "plain" and m and med["plain"]}
     ratio = ratios.get("lab")
     print(f"{args.topology}, kernel {args.kernel}: medians {med}, ratios to plain {ratios} (target for lab <= 0.30)")
-    doc = {**stamp(), "bench": "ratio", "topology": args.topology, "kernel": args.kernel, "vmlinuz": vmlinuz, "plain_argv": plain[:-6], "same_cpu": not args.qemu_defaults,
+    doc = {**stamp(), "bench": "ratio", "topology": args.topology, "kernel": args.kernel, "lab_kernel": args.lab_kernel, "vmlinuz": vmlinuz, "plain_argv": plain[:-6], "same_cpu": not args.qemu_defaults,
            "rows": rows, "median_s": med, "ratio": ratio, "ratios": ratios, "target": 0.30,
            "loadavg_before": load0,
            "loadavg_after": os.getloadavg()}  # fmt: skip
