@@ -1,7 +1,7 @@
 """Where a Debian-kernel boot's time goes as vCPUs grow: QEMU's jump-cache flush (issue 32 item 6).
 
     .venv/bin/python bench/bench_tb_flush.py [--topologies jacobsville-24c-mini,numa4-96-micro,zen3-2s-mini]
-        [--kernels debian,lab-6.1] [--rounds 2] [--perf zen3-2s-mini]
+        [--kernels debian,lab-6.1] [--rounds 2] [--hotplug zen3-2s-mini] [--perf zen3-2s-mini]
 
 Each round boots every topology with every kernel, one at a time (`lab boot T --kernel K
 --append loglevel=7 -- true`), and reads two phases from the console's timestamps:
@@ -16,7 +16,9 @@ block on those pages, and for x86 (position-independent TBs) each invalidation c
 whole jump cache of every vCPU QEMU created (accel/tcg: tb_jmp_cache_inval_tb ->
 tcg_flush_jmp_cache, for CPU_FOREACH): a cost per written block times the vCPU count,
 whether those CPUs are online or not.  The phases are divided by vCPUs to show the
-proportion.  With --perf TOPOLOGY, one more boot of it with Debian's kernel runs under
+proportion.  --hotplug TOPOLOGY boots it once more a round with Debian's kernel and
+`--bringup hotplug` (only CPU 0's package online at boot, every vCPU created): if the
+cost is per created vCPU, onlining the rest later does not shrink it.  With --perf TOPOLOGY, one more boot of it with Debian's kernel runs under
 `perf record` and the shares of QEMU's top symbols are kept (tcg_flush_jmp_cache's among
 them).  Writes bench/results/bench_tb_flush-<time>.json with host load, date and commit.
 """
@@ -70,15 +72,15 @@ def vcpus(lab: str, topology: str) -> int:
     return int(re.search(r"-smp (\d+)", line).group(1))  # type: ignore[union-attr]
 
 
-def boot(lab: str, topology: str, kernel: str, prefix: list[str] | None = None) -> tuple[dict, Path, tempfile.TemporaryDirectory]:
+def boot(lab: str, topology: str, kernel: str, prefix: list[str] | None = None, more: tuple[str, ...] = ()) -> tuple[dict, Path, tempfile.TemporaryDirectory]:
     tmp = tempfile.TemporaryDirectory(prefix="lab-tbflush-")
-    argv = [*(prefix or []), lab, "boot", topology, "--kernel", kernel, "--append", "loglevel=7", "--", "true"]
+    argv = [*(prefix or []), lab, "boot", topology, "--kernel", kernel, *more, "--append", "loglevel=7", "--", "true"]
     t0 = time.monotonic()
     cp = subprocess.run(argv, env={**os.environ, "LAB_RUNS": tmp.name}, capture_output=True, text=True)
     wall = time.monotonic() - t0
     (run,) = Path(tmp.name).iterdir()
     b = json.loads((run / "boot.json").read_text())
-    row = {"topology": topology, "kernel": kernel, "rc": cp.returncode, "lab_wall_s": round(wall, 2), "guest_ready_uptime": b.get("guest_ready_uptime"),
+    row = {"topology": topology, "kernel": kernel, "options": " ".join(more), "online_at_boot": b.get("bringup"), "rc": cp.returncode, "lab_wall_s": round(wall, 2), "guest_ready_uptime": b.get("guest_ready_uptime"),
            **phases((run / "console.log").read_text(errors="replace"))}  # fmt: skip
     return row, run, tmp
 
@@ -107,6 +109,8 @@ def main() -> int:
     ap.add_argument("--topologies", default="jacobsville-24c-mini,numa4-96-micro,zen3-2s-mini")
     ap.add_argument("--kernels", default="debian,lab-6.1")
     ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--hotplug", default="zen3-2s-mini",
+                    help="topology also booted with Debian's kernel and --bringup hotplug (fewer CPUs online at boot, all created) ('' for none)")
     ap.add_argument("--perf", default="zen3-2s-mini", help="topology profiled once with perf record ('' for none)")
     a = ap.parse_args()
     lab = str(Path(sys.executable).parent / "lab")
@@ -114,17 +118,20 @@ def main() -> int:
     topos = [t for t in a.topologies.split(",") if t]
     n = {t: vcpus(lab, t) for t in topos}
     rows = []
+    cases = [(t, k, ()) for t in topos for k in a.kernels.split(",")]
+    if a.hotplug:
+        n.setdefault(a.hotplug, vcpus(lab, a.hotplug))
+        cases.append((a.hotplug, "debian", ("--bringup", "hotplug", "--tcg-threads", "single")))
     for r in range(a.rounds):
-        for t in topos:
-            for k in a.kernels.split(","):
-                row, _run, tmp = boot(lab, t, k)
-                tmp.cleanup()
-                row.update(round=r + 1, vcpus=n[t])
-                for key in ("alternatives_s", "free_initmem_s"):
-                    if row[key] is not None:
-                        row[key.replace("_s", "_ms_per_vcpu")] = round(1000 * row[key] / n[t], 1)
-                rows.append(row)
-                print(json.dumps(row), flush=True)
+        for t, k, more in cases:
+            row, _run, tmp = boot(lab, t, k, more=more)
+            tmp.cleanup()
+            row.update(round=r + 1, vcpus=n[t])
+            for key in ("alternatives_s", "free_initmem_s"):
+                if row[key] is not None:
+                    row[key.replace("_s", "_ms_per_vcpu")] = round(1000 * row[key] / n[t], 1)
+            rows.append(row)
+            print(json.dumps(row), flush=True)
     prof = perf_shares(lab, a.perf) if a.perf else None
     doc = {"bench": "tb_flush", **stamp(), "loadavg_before": list(load0), "vcpus": n, "rows": rows, "perf": prof, "loadavg_after": list(os.getloadavg())}
     out = HERE / "results" / f"bench_tb_flush-{time.strftime('%Y%m%d-%H%M%S')}.json"
