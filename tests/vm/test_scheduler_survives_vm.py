@@ -7,6 +7,7 @@ BTF, about an hour here; scx_simple built once): each case one TCG boot of ~20 s
 `pytest -m handrun tests/vm/test_scheduler_survives_vm.py`."""
 
 import json
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -47,3 +48,14 @@ def test_isolcpus_fails_every_cpu_ran_work():
     assert run["status"] == "FAIL", run
     failed = [e["name"] for e in run["expectations"] if e["status"] == "FAIL"]
     assert failed == [CLAIMS[1]], failed
+
+
+def test_passes_under_scx_bpfland_from_crates_io():
+    """--scheduler scx_bpfland: the scx project's Rust scheduler, built by lab from
+    crates.io (`lab scheduler build scx_bpfland`, cargo, once) when the store lacks it."""
+    run = _run("zen3-2s-mini", "--scheduler", "scx_bpfland")
+    assert run["status"] == "PASS", run
+    assert run["integrity"]["scheduler"] == "kept", run
+    plan = json.loads((Path(run["run_dir"]) / "plan.json").read_text())
+    assert plan["scheduler"]["name"] == "scx_bpfland" and plan["scheduler"]["ops"] == "bpfland"
+    assert plan["scheduler"]["version"].startswith("scx_bpfland 1.0.20 (crates.io)")
