@@ -67,8 +67,12 @@ class Crate:
 
 # The crates lab builds, each at a version whose build script takes bookworm's clang-16
 # (scx_utils/scx_cargo 1.0.x; 1.1.x asks for clang 18 and -mcpu=v4: bench/bench_scx_crate.py
-# builds those with zig's clang).
-CRATES = {"scx_bpfland": Crate("scx_bpfland", "1.0.20", "bpfland", "clang-16")}
+# builds those with zig's clang).  Tried and left out: scx_lavd 1.0.20, whose BPF program
+# crashes clang-16 in code generation (bench/results/bench_scx_crate-20261126-143725.json).
+CRATES = {
+    "scx_bpfland": Crate("scx_bpfland", "1.0.20", "bpfland", "clang-16"),
+    "scx_rusty": Crate("scx_rusty", "1.0.20", "rusty", "clang-16"),
+}
 CRATE_ORIGIN = "crates.io"
 # bindgen (the schedulers' interface headers) loads Debian's libclang of the same LLVM.
 LIBCLANG_PATH = "/usr/lib/llvm-16/lib"

@@ -50,12 +50,13 @@ def test_isolcpus_fails_every_cpu_ran_work():
     assert failed == [CLAIMS[1]], failed
 
 
-def test_passes_under_scx_bpfland_from_crates_io():
-    """--scheduler scx_bpfland: the scx project's Rust scheduler, built by lab from
-    crates.io (`lab scheduler build scx_bpfland`, cargo, once) when the store lacks it."""
-    run = _run("zen3-2s-mini", "--scheduler", "scx_bpfland")
+@pytest.mark.parametrize(("crate", "version"), [("scx_bpfland", "1.0.20"), ("scx_rusty", "1.0.20")])
+def test_passes_under_a_rust_scheduler_from_crates_io(crate, version):
+    """--scheduler scx_bpfland (scx_rusty): the scx project's Rust scheduler, built by lab
+    from crates.io (`lab scheduler build NAME`, cargo, once) when the store lacks it."""
+    run = _run("zen3-2s-mini", "--scheduler", crate)
     assert run["status"] == "PASS", run
     assert run["integrity"]["scheduler"] == "kept", run
     plan = json.loads((Path(run["run_dir"]) / "plan.json").read_text())
-    assert plan["scheduler"]["name"] == "scx_bpfland" and plan["scheduler"]["ops"] == "bpfland"
-    assert plan["scheduler"]["version"].startswith("scx_bpfland 1.0.20 (crates.io)")
+    assert plan["scheduler"]["name"] == crate and plan["scheduler"]["ops"] == crate.removeprefix("scx_")
+    assert plan["scheduler"]["version"] == f"{crate} {version} (crates.io)"
