@@ -29,7 +29,10 @@ build fails (then with the error's tail).
 as lab's `--scheduler PATH` (a dynamic binary: lab packs its libraries): one `lab boot
 TOPOLOGY -- cat /sys/kernel/sched_ext/state /sys/kernel/sched_ext/root/ops` and one
 `lab run scheduler-survives --runs-per-verdict 1 --json`, and records what each said.
---no-build skips the build and uses what --root holds.  --clang CLANG builds with that
+--no-build skips the build and uses what --root holds.  --lab builds with lab instead
+(`lab scheduler build CRATE@VERSION`, whose cargo argv and environment this script's own
+build also takes from lab.scheduler) and records the store entry; its --guest runs
+`--scheduler CRATE@VERSION`.  --clang CLANG builds with that
 clang as BPF_CLANG as it is (no wrapper, no BPF_BASE_CFLAGS: the crate's own flags),
 e.g. Debian's clang-16 for a version whose scx_cargo takes it (1.0.x asks for 16 and
 -mcpu=v3; 1.1.x for 18 and -mcpu=v4)."""
@@ -49,6 +52,10 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "bench"))  # bench/provenance.py
+sys.path.insert(0, str(REPO))  # lab: its cargo invocation (lab.scheduler.cargo_argv, cargo_env, cargo_install)
+
+from lab import scheduler as sm  # noqa: E402
+
 SCRATCH = Path(os.environ.get("LAB_CACHE", Path.home() / ".cache" / "lab")) / "scx-crates"
 
 # The wrapper scx's build runs as clang: zig cc with clang's target names translated.
@@ -147,18 +154,18 @@ def build(args, result: dict) -> int:
         base = " ".join(BASE_CFLAGS + system_includes(wrapper))
     target = Path(args.target_dir) if args.target_dir else SCRATCH / f"target-{args.crate}-{args.version}-{time.strftime('%Y%m%d-%H%M%S')}"
     cold = not target.exists()
-    env = dict(os.environ, BPF_CLANG=str(wrapper), LIBCLANG_PATH="/usr/lib/llvm-16/lib", CARGO_TARGET_DIR=str(target))
-    if base is not None:
-        env["BPF_BASE_CFLAGS"] = base
-    cargo = shutil.which("cargo") or str(Path.home() / ".cargo" / "bin" / "cargo")
-    argv = [cargo, "install", "--locked", "--force", "-j", str(args.jobs), "--root", args.root, args.crate, "--version", args.version]
+    # lab's own cargo invocation and environment (lab.scheduler, `lab scheduler build`),
+    # with this script's BPF compiler and base flags.
+    cargo = sm.cargo_path()
+    if cargo is None:
+        raise SystemExit("cargo not found (on PATH or in ~/.cargo/bin)")
+    cenv = sm.cargo_env(cargo, str(wrapper), target, base)
+    env = dict(os.environ, **cenv)
+    argv = sm.cargo_argv(cargo, args.crate, args.version, Path(args.root), args.jobs, force=True)
     cached = len(glob.glob(str(Path.home() / ".cargo" / "registry" / "cache" / "*" / "*.crate")))
     log = SCRATCH / f"build-{args.crate}-{args.version}.log"
     load0 = os.getloadavg()
-    t0 = time.monotonic()
-    with open(log, "w") as fh:
-        rc = subprocess.run(argv, env=env, stdout=fh, stderr=subprocess.STDOUT).returncode
-    took = time.monotonic() - t0
+    rc, took = sm.cargo_install(argv, cenv, log)
     lines = log.read_text(errors="replace").splitlines()
     binary = Path(args.root) / "bin" / args.crate
     result.update({
@@ -190,9 +197,34 @@ def build(args, result: dict) -> int:
     return rc
 
 
-def guest(binary: Path, topology: str, kernel: str) -> dict:
-    """The binary as lab's --scheduler PATH on *topology*: a boot that prints sched_ext's
-    state and root/ops, and one scheduler-survives run."""
+def lab_build(args, result: dict) -> int:
+    """`lab scheduler build CRATE@VERSION` (lab's own build, bookworm's clang-16; a store
+    hit when built before): its exit, wall time and the stored entry's metadata (the
+    build's own seconds, toolchain, command); lab's exit status."""
+    lab = [sys.executable, "-m", "lab"]
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    argv = [*lab, "scheduler", "build", f"{args.crate}@{args.version}", "-j", str(args.jobs)]
+    load0 = os.getloadavg()
+    t0 = time.monotonic()
+    p = subprocess.run(argv, capture_output=True, text=True, env=env)
+    rec: dict = {"argv": argv[2:], "exit": p.returncode, "wall_s": round(time.monotonic() - t0, 1),
+                 "loadavg_before": list(load0), "loadavg_after": list(os.getloadavg()),
+                 "stderr_tail": p.stderr.splitlines()[-6:]}  # fmt: skip
+    if p.returncode == 0:
+        entry = sm.get(p.stdout.strip())
+        if entry is not None:
+            m = entry.metadata
+            rec["entry"] = {"id": entry.id, "binary": str(entry.binary), "store_hit": rec["wall_s"] < m.get("timings", {}).get("build_s", 0),
+                            **{k: m.get(k) for k in ("version", "timings", "toolchain", "build_command", "build_env", "built_at", "key",
+                                                     "binary_sha256", "binary_size", "libraries")}}  # fmt: skip
+    result["lab_build"] = rec
+    return p.returncode
+
+
+def guest(binary: Path | str, topology: str, kernel: str) -> dict:
+    """The scheduler (a binary as lab's --scheduler PATH, or a name lab resolves) on
+    *topology*: a boot that prints sched_ext's state and root/ops, and one
+    scheduler-survives run."""
     lab = [sys.executable, "-m", "lab"]
     env = dict(os.environ, PYTHONPATH=str(REPO))
     out: dict = {"topology": topology, "kernel": kernel}
@@ -218,6 +250,7 @@ def guest(binary: Path, topology: str, kernel: str) -> dict:
         if rd:
             plan = json.loads((Path(rd) / "plan.json").read_text())
             rec["plan_scheduler"] = plan.get("scheduler")
+            rec["plan_kernel"] = plan.get("kernel")
             sd = Path(rd) / "out" / "scheduler"
             rec["out_scheduler"] = {f.name: f.read_text(errors="replace")[-400:] for f in sorted(sd.iterdir()) if f.is_file()}
     except (ValueError, KeyError, IndexError, OSError, TypeError) as e:
@@ -238,6 +271,9 @@ def main() -> int:
     ap.add_argument("--target-dir", default=None)
     ap.add_argument("-j", "--jobs", type=int, default=2)
     ap.add_argument("--no-build", action="store_true", help="use the binary --root holds")
+    ap.add_argument("--lab", action="store_true",
+                    help="lab's own build instead: `lab scheduler build CRATE@VERSION` (clang-16), and --guest runs "
+                         "--scheduler CRATE@VERSION")  # fmt: skip
     ap.add_argument("--guest", default="", help="a topology to run the binary on as lab's --scheduler PATH")
     ap.add_argument("--kernel", default="lab-6.12-scx")
     args = ap.parse_args()
@@ -247,6 +283,11 @@ def main() -> int:
     result: dict = {"bench": "bench_scx_crate", **measured, "crate": args.crate, "version": args.version}
     binary = Path(args.root) / "bin" / args.crate
     rc = 0
+    if args.lab:
+        rc = lab_build(args, result)
+        if args.guest and rc == 0:
+            result["guest"] = guest(f"{args.crate}@{args.version}", args.guest, args.kernel)
+        return _write(args, result, rc)
     if not args.no_build:
         rc = build(args, result)
     if binary.is_file():
@@ -259,6 +300,10 @@ def main() -> int:
         }
     if args.guest and rc == 0 and binary.is_file():
         result["guest"] = guest(binary, args.guest, args.kernel)
+    return _write(args, result, rc)
+
+
+def _write(args, result: dict, rc: int) -> int:
     out = REPO / "bench" / "results" / f"bench_scx_crate-{time.strftime('%Y%m%d-%H%M%S')}.json"
     out.write_text(json.dumps(result, indent=2) + "\n")
     print(f"{args.crate} {args.version}: exit {rc}; {out}")

@@ -6,7 +6,10 @@ scx_qmap:-s 20000``): NAME is one of the kernel tree's own example schedulers
 (tools/sched_ext), ARGS its arguments, split into words like a shell's on the host
 (``shlex.split``) and handed to the guest one word per file, so the guest never
 parses them: a ``;`` or a ``$(...)`` reaches the scheduler as those characters.
-``eevdf`` or ``cfs`` (or nothing) is the kernel's own scheduler.
+``eevdf`` or ``cfs`` (or nothing) is the kernel's own scheduler.  NAME may also be one
+of the scx project's Rust schedulers from crates.io (``scx_bpfland[@VERSION]``, CRATES):
+``cargo install``-ed once at a pinned version, one binary for any sched_ext kernel (its
+BPF programs are relocated against the running kernel's BTF when it loads, CO-RE).
 
 Layout under ``cache_dir()``:
 
@@ -15,7 +18,10 @@ Layout under ``cache_dir()``:
 - ``schedulers/<id>/``           the store entry: the binary (static, or a user's
   dynamic one with its loader and libraries under ``root/``), metadata.json,
   build.log; *id* is a hash of the source's identity, the kernel's BTF, the name and
-  the toolchain's versions (a user's binary: its content, and its libraries')
+  the toolchain's versions (a user's binary: its content, and its libraries'; a crate:
+  its name and version, the clang and rustc versions and the arch)
+- ``work/crate-<name>-<version>-*/`` a crate's cargo root and target dir while it builds
+  (removed after)
 """
 
 from __future__ import annotations
@@ -44,6 +50,33 @@ KERNEL_OWN = ("eevdf", "cfs")
 # tools/sched_ext's schedulers and the name each one's sched_ext_ops gives the kernel
 # (what /sys/kernel/sched_ext/root/ops says once it is loaded).
 TREE = {"scx_simple": "simple", "scx_qmap": "qmap", "scx_central": "central", "scx_flatcg": "flatcg"}
+
+
+@dataclass(frozen=True)
+class Crate:
+    """One of the scx project's Rust schedulers on crates.io that lab builds: its crate
+    *name*, the *version* pinned as the default (one that builds here), the ops name
+    its sched_ext_ops gives the kernel (which adds ``_VERSION_TRIPLE``; ops_match), and
+    the clang its BPF programs are compiled with (scx_cargo's BPF_CLANG)."""
+
+    name: str
+    version: str
+    ops: str
+    clang: str
+
+
+# The crates lab builds, each at a version whose build script takes bookworm's clang-16
+# (scx_utils/scx_cargo 1.0.x; 1.1.x asks for clang 18 and -mcpu=v4: bench/bench_scx_crate.py
+# builds those with zig's clang).  Tried and left out: scx_lavd 1.0.20, whose BPF program
+# crashes clang-16 in code generation (bench/results/bench_scx_crate-20261126-143725.json).
+CRATES = {
+    "scx_bpfland": Crate("scx_bpfland", "1.0.20", "bpfland", "clang-16"),
+    "scx_rusty": Crate("scx_rusty", "1.0.20", "rusty", "clang-16"),
+}
+CRATE_ORIGIN = "crates.io"
+# bindgen (the schedulers' interface headers) loads Debian's libclang of the same LLVM.
+LIBCLANG_PATH = "/usr/lib/llvm-16/lib"
+_VERSION_RE = re.compile(r"^\d+\.\d+\.\d+(?:-[0-9A-Za-z.-]+)?$")
 # The recipe that builds a kernel with sched_ext, per arch.
 SCHED_EXT_RECIPE = {"x86_64": "lab-6.12-scx"}
 LAYOUT = "1"  # bump when how a scheduler is built or stored changes
@@ -82,16 +115,19 @@ class Spec:
     path: str = ""
     kind: str = ""
     user_ops: str = ""
+    version: str = ""  # a crate's (kind "crate"), "" for its pinned default
 
     @property
     def ops(self) -> str:
         """The name its sched_ext_ops gives the kernel (/sys/kernel/sched_ext/root/ops);
         "" for a user's scheduler whose name lab could not read: any is accepted."""
+        if self.kind == "crate":
+            return CRATES[self.name].ops
         return self.user_ops if self.path else TREE[self.name]
 
     @property
     def text(self) -> str:
-        head = self.path or self.name
+        head = self.path or (f"{self.name}@{self.version}" if self.version else self.name)
         return head + (":" + shlex.join(self.args) if self.args else "")
 
 
@@ -112,8 +148,13 @@ def parse_spec(text: str) -> Spec | None:
             raise UserError(f"--scheduler {text!r}: the kernel's own scheduler takes no arguments")
         return None
     user = _is_path(name)
-    if not user and name not in TREE:
-        raise unknown("scheduler", name, [*TREE, *KERNEL_OWN])
+    crate, at, version = name.partition("@")
+    if not user and at and crate in CRATES:
+        check_version(crate, version, f"--scheduler {text!r}")
+    elif not user and name in CRATES:
+        crate, version = name, ""
+    elif not user and name not in TREE:
+        raise unknown("scheduler", name, [*TREE, *CRATES, *KERNEL_OWN])
     try:
         args = tuple(shlex.split(rest)) if sep else ()
     except ValueError as e:  # an unbalanced quote
@@ -123,6 +164,8 @@ def parse_spec(text: str) -> Spec | None:
             raise UserError(f"--scheduler {text!r}: an argument holds a NUL byte, which no program can be given")
     if user:
         return user_spec(name, args)
+    if crate in CRATES and (at or name in CRATES):
+        return Spec(crate, args, kind="crate", version=version)
     return Spec(name, args)
 
 
@@ -706,6 +749,8 @@ def find_built(name: str | Spec, kernel: KernelArtifact) -> Scheduler | None:
     """The scheduler *name* (or a Spec, a user's too) built for *kernel* with today's
     toolchain, if the store has it."""
     spec = name if isinstance(name, Spec) else None
+    if spec is not None and spec.kind == "crate":
+        return find_crate(spec.name, spec.version) if kernel.arch == archs.host_name() else None
     try:
         if spec is not None and spec.kind == "binary":
             k = key(spec.name, kernel, {}, spec)
@@ -723,15 +768,214 @@ def resolve(spec: Spec, kernel: KernelArtifact, *, build_it: bool = True, progre
     (if *build_it*; a step of *progress*)."""
     if spec.kind == "binary":
         return import_binary(spec, kernel)
+    if spec.kind == "crate" and kernel.arch != archs.host_name():
+        raise UserError(f"scheduler {spec.name}: lab builds crates for the host's arch ({archs.host_name()}); kernel {kernel.label} is {kernel.arch}")
     found = find_built(spec, kernel)
     if found is not None:
         return found
-    what = spec.path or spec.name
+    what = spec.path or (f"{spec.name}@{spec.version}" if spec.version else spec.name)
+    if spec.kind == "crate":
+        if not build_it:
+            raise UserError(f"scheduler {what} is not built; run: lab scheduler build {what}")
+        with progress_mod.of(progress).step("build", f"scheduler {what} from {CRATE_ORIGIN} (once; later runs reuse it)") as pg:
+            return build_crate(spec.name, spec.version, progress=pg.callback())
     if not build_it:
         raise UserError(f"scheduler {spec.name} is not built for kernel {kernel.label}; run: lab scheduler build {what} --kernel {kernel.name}")
 
     with progress_mod.of(progress).step("build", f"scheduler {spec.name} (once; later runs reuse it)") as pg:
         return build(spec.name, kernel, progress=pg.callback(), spec=spec if spec.path else None)
+
+# ---- the scx project's Rust schedulers, from crates.io ---------------------------------------
+
+
+def check_version(name: str, version: str, where: str) -> str:
+    """*version* of crate *name* if it is spelled as crates.io spells one (MAJOR.MINOR.PATCH,
+    maybe -PRE); a one-line UserError naming *where* otherwise."""
+    if not _VERSION_RE.match(version):
+        raise UserError(
+            f"{where}: {version!r} is not a version of {name} (MAJOR.MINOR.PATCH, e.g. {CRATES[name].version}, "
+            "the one lab pins)"
+        )
+    return version
+
+
+def cargo_path() -> str | None:
+    """cargo on PATH, else rustup's (~/.cargo/bin/cargo), else None."""
+    found = shutil.which("cargo")
+    if found:
+        return found
+    home = Path.home() / ".cargo" / "bin" / "cargo"
+    return str(home) if home.is_file() and os.access(home, os.X_OK) else None
+
+
+def _first_line(argv: list[str], env: dict[str, str] | None = None) -> str:
+    try:
+        cp = proc.run(argv, check=False, env=env)
+    except UserError:  # not found
+        return ""
+    out = ((cp.stdout or b"") + (cp.stderr or b"")).decode(errors="replace").strip().splitlines()
+    return out[0].strip() if out else ""
+
+
+def crate_toolchain(crate: Crate) -> dict[str, str]:
+    """What builds *crate*: cargo's and rustc's versions (rustup's, next to cargo), its
+    BPF clang's (and the paths); a one-line UserError for what is missing."""
+    cargo = cargo_path()
+    if cargo is None:
+        raise UserError(
+            f"cargo not found: building {crate.name} from crates.io needs Rust's cargo and rustc "
+            "(on PATH or in ~/.cargo/bin: https://rustup.rs)"
+        )
+    clang = shutil.which(crate.clang)
+    if clang is None:
+        raise UserError(f"{crate.clang} not found: {crate.name}'s BPF programs are compiled with it (Debian's {PACKAGES})")
+    env = cargo_env(cargo, clang, Path(os.devnull))
+    rustc = _first_line(["rustc", "--version"], env)
+    if not rustc.startswith("rustc "):
+        raise UserError(f"rustc not found next to {cargo}: building {crate.name} needs Rust's rustc (https://rustup.rs)")
+    return {"cargo": cargo, "cargo_version": _first_line([cargo, "--version"], env), "rustc": rustc,
+            "clang_path": clang, "clang": _first_line([clang, "--version"])}  # fmt: skip
+
+
+def crate_key(name: str, version: str, tools: dict[str, str], arch: str) -> dict:
+    """What a crate's binary depends on (its hash is the store id): the crate and version
+    (--locked: its published Cargo.lock pins the rest), the clang and rustc that build it,
+    the arch it is built for.  No kernel: the binary loads into any sched_ext kernel."""
+    return {"layout": LAYOUT, "name": name, "origin": CRATE_ORIGIN, "crate": {"name": name, "version": version},
+            "toolchain": {"clang": tools["clang"], "rustc": tools["rustc"]}, "arch": arch}  # fmt: skip
+
+
+def cargo_argv(cargo: str, name: str, version: str, root: Path, jobs: int, *, force: bool = False) -> list[str]:
+    """``cargo install`` of crate *name* at exactly *version*, the dependencies its
+    published Cargo.lock pins (--locked), into *root*/bin."""
+    return [cargo, "install", "--locked", *(["--force"] if force else []), "--root", str(root), "-j", str(jobs),
+            name, "--version", version]  # fmt: skip
+
+
+def cargo_env(cargo: str, clang: str, target_dir: Path, base_cflags: str | None = None) -> dict[str, str]:
+    """The environment a scx crate's build needs (on top of the caller's): *clang* as the
+    BPF compiler (scx_cargo and libbpf-cargo read BPF_CLANG), Debian's libclang for bindgen,
+    cargo's own directory first on PATH (its rustc), the target dir; *base_cflags*, when
+    given, replaces scx_cargo's base BPF flags (BPF_BASE_CFLAGS)."""
+    env = {
+        "BPF_CLANG": clang,
+        "LIBCLANG_PATH": LIBCLANG_PATH,
+        "CARGO_TARGET_DIR": str(target_dir),
+        "PATH": os.pathsep.join([str(Path(cargo).parent), os.environ.get("PATH", "/usr/bin:/bin")]),
+    }
+    if base_cflags is not None:
+        env["BPF_BASE_CFLAGS"] = base_cflags
+    return env
+
+
+def cargo_install(argv: list[str], env: dict[str, str], log: Path, on_line=None) -> tuple[int, float]:
+    """Run *argv* (cargo_argv) with *env* (cargo_env), its output into *log*; its exit
+    status and wall seconds."""
+    t0 = time.monotonic()
+    header = "# " + " ".join(f"{k}={shlex.quote(v)}" for k, v in sorted(env.items()) if k != "PATH") + f" {shlex.join(argv)}\n"
+    rc = proc.logged(argv, log, on_line or (lambda line: None), env=env, header=header)
+    return rc, time.monotonic() - t0
+
+
+def _no_such_version(lines: list[str], name: str) -> str:
+    """cargo's line saying crates.io has no such crate version ("" when it said none)."""
+    for ln in lines:
+        if f"could not find `{name}` in registry" in ln:
+            return ln.removeprefix("error: ").strip()
+    return ""
+
+
+def build_crate(name: str, version: str = "", *, jobs: int = 2, force: bool = False, progress=None) -> Scheduler:
+    """Build crate *name* (CRATES) at *version* (default: its pinned one) with cargo, or
+    find it built: ``cargo install --locked --root <temporary dir>``, the binary (and, as
+    it is dynamically linked, its loader and libraries) published into the store
+    atomically.  One-line errors: an unknown crate, a version crates.io lacks, cargo
+    missing, a failed build (the compiler's output's tail)."""
+    if name not in CRATES:
+        raise unknown("scheduler crate", name, list(CRATES))
+    crate = CRATES[name]
+    version = check_version(name, version, f"scheduler {name}@{version}") if version else crate.version
+    tools = crate_toolchain(crate)
+    arch = archs.host_name()
+    k = crate_key(name, version, tools, arch)
+    sid = entry_id(k)
+    final = root() / sid
+    if not force and (final / "metadata.json").is_file():
+        return Scheduler.from_entry(final)
+    with cache_lock(f"scheduler-{sid}", f"building scheduler {name} {version}", timeout=BUILD_LOCK_TIMEOUT) as waited:
+        if waited and not force and (final / "metadata.json").is_file():
+            return Scheduler.from_entry(final)
+        work_base = paths.cache_dir() / "work"
+        work_base.mkdir(parents=True, exist_ok=True)
+        work = Path(tempfile.mkdtemp(prefix=f"crate-{name}-{version}-", dir=work_base))
+        try:
+            argv = cargo_argv(tools["cargo"], name, version, work / "root", jobs)
+            env = cargo_env(tools["cargo"], tools["clang_path"], work / "target")
+            log = work / "build.log"
+            if progress:
+                progress("cargo", f"{name} {version} from {CRATE_ORIGIN}")
+            rc, took = cargo_install(argv, env, log)
+            lines = log.read_text(errors="replace").splitlines()
+            binary = work / "root" / "bin" / name
+            if rc != 0:
+                missing = _no_such_version(lines, name)
+                if missing:
+                    raise UserError(f"scheduler {name}@{version}: {missing} (lab pins {crate.version})")
+                kept = paths.cache_dir() / "work" / f"build-{name}-{version}.log"
+                shutil.copyfile(log, kept)
+                raise _build_failed(f"{name} {version}", rc, lines, kept)
+            data = binary.read_bytes() if binary.is_file() else b""
+            got = elf_arch(data)
+            if got != arch:
+                raise _build_failed(f"{name} {version}", 0, [f"cargo left {binary} as a {got or 'non-ELF'} file, not an {arch} binary"], log)
+            libs = binary_libraries(binary, f"scheduler {name} {version}")
+            with _staging(sid, force) as tmp:
+                shutil.copy2(binary, tmp / name)
+                os.chmod(tmp / name, 0o755)
+                if libs:
+                    # deferred: CLI start (lab.image.tools)
+                    from .image import tools as image_tools
+
+                    image_tools.place_entries(tmp / LIBS_DIR, libs)
+                shutil.copy2(log, tmp / "build.log")
+                meta = {
+                    "id": sid,
+                    "name": name,
+                    "ops": crate.ops,
+                    "arch": arch,
+                    "binary": name,
+                    "binary_sha256": hashlib.sha256(data).hexdigest(),
+                    "binary_size": len(data),
+                    "static": not libs,
+                    "libraries": [lib.guest for lib in libs],
+                    "origin": CRATE_ORIGIN,
+                    "crate": {"name": name, "version": version, "pinned": crate.version},
+                    "version": f"{name} {version} ({CRATE_ORIGIN})",
+                    "kernel": {},
+                    "key": k,
+                    "toolchain": {"cargo": tools["cargo_version"], "rustc": tools["rustc"], "clang": tools["clang"]},
+                    "build_command": shlex.join(argv),
+                    "build_env": {e: v for e, v in env.items() if e in ("BPF_CLANG", "LIBCLANG_PATH")},
+                    "timings": {"build_s": round(took, 1)},
+                    "built_at": datetime.now(UTC).isoformat(timespec="seconds"),
+                    "log": "build.log",
+                }
+                (tmp / "metadata.json").write_text(json.dumps(meta, indent=2) + "\n")
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+    return Scheduler.from_entry(final)
+
+
+def find_crate(name: str, version: str = "") -> Scheduler | None:
+    """Crate *name* at *version* (default: pinned) built with today's toolchain, if the
+    store has it (None also when the toolchain is missing)."""
+    crate = CRATES[name]
+    try:
+        tools = crate_toolchain(crate)
+    except UserError:
+        return None
+    final = root() / entry_id(crate_key(name, version or crate.version, tools, archs.host_name()))
+    return Scheduler.from_entry(final) if (final / "metadata.json").is_file() else None
 
 
 # ---- the guest ------------------------------------------------------------------------------

@@ -37,14 +37,21 @@ def list_cmd(as_json: bool) -> None:
         c.print(f"  {name:<12} ops {ops:<8} {n} built" if n else f"  {name:<12} ops {ops:<8} not built", highlight=False)
     c.print(f"  {'eevdf, cfs':<12} the kernel's own scheduler (no BPF scheduler loaded)", highlight=False)
     c.print("  PATH         your own: a directory with NAME.bpf.c and NAME.c, or a static binary", highlight=False)
+    c.print(f"buildable from {sm.CRATE_ORIGIN} (the scx project's Rust schedulers, cargo; --scheduler NAME[@VERSION][:ARGS]):", highlight=False, markup=False)
+    for name, crate in sm.CRATES.items():
+        got = sorted({str(s.metadata.get("crate", {}).get("version", "?")) for s in built if s.name == name and s.metadata.get("origin") == sm.CRATE_ORIGIN})
+        c.print(f"  {name:<12} ops {crate.ops:<8} pinned {crate.version}, BPF by {crate.clang}; "
+                + (f"built: {', '.join(got)}" if got else "not built"), highlight=False, markup=False)  # fmt: skip
     if built:
         c.print("built:", highlight=False)
         for s in built:
             k = s.metadata.get("kernel", {})
             user = s.metadata.get("user", {})
+            crate = s.metadata.get("crate", {}) if s.metadata.get("origin") == sm.CRATE_ORIGIN else {}
             c.print(
                 f"  {s.label:<22} "
                 + (f"{user.get('kind', '?')} {user.get('path', '?')}, " if user else "")
+                + (f"{sm.CRATE_ORIGIN} {crate.get('version', '?')} (built in {s.metadata.get('timings', {}).get('build_s', '?')} s), " if crate else "")
                 + (f"for {k.get('label', '?')} ({k.get('release', '?')}), " if k else "any kernel, ")
                 + f"{s.metadata.get('binary_size', 0) / 1e6:.1f} MB, built {str(s.metadata.get('built_at', ''))[:16]}",
                 highlight=False, soft_wrap=True,
@@ -52,18 +59,35 @@ def list_cmd(as_json: bool) -> None:
 
 
 @scheduler.command("build")
-@click.argument("name", metavar="NAME|PATH")
+@click.argument("name", metavar="NAME[@VERSION]|PATH")
 @click.option("--kernel", "kernel_spec", default=DEFAULT_KERNEL, show_default=True,
-              help="The kernel whose BTF it is built against (a recipe with sched_ext, a store id).")
-@click.option("-j", "--jobs", type=click.IntRange(min=1), default=2, show_default=True, help="make -j.")
+              help="The kernel whose BTF it is built against (a recipe with sched_ext, a store id); "
+                   "not used for a crate (one binary for any sched_ext kernel).")
+@click.option("-j", "--jobs", type=click.IntRange(min=1), default=2, show_default=True, help="make -j (cargo -j for a crate).")
 @click.option("--force", is_flag=True, help="Rebuild even if the store has it.")
 def build_cmd(name: str, kernel_spec: str, jobs: int, force: bool) -> None:
     """Build scheduler NAME (tools/sched_ext) for a kernel, unless built, and print its id.
 
     PATH: your own scheduler, a directory with NAME.bpf.c and NAME.c (tools/sched_ext's
     layout: copy scx_simple's two files and rename them), built the same way; or a
-    prebuilt static binary, checked and stored."""
+    prebuilt static binary, checked and stored.
+
+    NAME[@VERSION]: one of the scx project's Rust schedulers from crates.io (lab scheduler
+    list names them; VERSION defaults to the one lab pins), built with cargo install."""
     spec = None
+    crate, at, version = name.partition("@")
+    if crate in sm.CRATES and not sm._is_path(name):
+        if at:
+            sm.check_version(crate, version, f"lab scheduler build {name}")
+        sm.crate_toolchain(sm.CRATES[crate])  # cargo, rustc, clang: one line before anything starts
+        p = common.progress_for_cli()
+        t0 = time.monotonic()
+        with p.step("build", f"scheduler {name} from {sm.CRATE_ORIGIN}") as st:
+            s = sm.build_crate(crate, version, jobs=jobs, force=force, progress=st.callback())
+        took = time.monotonic() - t0
+        click.echo(f"lab: {s.label} ({s.binary}, {s.metadata.get('version', '?')}) in {took:.0f}s", err=True)
+        click.echo(s.id)
+        return
     if sm._is_path(name):
         spec = sm.user_spec(name)
         if spec.kind == "binary":
@@ -71,7 +95,7 @@ def build_cmd(name: str, kernel_spec: str, jobs: int, force: bool) -> None:
             if got != "x86_64":  # the arch lab builds sched_ext kernels for (resolve below)
                 raise UserError(f"lab scheduler build {name}: a binary for {got}; lab builds sched_ext kernels for x86_64")
     elif name not in sm.TREE:
-        raise unknown("scheduler", name, list(sm.TREE))
+        raise unknown("scheduler", name, [*sm.TREE, *sm.CRATES])
     if not kernel_spec.strip():
         raise UserError(f"--kernel: give a kernel with sched_ext (e.g. {DEFAULT_KERNEL})")
     p = common.progress_for_cli()

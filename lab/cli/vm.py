@@ -88,7 +88,8 @@ SCHEDULER_OPTION = click.option(
     "--scheduler", "scheduler", default="", metavar="NAME[:ARGS]",
     help="A sched_ext BPF scheduler the guest loads before the workload (lab scheduler list), ARGS its "
     "arguments, split into words like a shell's and passed as data; eevdf or cfs: the kernel's own (the default). "
-    "NAME may be a PATH (with a / or starting with .): your own scheduler's source directory (NAME.bpf.c, NAME.c) or static binary.",
+    "NAME may be a PATH (with a / or starting with .): your own scheduler's source directory (NAME.bpf.c, NAME.c) or static binary; "
+    "or one of the scx project's Rust schedulers from crates.io, NAME[@VERSION] (scx_bpfland, scx_rusty), built with cargo when missing.",
 )  # fmt: skip
 
 

@@ -49,3 +49,25 @@ def test_scheduler_builds_static_and_is_cached(scx_kernel, name):
     again = sm.build(name, scx_kernel)  # a lookup by content, no make
     assert again.id == s.id and time.monotonic() - t0 < 10
     assert sm.find_built(name, scx_kernel) == s
+
+
+def test_scx_bpfland_from_crates_io_builds_once(tmp_path, monkeypatch):
+    """`lab scheduler build scx_bpfland` for real: cargo install --locked of the pinned
+    1.0.20 from crates.io, BPF by bookworm's clang-16, into an empty cache (not the
+    shared store, which keeps its entry), then a store hit.  672 s cold here (an empty
+    target dir, the crates in cargo's registry cache; a kernel build alongside, load
+    6-9 on 2 cores: bench/results/bench_scx_crate-20261126-142919.json).  Needs cargo
+    (rustup) and network access to crates.io's index."""
+    from lab import scheduler as sm
+
+    if sm.cargo_path() is None:
+        pytest.skip("cargo not found (rustup.rs)")
+    monkeypatch.setenv("LAB_CACHE", str(tmp_path / "cache"))
+    s = sm.build_crate("scx_bpfland")
+    assert s.metadata["origin"] == "crates.io" and s.metadata["crate"]["version"] == sm.CRATES["scx_bpfland"].version
+    assert s.metadata["toolchain"]["clang"].startswith("Debian clang version 16.")
+    assert sm.elf_arch(s.binary.read_bytes()) == "x86_64" and s.metadata["libraries"]
+    assert s.metadata["timings"]["build_s"] > 10
+    assert not [p for p in (tmp_path / "cache" / "work").iterdir() if p.name.startswith("crate-")]
+    t0 = time.monotonic()
+    assert sm.build_crate("scx_bpfland").id == s.id and time.monotonic() - t0 < 10  # a store hit, no cargo

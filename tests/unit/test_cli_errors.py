@@ -100,9 +100,9 @@ def _matrix_axes(path: str) -> dict[str, list[list[str]]]:
 # --scheduler NAME[:ARGS] that is not one: unknown, an unbalanced quote, the kernel's own with arguments;
 # a PATH[:ARGS] that is not one: missing, a directory without NAME.bpf.c and NAME.c (or with
 # only the first), a file that is not ELF, a dynamically linked binary whose loader this host lacks
-# or of another arch (a host one is packed with its libraries).
+# or of another arch (a host one is packed with its libraries); a crate with a version not spelled as one.
 BAD_SCHEDULERS = ("nope", "scx_simple:'a", "scx_simple:\"$(reboot)", "eevdf:-v", "../scx_simple",
-                  "{missing}", "{dir}", "{halfsched}:-v", "{garbage}", "{dynelf}", "{dynarm}")  # fmt: skip
+                  "{missing}", "{dir}", "{halfsched}:-v", "{garbage}", "{dynelf}", "{dynarm}", "scx_bpfland@1.x")  # fmt: skip
 
 # {command: {parameter: [bad arguments, ...]}}; "" is a command's arguments as a whole.
 CASES: dict[str, dict[str, list[list[str]]]] = {
@@ -321,7 +321,8 @@ CASES: dict[str, dict[str, list[list[str]]]] = {
     "scheduler list": {"": [["scheduler", "list", "extra"]]},
     "scheduler build": {
         "name": [["scheduler", "build", n] for n in ("nope", "", "../scx_simple", "scx_simple:-v", "{missing}", "{dir}",
-                                                      "{halfsched}", "{garbage}", "{dynelf}", "{dynarm}", "{armelf}")]
+                                                      "{halfsched}", "{garbage}", "{dynelf}", "{dynarm}", "{armelf}",
+                                                      "scx_bpfland@", "scx_bpfland@1.x", "scx_nope@1.0.20", "scx_simple@1.0.20")]
         + [["scheduler", "build"]],  # fmt: skip
         "kernel_spec": [["scheduler", "build", "scx_simple", "--kernel", k] for k in ("nope", "{missing}/bzImage", "")],
         "jobs": [["scheduler", "build", "scx_simple", "-j", j] for j in ("0", "x", "")],

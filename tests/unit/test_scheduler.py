@@ -50,7 +50,8 @@ def test_recipe_extends_lab_612_with_the_sched_ext_fragment():
     assert [f.name for f in r.fragments][-1] == "sched-ext.config"
     assert "sched_ext" in r.all_features()
     want = kconfig.merge(r.all_fragments())
-    for sym in ("SCHED_CLASS_EXT", "BPF_SYSCALL", "BPF_JIT", "DEBUG_INFO_BTF", "DEBUG_INFO", "BPF_JIT_ALWAYS_ON"):
+    for sym in ("SCHED_CLASS_EXT", "BPF_SYSCALL", "BPF_JIT", "DEBUG_INFO_BTF", "DEBUG_INFO", "BPF_JIT_ALWAYS_ON",
+                "FUNCTION_TRACER", "DYNAMIC_FTRACE", "DYNAMIC_FTRACE_WITH_DIRECT_CALLS"):  # the last three: scx 1.1.x
         assert want[sym].value == "y", sym
     # lab-6.12's own recipe is untouched: its kernels keep their ids and build time.
     assert "SCHED_CLASS_EXT" not in kconfig.merge(base.all_fragments())

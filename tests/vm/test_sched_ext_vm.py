@@ -204,7 +204,9 @@ def test_the_broken_scheduler_is_ejected_where_it_does_not_with_the_kernels_reas
 
 # Built by bench/bench_scx_crate.py --version 1.0.20 --root ~/.cache/lab/scx-crates/root-1.0.20
 # (cargo install --locked, zig's clang 22 for BPF): dynamically linked, so lab packs its
-# loader and libraries.  1.1.x's loader refuses lab-6.12-scx (no CONFIG_FUNCTION_TRACER).
+# loader and libraries (as --scheduler PATH; lab's own build, --scheduler scx_bpfland:
+# tests/vm/test_scheduler_survives_vm.py).  1.1.x's loader refused lab-6.12-scx until its
+# fragment got CONFIG_FUNCTION_TRACER (README, crates.io paragraph).
 SCX_CRATE = Path(os.environ.get("LAB_CACHE", Path.home() / ".cache" / "lab")) / "scx-crates" / "root-1.0.20" / "bin" / "scx_bpfland"
 
 

@@ -7,6 +7,7 @@ BTF, about an hour here; scx_simple built once): each case one TCG boot of ~20 s
 `pytest -m handrun tests/vm/test_scheduler_survives_vm.py`."""
 
 import json
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -47,3 +48,15 @@ def test_isolcpus_fails_every_cpu_ran_work():
     assert run["status"] == "FAIL", run
     failed = [e["name"] for e in run["expectations"] if e["status"] == "FAIL"]
     assert failed == [CLAIMS[1]], failed
+
+
+@pytest.mark.parametrize(("crate", "version"), [("scx_bpfland", "1.0.20"), ("scx_rusty", "1.0.20")])
+def test_passes_under_a_rust_scheduler_from_crates_io(crate, version):
+    """--scheduler scx_bpfland (scx_rusty): the scx project's Rust scheduler, built by lab
+    from crates.io (`lab scheduler build NAME`, cargo, once) when the store lacks it."""
+    run = _run("zen3-2s-mini", "--scheduler", crate)
+    assert run["status"] == "PASS", run
+    assert run["integrity"]["scheduler"] == "kept", run
+    plan = json.loads((Path(run["run_dir"]) / "plan.json").read_text())
+    assert plan["scheduler"]["name"] == crate and plan["scheduler"]["ops"] == crate.removeprefix("scx_")
+    assert plan["scheduler"]["version"] == f"{crate} {version} (crates.io)"
