@@ -7,7 +7,10 @@ one kernel, at each -j given (default 1 and 2), every cell run afresh (--rerun).
 
 Writes bench/results/bench_matrix-<time>.json: per -j the wall time, the host's load
 average before and after (the host is shared: say it with the figure), and each cell's
-status and wall time.  The cells run one after another per -j, never two -j at once.
+status, wall time and message (a SKIP's or ERROR's reason, a FAIL's failed expectation).
+The cells run one after another per -j, never two -j at once.  `--output DIR` keeps each
+-j's matrix directory (DIR/j<N>: the cells' run directories, their evidence) instead of
+a temporary one.
 """
 
 from __future__ import annotations
@@ -36,11 +39,12 @@ def main() -> int:
     ap.add_argument("--topologies", default="all-minis")
     ap.add_argument("--scenarios", default="", help="the matrix's --scenarios (default: all)")
     ap.add_argument("--schedulers", default="", help="the matrix's --schedulers axis (default: none)")
+    ap.add_argument("--output", default="", help="keep each -j's matrix directory as OUTPUT/j<N> (default: a temporary one)")
     a = ap.parse_args()
     rows = []
     for j in [int(x) for x in a.jobs.split(",")]:
         with tempfile.TemporaryDirectory(prefix="bench-matrix-") as tmp:
-            out = Path(tmp) / "m"
+            out = Path(a.output) / f"j{j}" if a.output else Path(tmp) / "m"
             load0 = os.getloadavg()
             t0 = time.monotonic()
             argv = [LAB, "matrix", "--topologies", a.topologies, "--kernels", a.kernels, "-j", str(j), "--rerun", "-o", str(out)]
@@ -53,7 +57,7 @@ def main() -> int:
             rows.append({
                 "jobs": j, "rc": rc, "wall_s": round(wall, 1), "load_before": load0, "load_after": os.getloadavg(),
                 "counts": doc["counts"],
-                "cells": {c["id"]: {"status": c["status"], "wall_s": c["wall_s"]} for c in doc["cells"]},
+                "cells": {c["id"]: {"status": c["status"], "wall_s": c["wall_s"], "message": c.get("message", "")} for c in doc["cells"]},
             })  # fmt: skip
             print(f"-j {j}: {wall:.0f}s, {doc['counts']}, load {load0[0]:.1f} -> {os.getloadavg()[0]:.1f}", flush=True)
     res = HERE / "results"

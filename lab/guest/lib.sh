@@ -107,3 +107,14 @@ lab_sysctl() {
         echo "$1=FAILED($2)" >> "$LAB_OUT/knobs"
     fi
 }
+
+# lab_sysctl_optional PATH VALUE WHY: lab_sysctl for a knob that turns off something the
+# kernel may not be built with: no PATH is recorded as "PATH=absent (WHY)", not FAILED
+# (lab's tinyconfig kernels have no transparent huge pages, so nothing to turn off).
+lab_sysctl_optional() {
+    if [ -e "$1" ]; then
+        lab_sysctl "$1" "$2"
+    else
+        echo "$1=absent ($3)" >> "$LAB_OUT/knobs"
+    fi
+}

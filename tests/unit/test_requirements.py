@@ -103,6 +103,21 @@ def test_numa_scenarios_need_numa_balancing(tmp_path):
         assert why is not None and "CONFIG_NUMA_BALANCING=y" in why
 
 
+def test_numa_balancing_needs_vmstat_event_counters_numa_locality_does_not(tmp_path):
+    """numa02 is judged by /proc/vmstat's hinting-fault counters: a kernel without
+    VM_EVENT_COUNTERS (lab's tinyconfig builds) is a SKIP naming it, not a FAIL at 0
+    faults; numa-locality judges from the trace and memprobe's samples, so it runs."""
+    lacking = _session("numa4-96-micro", _config(tmp_path, "CONFIG_NUMA=y\nCONFIG_NUMA_BALANCING=y\n")).kernel
+    t = topology.load("numa4-96-micro")
+    assert sc.load("numa-balancing").skip_reason(t, lacking) == (
+        "kernel fake (6.1.0-fake) lacks CONFIG_VM_EVENT_COUNTERS=y (/proc/vmstat's NUMA hinting-fault counters, "
+        "which numa02 is judged by; Debian's kernels have it, lab's tinyconfig builds do not)"
+    )
+    assert sc.load("numa-locality").skip_reason(t, lacking) is None
+    have = _session("numa4-96-micro", _config(tmp_path, "CONFIG_NUMA_BALANCING=y\nCONFIG_VM_EVENT_COUNTERS=y\n")).kernel
+    assert sc.load("numa-balancing").skip_reason(t, have) is None
+
+
 def test_scenarios_table_lists_kernel_needs_and_tools():
     r = CliRunner().invoke(main, ["scenarios"], terminal_width=400)
     assert r.exit_code == 0
