@@ -164,6 +164,18 @@ def kernel_config(symbol: str, why: str, hint: str = "") -> Requirement:
     return Requirement(f"CONFIG_{symbol}=y ({why}{'; ' + hint if hint else ''})", kernel_test=test)
 
 
+def sysctl_lines(knobs: dict[str, Any], optional: dict[str, str] | None = None) -> str:
+    """The job's lines writing *knobs* (path: value) with lib.sh's ``lab_sysctl``, which
+    records each in ``knobs`` (a write that fails is FAILED there, for the scenario's
+    precondition to judge).  A path in *optional* (path: why) turns off something the
+    kernel may not be built with (lab's tinyconfig kernels have no transparent huge
+    pages): where it is missing it is recorded as absent, with *why*, not FAILED."""
+    optional = optional or {}
+    return "\n".join(
+        f'lab_sysctl_optional {k} {v} "{optional[k]}"' if k in optional else f"lab_sysctl {k} {v}" for k, v in knobs.items()
+    )
+
+
 # ---- parameters -----------------------------------------------------------------------------
 
 

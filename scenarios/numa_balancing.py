@@ -132,7 +132,7 @@ import math
 import re
 from collections import Counter, defaultdict
 
-from lab.scenario import Expectation, Scenario, at_least, kernel_config
+from lab.scenario import Expectation, Scenario, at_least, kernel_config, sysctl_lines
 
 PHASE = "numa01"
 SECONDS = 180  # perf's -s cap
@@ -182,13 +182,6 @@ KNOBS = {
     THP: "never",
 }
 
-
-def sysctl_line(path: str, value: object) -> str:
-    """The job's line writing one knob: THP's is optional (a kernel without transparent huge
-    pages, as lab's tinyconfig builds, has none to turn off: recorded as absent, not FAILED)."""
-    if path == THP:
-        return f'lab_sysctl_optional {path} {value} "{NO_THP}"'
-    return f"lab_sysctl {path} {value}"
 
 
 # The least work per scan period NUMA balancing can place a thread from: task_numa_placement()
@@ -675,7 +668,7 @@ class NumaBalancing(Scenario):
     timeout = 480  # numa01's 180 s cap + numa02 60 s, the boot and the trace
 
     def steps(self, topo):
-        knobs = "\n".join(sysctl_line(k, v) for k, v in KNOBS.items() if k != ON)
+        knobs = sysctl_lines({k: v for k, v in KNOBS.items() if k != ON}, {THP: NO_THP})
         # `--append numa_balancing=disable` runs the same workload with the mechanism off:
         # the verdict must then FAIL (tests/vm).
         return f"""

@@ -129,7 +129,7 @@ from collections import Counter
 from typing import Any
 
 from lab import integrity
-from lab.scenario import Expectation, Param, Scenario, at_least, kernel_config
+from lab.scenario import Expectation, Param, Scenario, at_least, kernel_config, sysctl_lines
 
 PHASE = "main"
 COMM = "memprobe"
@@ -171,13 +171,6 @@ KNOBS: dict[str, int | str] = {
     THP: "never",
 }
 
-
-def sysctl_line(path: str, value: object) -> str:
-    """The job's line writing one knob: THP's is optional (a kernel without transparent huge
-    pages, as lab's tinyconfig builds, has none to turn off: recorded as absent, not FAILED)."""
-    if path == THP:
-        return f'lab_sysctl_optional {path} {value} "{NO_THP}"'
-    return f"lab_sysctl {path} {value}"
 
 
 VMSTAT = ("numa_pte_updates", "numa_hint_faults", "numa_hint_faults_local", "numa_pages_migrated")
@@ -385,7 +378,7 @@ class NumaLocality(Scenario):
     ]
 
     def steps(self, topo):
-        knobs = "\n".join(sysctl_line(k, v) for k, v in KNOBS.items())
+        knobs = sysctl_lines(KNOBS, {THP: NO_THP})
         return f"""
 # `--append numa_balancing=disable` (the known-bad knob) is kept: the claim must FAIL.
 if grep -qw numa_balancing=disable /proc/cmdline; then

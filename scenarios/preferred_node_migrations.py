@@ -75,7 +75,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from lab.analysis import MigrationTable, NumaBalancing
-from lab.scenario import Expectation, Scenario, at_least, kernel_config
+from lab.scenario import Expectation, Scenario, at_least, kernel_config, sysctl_lines
 from lab.trace.events import SchedMoveNuma
 
 PHASES = ("nb0", "nb1")
@@ -494,7 +494,7 @@ class PreferredNodeMigrations(Scenario):
     timeout = 300
 
     def steps(self, topo):
-        knobs = "\n".join(f"lab_sysctl {k} {v}" for k, v in NB_KNOBS.items())
+        knobs = sysctl_lines(NB_KNOBS)
         stress = (
             f'stress-ng --cpu "$WORKERS" --cpu-load {LOAD} --cpu-method {METHOD} --timeout 300s'
         )
