@@ -744,7 +744,7 @@ def build(
 def _cross(arch: str, tree: Path, work: Path, btf: Path, jobs: int, env: dict[str, str], progress=None) -> Cross:
     """What a cross build for *arch* needs before its make: Debian's -dev packages of the
     arch (fetched and unpacked once), the host's bpftool (made once per work tree)."""
-    # deferred: CLI start (lab.image.debian_pkgs pulls in apt's machinery)
+    # deferred: CLI start (lab.image.debian_pkgs)
     from .image import debian_pkgs
 
     if progress:
