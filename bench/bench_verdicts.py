@@ -77,6 +77,8 @@ CASES: list[tuple] = [
     ("scheduler-survives", "zen3-2s-mini", "lab-6.12-scx", "FAIL", ("--append", "isolcpus=2-3")),
     ("scheduler-survives", "zen3-2s-mini", "debian", "PASS"),  # the CI's both sides (tests/vm/test_scenarios_vm.py)
     ("scheduler-survives", "zen3-2s-mini", "debian", "FAIL", ("--append", "isolcpus=2-3")),
+    # Issue 35 item 1, arm64: scx_simple cross-built for lab-6.12-scx-arm64 on the Kunpeng mini (TCG).
+    ("scheduler-survives", "kunpeng920-2s-mini", "lab-6.12-scx-arm64", "PASS", ("--scheduler", "scx_simple")),
     # Issue 36 item 3's library: SMT-aware spreading on Debian's 6.1, and its known-bad
     # workload variant (the workers pinned in pairs onto one core's siblings).
     ("smt-spread", "numa4-96-micro", "debian", "PASS"),

@@ -78,7 +78,7 @@ CRATE_ORIGIN = "crates.io"
 LIBCLANG_PATH = "/usr/lib/llvm-16/lib"
 _VERSION_RE = re.compile(r"^\d+\.\d+\.\d+(?:-[0-9A-Za-z.-]+)?$")
 # The recipe that builds a kernel with sched_ext, per arch.
-SCHED_EXT_RECIPE = {"x86_64": "lab-6.12-scx"}
+SCHED_EXT_RECIPE = {"x86_64": "lab-6.12-scx", "arm64": "lab-6.12-scx-arm64"}
 LAYOUT = "1"  # bump when how a scheduler is built or stored changes
 BUILD_LOCK_TIMEOUT = 3600.0
 LOG_TAIL = 40
@@ -97,11 +97,22 @@ STATIC_LIBS = ("-static", "-lelf", "-lz", "-lzstd", "-lpthread")
 # Debian 12's bpftool 7.1.0 cannot be used: its skeletons have no struct_ops members
 # (skel->struct_ops.NAME, skel->maps.NAME for a struct_ops map), which 6.12's
 # tools/sched_ext/include/scx/compat.h uses, so every scheduler failed to compile.
+
 BTF_FILE = "vmlinux.btf"  # in a kernel's store entry (lab.kernel.build.BTF_FILE)
 # How long the guest's agent waits for the scheduler to be enabled (loading under TCG
 # runs the BPF verifier on an emulated CPU: seconds, not minutes).
 ENABLE_WAIT_S = 120
 LIBS_DIR = "root"  # in a store entry: a dynamic binary's loader and libraries at their guest paths
+# A scheduler for a kernel of another arch (arm64 on an x86_64 host) is cross-built: the
+# BPF program is clang's -target bpf either way (the arch only picks vmlinux.h, from the
+# kernel's BTF, and -D__TARGET_ARCH_<arch>, the Makefile's ARCH=); libbpf and the
+# userspace loader are compiled by the arch's gcc (Debian's gcc-<triplet>, which the
+# kernel's cross build uses too) against Debian's -dev packages of that arch, fetched
+# and unpacked by lab's private apt (lab.image.debian_pkgs.dev_root, as the guest tools
+# are), and linked statically with them.  bpftool runs on the host: a native make of it
+# first, handed to the cross make (BPFTOOL=).
+CROSS_BUILDS = {("x86_64", "arm64")}  # (host, kernel arch) pairs lab cross-builds schedulers for
+CROSS_DEV_PACKAGES = ("libelf-dev", "zlib1g-dev", "libzstd-dev")
 
 
 @dataclass(frozen=True)
@@ -422,21 +433,39 @@ def get(spec: str) -> Scheduler | None:
 # ---- building ------------------------------------------------------------------------------
 
 
-def toolchain() -> dict[str, str]:
-    """The versions of what builds a scheduler; a one-line UserError naming the Debian
-    packages when one is missing."""
-    need = {"clang": CLANG, "llvm-strip": LLVM_STRIP, "gcc": "gcc", "make": "make"}
+def cross_prefix(arch: str) -> str:
+    """CROSS_COMPILE for a scheduler of a kernel of *arch*: "" for the host's own arch,
+    the arch's gcc prefix for a cross build lab makes (CROSS_BUILDS); a one-line
+    UserError for any other."""
+    host = archs.host_name()
+    if arch == host:
+        return ""
+    if (host, arch) not in CROSS_BUILDS:
+        made = ", ".join(f"for {k} on {h}" for h, k in sorted(CROSS_BUILDS))
+        raise UserError(f"scheduler builds for {arch} kernels on this {host} host are not supported (lab cross-builds {made})")
+    return archs.get(arch).cross_compile
+
+
+def toolchain(arch: str | None = None) -> dict[str, str]:
+    """The versions of what builds a scheduler for a kernel of *arch* (default: the
+    host's; another arch's gcc for a cross build); a one-line UserError naming the
+    Debian packages when one is missing."""
+    prefix = cross_prefix(arch) if arch else ""
+    need = {"clang": CLANG, "llvm-strip": LLVM_STRIP, "gcc": f"{prefix}gcc", "make": "make"}
     out = {}
     for key, tool in need.items():
         path = shutil.which(tool)
         if path is None:
+            pkgs = archs.get(arch).cross_gcc_packages if prefix and key == "gcc" and arch else PACKAGES
             raise UserError(
-                f"{tool} not found: a scheduler build needs Debian's {PACKAGES} "
+                f"{tool} not found: a scheduler build needs Debian's {pkgs} "
                 "(scripts/setup.sh --system installs them)"
             )
         cp = proc.run([path, "--version"], check=False)
         line = (cp.stdout or b"").decode(errors="replace").strip().splitlines()
         out[key] = line[0] if line else "unknown"
+    if prefix:
+        return out  # the static libraries are Debian's of that arch (cross_libs), fetched when built
     for lib in ("libelf.a", "libz.a", "libzstd.a"):
         if not any(Path(d, lib).is_file() for d in ("/usr/lib/x86_64-linux-gnu", "/usr/lib")):
             raise UserError(f"{lib} not found: a static scheduler needs Debian's {PACKAGES}")
@@ -506,6 +535,8 @@ def key(name: str, kernel: KernelArtifact, tools: dict[str, str], spec: Spec | N
         "toolchain": {t: v for t, v in tools.items() if t in ("clang", "gcc")},
         "ldflags": list(STATIC_LIBS),
     }
+    if kernel.arch != archs.host_name():  # a cross build (a native one's key, and id, is as before)
+        out["cross"] = {"prefix": archs.get(kernel.arch).cross_compile, "libraries": list(CROSS_DEV_PACKAGES)}
     if spec is not None and spec.path:
         out["user"] = {"kind": spec.kind, "files": user_files(spec)}
     return out
@@ -515,21 +546,85 @@ def entry_id(k: dict) -> str:
     return hashlib.sha256(json.dumps(k, sort_keys=True).encode()).hexdigest()[:32]
 
 
-def make_argv(tree: Path, out: Path, name: str, btf: Path, jobs: int, *, user: bool = False) -> list[str]:
+def tree_parts(arch: str) -> tuple[str, ...]:
+    """The source's parts a scheduler build for a kernel of *arch* takes: TREE_PARTS, and
+    for a cross build the arch's uapi headers (tools/include/uapi/asm/bpf_perf_event.h
+    includes arch/arm64's when the compiler is aarch64's)."""
+    if arch == archs.host_name():
+        return TREE_PARTS
+    return (*TREE_PARTS, f"arch/{archs.get(arch).kernel_arch}/include/uapi")
+
+
+@dataclass(frozen=True)
+class Cross:
+    """A cross build of a scheduler for a kernel of *arch*: its gcc's *prefix*, Debian's
+    -dev packages of that arch unpacked under *libroot* (dev_root), the host's
+    *bpftool* (bpftool_argv made it)."""
+
+    arch: str
+    prefix: str
+    libroot: Path
+    bpftool: Path
+
+    @property
+    def gcc(self) -> str:
+        return f"{self.prefix}gcc"
+
+    @property
+    def libdirs(self) -> list[Path]:
+        t = archs.get(self.arch).triplet
+        return [self.libroot / "usr" / "lib" / t, self.libroot / "lib" / t]
+
+    def ldflags(self) -> str:
+        """The Makefile's LDFLAGS (its own dynamic link, and libbpf.so's): the arch's
+        libraries found in *libroot*, and what they need (-rpath-link)."""
+        dirs = self.libdirs
+        return " ".join([*(f"-L{d}" for d in dirs), f"-Wl,-rpath-link={':'.join(map(str, dirs))}", "-lelf", "-lz", "-lpthread"])
+
+    def env(self) -> dict[str, str]:
+        """libelf's and zlib's headers of the arch, for libbpf (CPATH: after -I, before
+        the compiler's own directories, for gcc and clang alike)."""
+        return {"CPATH": str(self.libroot / "usr" / "include")}
+
+
+def make_argv(tree: Path, out: Path, name: str, btf: Path, jobs: int, *, user: bool = False, cross: Cross | None = None) -> list[str]:
     """The make command that builds *name* from *tree*'s tools/sched_ext into *out*; a
     user's scheduler (*user*) is made the Makefile's only target (c-sched-targets names
-    the tree's own four), built by the same rules as they are."""
+    the tree's own four), built by the same rules as they are.  A *cross* build gives
+    the Makefile the arch and gcc, the host's bpftool, and the libbpf it links with: its
+    HOST_BPFOBJ (which it links userspace with) is otherwise a host libbpf it has no
+    rule to make."""
+    cross_args = [
+        f"ARCH={archs.get(cross.arch).kernel_arch}", f"CROSS_COMPILE={cross.prefix}", f"BPFTOOL={cross.bpftool}",
+        f"HOST_BPFOBJ={out / 'build' / 'obj' / 'libbpf' / 'libbpf.a'}", f"LDFLAGS={cross.ldflags()}",
+    ] if cross else []  # fmt: skip
     return [
         "make", "-C", str(tree / "tools" / "sched_ext"), f"O={out}", f"-j{jobs}",
-        f"CLANG={CLANG}", f"LLVM_STRIP={LLVM_STRIP}", f"VMLINUX_BTF={btf}",
+        f"CLANG={CLANG}", f"LLVM_STRIP={LLVM_STRIP}", f"VMLINUX_BTF={btf}", *cross_args,
         *([f"c-sched-targets={name}"] if user else []), name,
     ]  # fmt: skip
 
 
-def link_argv(out: Path, name: str, dest: Path) -> list[str]:
-    """The link that makes *name* static, from the objects make left in *out*."""
+def bpftool_argv(tree: Path, out: Path, btf: Path, jobs: int) -> list[str]:
+    """The native make of tools/sched_ext's bpftool (and its libbpf) into *out*, for a
+    cross build (the Makefile's own rule for it wants a host libbpf it cannot make when
+    cross-building); the binary is bpftool_path(out)."""
+    return [
+        "make", "-C", str(tree / "tools" / "sched_ext"), f"O={out}", f"-j{jobs}",
+        f"CLANG={CLANG}", f"LLVM_STRIP={LLVM_STRIP}", f"VMLINUX_BTF={btf}", str(bpftool_path(out)),
+    ]  # fmt: skip
+
+
+def bpftool_path(out: Path) -> Path:
+    return out / "build" / "sbin" / "bpftool"  # the Makefile's DEFAULT_BPFTOOL
+
+
+def link_argv(out: Path, name: str, dest: Path, cross: Cross | None = None) -> list[str]:
+    """The link that makes *name* static, from the objects make left in *out* (a
+    *cross* one: by the arch's gcc, with Debian's libraries of the arch)."""
     obj = out / "build" / "obj"
-    return ["gcc", "-o", str(dest), str(obj / "sched_ext" / f"{name}.o"), str(obj / "libbpf" / "libbpf.a"), *STATIC_LIBS]
+    gcc, dirs = (cross.gcc, [f"-L{d}" for d in cross.libdirs]) if cross else ("gcc", [])
+    return [gcc, "-o", str(dest), str(obj / "sched_ext" / f"{name}.o"), str(obj / "libbpf" / "libbpf.a"), *dirs, *STATIC_LIBS]
 
 
 def build(
@@ -548,9 +643,8 @@ def build(
             return import_binary(spec, kernel, force=force)
     elif name not in TREE:
         raise unknown("scheduler", name, list(TREE))
-    if kernel.arch != archs.host_name():
-        raise UserError(f"scheduler builds are for the host's arch ({archs.host_name()}) so far, not {kernel.arch}")
-    tools = toolchain()
+    cross_prefix(kernel.arch)  # one line when lab does not build for that arch here
+    tools = toolchain(kernel.arch)
     k = key(name, kernel, tools, spec if user else None)
     sid = entry_id(k)
     final = root() / sid
@@ -567,7 +661,7 @@ def build(
         with cache_lock(f"work-scx-{kernel.id[:16]}", f"building schedulers for {kernel.label}", timeout=BUILD_LOCK_TIMEOUT):
             if progress:
                 progress("source", f"tools/sched_ext of {src.spec}")
-            for part in TREE_PARTS:
+            for part in tree_parts(kernel.arch):
                 s = src.tree / part
                 if s.is_dir():
                     ksource.mirror(s, tree / part)
@@ -583,8 +677,11 @@ def build(
             out = work / "obj"
             out.mkdir(parents=True, exist_ok=True)  # tools/scripts/Makefile.include wants O= to exist
             log = work / f"build-{name}.log"
-            argv = make_argv(tree, out, name, btf, jobs, user=user)
             env = {"LC_ALL": "C", "TZ": "UTC"}
+            cross = _cross(kernel.arch, tree, work, btf, jobs, env, progress) if kernel.arch != archs.host_name() else None
+            argv = make_argv(tree, out, name, btf, jobs, user=user, cross=cross)
+            if cross:
+                env = {**env, **cross.env()}
             header = f"# {shlex.join(argv)}\n"
             if progress:
                 progress("make", name)
@@ -593,7 +690,7 @@ def build(
                 lines = log.read_text(errors="replace").splitlines()
                 raise _build_failed(name, rc, lines, log)
             binary = out / f"{name}.static"
-            link = link_argv(out, name, binary)
+            link = link_argv(out, name, binary, cross)
             cp = proc.run(link, check=False, env=env)
             with open(log, "a") as fh:
                 fh.write(f"# {shlex.join(link)}\n" + (cp.stdout or b"").decode(errors="replace") + (cp.stderr or b"").decode(errors="replace"))
@@ -638,8 +735,38 @@ def build(
                 }
                 if user and spec is not None:
                     meta["user"] = {"kind": "source", "path": spec.path, "ops_known": bool(spec.ops)}
+                if cross:
+                    meta["cross"] = {"prefix": cross.prefix, "env": cross.env(), "libraries": _root_packages(cross.libroot)}
                 (tmp / "metadata.json").write_text(json.dumps(meta, indent=2) + "\n")
     return Scheduler.from_entry(final)
+
+
+def _cross(arch: str, tree: Path, work: Path, btf: Path, jobs: int, env: dict[str, str], progress=None) -> Cross:
+    """What a cross build for *arch* needs before its make: Debian's -dev packages of the
+    arch (fetched and unpacked once), the host's bpftool (made once per work tree)."""
+    # deferred: CLI start (lab.image.debian_pkgs)
+    from .image import debian_pkgs
+
+    if progress:
+        progress("libraries", f"Debian's {' '.join(CROSS_DEV_PACKAGES)} of {arch}")
+    libroot = debian_pkgs.dev_root(arch, CROSS_DEV_PACKAGES)
+    host = work / "host"
+    host.mkdir(parents=True, exist_ok=True)
+    argv = bpftool_argv(tree, host, btf, jobs)
+    log = work / "build-bpftool.log"
+    if progress:
+        progress("make", "bpftool (for the host)")
+    rc = proc.logged(argv, log, lambda line: None, env=env, header=f"# {shlex.join(argv)}\n")
+    if rc != 0 or not bpftool_path(host).is_file():
+        raise _build_failed("bpftool (the host's, for a cross build)", rc, log.read_text(errors="replace").splitlines(), log)
+    return Cross(arch, archs.get(arch).cross_compile, libroot, bpftool_path(host))
+
+
+def _root_packages(libroot: Path) -> dict:
+    try:
+        return dict(json.loads((libroot / ".lab-packages.json").read_text()).get("packages", {}))
+    except (OSError, ValueError, AttributeError):
+        return {}
 
 
 _ELF_MACHINES = {0x3E: "x86_64", 0xB7: "arm64"}
@@ -755,7 +882,7 @@ def find_built(name: str | Spec, kernel: KernelArtifact) -> Scheduler | None:
         if spec is not None and spec.kind == "binary":
             k = key(spec.name, kernel, {}, spec)
         else:
-            k = key(spec.name if spec else str(name), kernel, toolchain(), spec if spec and spec.path else None)
+            k = key(spec.name if spec else str(name), kernel, toolchain(kernel.arch), spec if spec and spec.path else None)
         sid = entry_id(k)
     except UserError:
         return None

@@ -10,7 +10,7 @@ import click
 
 from .. import scheduler as sm
 from ..errors import UserError, unknown
-from ..kernel import resolve
+from ..kernel import resolve, spec_arch
 from . import common
 
 DEFAULT_KERNEL = "lab-6.12-scx"
@@ -88,18 +88,20 @@ def build_cmd(name: str, kernel_spec: str, jobs: int, force: bool) -> None:
         click.echo(f"lab: {s.label} ({s.binary}, {s.metadata.get('version', '?')}) in {took:.0f}s", err=True)
         click.echo(s.id)
         return
+    # The kernel's arch: its recipe's (lab-6.12-scx-arm64), its store entry's, else x86_64.
+    arch = spec_arch(kernel_spec, "x86_64") if kernel_spec.strip() else "x86_64"
     if sm._is_path(name):
         spec = sm.user_spec(name)
         if spec.kind == "binary":
             got = sm.elf_arch(Path(spec.path).read_bytes())
-            if got != "x86_64":  # the arch lab builds sched_ext kernels for (resolve below)
-                raise UserError(f"lab scheduler build {name}: a binary for {got}; lab builds sched_ext kernels for x86_64")
+            if got != arch:  # before the kernel is resolved (maybe built)
+                raise UserError(f"lab scheduler build {name}: a binary for {got}; --kernel {kernel_spec} is {arch}")
     elif name not in sm.TREE:
         raise unknown("scheduler", name, [*sm.TREE, *sm.CRATES])
     if not kernel_spec.strip():
         raise UserError(f"--kernel: give a kernel with sched_ext (e.g. {DEFAULT_KERNEL})")
     p = common.progress_for_cli()
-    k = resolve(kernel_spec, "x86_64", build=True, progress=p)
+    k = resolve(kernel_spec, arch, build=True, progress=p)
     t0 = time.monotonic()
     label = spec.name if spec else name
     with p.step("build", f"scheduler {label} for {k.label}") as st:

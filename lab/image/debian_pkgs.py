@@ -300,10 +300,52 @@ def sysroot(arch: str, tools: tuple[str, ...], defaults: tuple[str, ...]) -> Pat
         raise UserError(no_package(arch, missing))
     everything = tuple(sorted({*tools, *defaults}))
     pkgs, _ = resolve(arch, everything)
-    root = base(arch) / "roots" / key(pkgs)[:16]
+    return _unpacked(arch, pkgs, lambda: resolve(arch, everything)[0], "guest tools")
+
+
+def dev_root(arch: str, packages: tuple[str, ...]) -> Path:
+    """A directory holding Debian's *packages* of *arch* (by package name, e.g. the
+    -dev packages whose static libraries and headers a cross-built program links
+    with) unpacked, with their library closure; made once per set of versions, beside
+    the guest tools' roots, by the same private apt (the system's is never touched)."""
+
+    def pkgs_now() -> tuple[Package, ...]:
+        ensure_lists(arch)
+        got, missing = closure(packages, apt_show(arch))
+        if missing:
+            deb = archs.get(arch).debian
+            raise UserError(f"no Debian {deb} package {', '.join(missing)} in {suite()}: cannot build for {arch}")
+        return tuple(got.values())
+
+    return _unpacked(arch, pkgs_now(), pkgs_now, "build libraries", prefix="dev-", relink=True)
+
+
+def relink_absolute(root: Path) -> None:
+    """Each symlink under *root* to an absolute path made relative, into *root* (a -dev
+    package's ``libz.so -> /lib/<triplet>/libz.so.1`` points at the host's /lib, where
+    no library of the arch is; a linker given ``-L<root>/usr/lib/<triplet>`` needs it
+    to find the one beside it)."""
+    for dirpath, dirnames, filenames in os.walk(root):
+        for n in dirnames + filenames:
+            link = Path(dirpath) / n
+            if link.is_symlink():
+                target = os.readlink(link)
+                if target.startswith("/"):
+                    link.unlink()
+                    link.symlink_to(os.path.relpath(root / target.lstrip("/"), link.parent))
+
+
+def _unpacked(
+    arch: str, pkgs: tuple[Package, ...], again: Callable[[], tuple[Package, ...]], what: str, *,
+    prefix: str = "", relink: bool = False,
+) -> Path:
+    """*pkgs* downloaded and unpacked into ``roots/<prefix><key>`` (once; *relink*: its
+    absolute symlinks made relative, relink_absolute); *again* resolves them anew after
+    the package lists are refreshed (a version the mirror replaced)."""
+    root = base(arch) / "roots" / (prefix + key(pkgs)[:16])
     if (root / ".lab-packages.json").is_file():
         return root
-    with lock.cache_lock(f"guest-tools-root-{root.name}", f"unpacking {arch} guest tools", timeout=1800):
+    with lock.cache_lock(f"guest-tools-root-{root.name}", f"unpacking {arch} {what}", timeout=1800):
         if (root / ".lab-packages.json").is_file():
             return root
         try:
@@ -314,9 +356,9 @@ def sysroot(arch: str, tools: tuple[str, ...], defaults: tuple[str, ...]) -> Pat
                 raise
             ensure_lists(arch, refresh=True)
             resolve.cache_clear()
-            pkgs, _ = resolve(arch, everything)
+            pkgs = again()
             debs = download(arch, pkgs)
-            root = base(arch) / "roots" / key(pkgs)[:16]
+            root = base(arch) / "roots" / (prefix + key(pkgs)[:16])
         root.parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=paths.tmp_prefix("root"), dir=root.parent))
         try:
@@ -325,6 +367,8 @@ def sysroot(arch: str, tools: tuple[str, ...], defaults: tuple[str, ...]) -> Pat
                 if cp.returncode != 0:
                     d.unlink(missing_ok=True)  # damaged: fetched again next time
                     raise InfraError(f"dpkg-deb -x {d.name} failed: {cp.stderr.decode(errors='replace').strip()}")
+            if relink:
+                relink_absolute(tmp)
             meta = {"arch": arch, "suite": suite(), "packages": {p.name: p.version for p in pkgs}}
             (tmp / ".lab-packages.json").write_text(json.dumps(meta, indent=1) + "\n")
             if root.exists():

@@ -101,6 +101,22 @@ def resolve(spec: str, arch: str, *, build: bool = True, progress: Progress | No
     raise unknown("kernel (recipe, store id, 'debian' or a path)", spec, choices)
 
 
+def spec_arch(spec: str, default: str) -> str:
+    """The arch of the kernel *spec* names when it tells one by itself: a recipe's, or
+    that of the store entries it matches (all of one arch); else *default* (Debian's
+    lines, a path, an unknown name: resolve() then decides)."""
+    # deferred: CLI start (lab.kernel.recipe, lab.kernel.store)
+    from . import recipe as krecipe
+    from . import store
+
+    if spec in krecipe.names():
+        return krecipe.load(spec).arch
+    if spec in DEBIAN_LINES or "/" in spec or len(spec) < 4:
+        return default
+    found = {a.arch for a in store.matches(spec)}
+    return found.pop() if len(found) == 1 else default
+
+
 def _check_arch(have: str, want: str, what: str) -> None:
     if have != want:
         raise UserError(f"{what} is {have}, but an {want} kernel was asked for")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import struct
 import subprocess
 from pathlib import Path
@@ -381,3 +382,47 @@ def test_one_sysroot_serves_every_subset_of_the_default_tools(fake_apt, monkeypa
     )  # fmt: skip
     with pytest.raises(UserError, match=r"^no Debian arm64 package for perf \(linux-perf\)"):
         debian_pkgs.sysroot("arm64", ("perf",), DEFAULT_TOOLS)
+
+
+def _deb(tmp_path: Path, name: str, files: dict[str, str | Path]) -> Path:
+    """A tiny .deb (dpkg-deb --build) holding *files*: text, or a symlink's target (a Path)."""
+    d = tmp_path / f"pkg-{name}"
+    (d / "DEBIAN").mkdir(parents=True)
+    (d / "DEBIAN" / "control").write_text(f"Package: {name}\nVersion: 1\nArchitecture: arm64\nMaintainer: x <x@x>\nDescription: x\n")
+    for rel, content in files.items():
+        f = d / rel
+        f.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(content, Path):
+            f.symlink_to(content)
+        else:
+            f.write_text(content)
+    out = tmp_path / f"{name}.deb"
+    subprocess.run(["dpkg-deb", "--root-owner-group", "-Zgzip", "--build", str(d), str(out)], check=True, capture_output=True)
+    return out
+
+
+@pytest.mark.skipif(shutil.which("dpkg-deb") is None, reason="dpkg-deb is Debian's")
+def test_dev_root_unpacks_the_closure_with_its_absolute_links_made_relative(fake_apt, monkeypatch, tmp_path):
+    """A cross build's libraries (lab.scheduler): the packages by name and their library
+    closure, unpacked apart from the guest tools' roots, a -dev package's absolute
+    ``libz.so -> /lib/...`` pointing at the library beside it, not the host's."""
+    debs = {
+        "zlib1g": _deb(tmp_path, "zlib1g", {"lib/aarch64-linux-gnu/libz.so.1": "arm64 libz"}),
+        "numactl": _deb(tmp_path, "numactl", {"usr/lib/aarch64-linux-gnu/libz.so": Path("/lib/aarch64-linux-gnu/libz.so.1"),
+                                              "usr/include/zlib.h": "/* zlib */"}),
+    }  # fmt: skip
+    asked: list[str] = []
+
+    def download(arch, pkgs):
+        asked.extend(p.name for p in pkgs)
+        return [debs.get(p.name, debs["zlib1g"]) for p in pkgs]
+
+    monkeypatch.setattr(debian_pkgs, "download", download)
+    root = debian_pkgs.dev_root("arm64", ("numactl",))
+    assert root.name.startswith("dev-") and root.parent.name == "roots"
+    assert sorted(asked) == ["gcc-12-base", "libc6", "libgcc-s1", "libnuma1", "numactl"]
+    link = root / "usr" / "lib" / "aarch64-linux-gnu" / "libz.so"
+    assert os.readlink(link) == "../../../lib/aarch64-linux-gnu/libz.so.1" and link.read_text() == "arm64 libz"
+    assert debian_pkgs.dev_root("arm64", ("numactl",)) == root and len(asked) == 5  # made once
+    with pytest.raises(UserError, match=r"^no Debian arm64 package nosuch-dev in \w+: cannot build for arm64$"):
+        debian_pkgs.dev_root("arm64", ("nosuch-dev",))

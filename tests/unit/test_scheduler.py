@@ -58,6 +58,22 @@ def test_recipe_extends_lab_612_with_the_sched_ext_fragment():
     assert recipe.input_digest(r) != recipe.input_digest(base)
 
 
+def test_arm64_recipe_extends_lab_612_arm64_with_the_same_fragment():
+    r = recipe.load("lab-6.12-scx-arm64")
+    base = recipe.load("lab-6.12-arm64")
+    assert (r.arch, r.source, r.base) == ("arm64", base.source, base.base)
+    assert r.patches == base.patches
+    assert [f.name for f in r.fragments][-1] == "sched-ext.config"
+    assert "sched_ext" in r.all_features()
+    want = kconfig.merge(r.all_fragments())
+    # The whole fragment applies on arm64 6.12 too: with gcc and -O2 (lab.config's
+    # CC_OPTIMIZE_FOR_PERFORMANCE), arm64 has ftrace's call ops and so direct calls
+    # (arch/arm64/Kconfig); `lab kernel config lab-6.12-scx-arm64` checks all of it.
+    for sym in ("SCHED_CLASS_EXT", "BPF_SYSCALL", "BPF_JIT", "DEBUG_INFO_BTF", "DYNAMIC_FTRACE_WITH_DIRECT_CALLS"):
+        assert want[sym].value == "y", sym
+    assert recipe.input_digest(r) != recipe.input_digest(base)
+
+
 def test_sched_ext_recipe_named_for_the_skip_exists():
     for arch, name in sm.SCHED_EXT_RECIPE.items():
         assert recipe.load(name).arch == arch
@@ -125,9 +141,9 @@ def test_skip_without_a_config(tmp_path):
     assert why is not None and "CONFIG_SCHED_CLASS_EXT cannot be read" in why
 
 
-def test_skip_on_arm64_says_no_recipe_yet(tmp_path):
-    why = sm.skip_reason(_kernel(tmp_path, "", arch="arm64"))
-    assert why is not None and "no arm64 recipe" in why
+def test_skip_on_arm64_names_its_recipe(tmp_path):
+    why = sm.skip_reason(_kernel(tmp_path, "", arch="arm64", name="lab-6.12-arm64"))
+    assert why is not None and "--kernel lab-6.12-scx-arm64" in why
 
 
 def test_a_kernel_with_sched_ext_but_no_btf_is_refused_in_one_line(tmp_path):
@@ -162,6 +178,77 @@ def test_make_and_link_commands(tmp_path):
     assert not any(a.startswith("LDFLAGS=") for a in argv)  # it would reach libbpf's shared-object link
     link = sm.link_argv(tmp_path / "obj", "scx_simple", tmp_path / "out")
     assert "-static" in link and link[-4:] == ["-lelf", "-lz", "-lzstd", "-lpthread"]
+
+
+# ---- a cross build (arm64 on an x86_64 host) ------------------------------------------------------
+
+
+@pytest.fixture
+def x86_host(monkeypatch):
+    monkeypatch.setattr(sm.archs, "host_name", lambda: "x86_64")
+
+
+def test_cross_prefix_is_the_arch_s_gcc_and_other_pairs_are_refused(x86_host, monkeypatch):
+    assert sm.cross_prefix("x86_64") == "" and sm.cross_prefix("arm64") == "aarch64-linux-gnu-"
+    assert sm.tree_parts("x86_64") == sm.TREE_PARTS
+    assert sm.tree_parts("arm64") == (*sm.TREE_PARTS, "arch/arm64/include/uapi")  # libbpf's asm/bpf_perf_event.h
+    monkeypatch.setattr(sm.archs, "host_name", lambda: "arm64")
+    assert sm.cross_prefix("arm64") == ""
+    with pytest.raises(UserError, match=r"^scheduler builds for x86_64 kernels on this arm64 host are not supported \(lab cross-builds for arm64 on x86_64\)$"):
+        sm.cross_prefix("x86_64")
+
+
+def _fake_tools(d: Path, names: list[str]) -> None:
+    d.mkdir(exist_ok=True)
+    for n in names:
+        (d / n).write_text(f"#!/bin/sh\necho '{n} (fake) 1.0'\n")
+        (d / n).chmod(0o755)
+
+
+def test_toolchain_of_arm64_takes_the_cross_gcc(x86_host, tmp_path, monkeypatch):
+    _fake_tools(tmp_path / "bin", [sm.CLANG, sm.LLVM_STRIP, "make", "aarch64-linux-gnu-gcc"])
+    monkeypatch.setenv("PATH", str(tmp_path / "bin"))
+    tools = sm.toolchain("arm64")  # no host libelf.a asked for: the arch's comes from Debian's arm64 packages
+    assert tools["gcc"] == "aarch64-linux-gnu-gcc (fake) 1.0" and tools["clang"] == f"{sm.CLANG} (fake) 1.0"
+    (tmp_path / "bin" / "aarch64-linux-gnu-gcc").unlink()
+    with pytest.raises(UserError, match=r"^aarch64-linux-gnu-gcc not found: .*gcc-aarch64-linux-gnu and libc6-dev-arm64-cross"):
+        sm.toolchain("arm64")
+
+
+def test_a_cross_key_differs_and_a_native_one_is_as_before(x86_host, tmp_path):
+    k = _kernel(tmp_path)
+    native = sm.key("scx_simple", k, TOOLS)
+    assert "cross" not in native  # x86 schedulers keep their store ids
+    a = _kernel(tmp_path, arch="arm64", name="lab-6.12-scx-arm64")
+    cross = sm.key("scx_simple", a, TOOLS)
+    assert cross["arch"] == "arm64" and cross["cross"] == {"prefix": "aarch64-linux-gnu-", "libraries": list(sm.CROSS_DEV_PACKAGES)}
+    assert sm.entry_id(cross) != sm.entry_id(native)
+
+
+def test_cross_make_and_link_commands(tmp_path):
+    c = sm.Cross("arm64", "aarch64-linux-gnu-", tmp_path / "dev", tmp_path / "host" / "build" / "sbin" / "bpftool")
+    out = tmp_path / "obj"
+    argv = sm.make_argv(tmp_path / "src", out, "scx_simple", tmp_path / "vmlinux.btf", 2, cross=c)
+    native = sm.make_argv(tmp_path / "src", out, "scx_simple", tmp_path / "vmlinux.btf", 2)
+    assert [a for a in argv if a in native] == native  # the native command's words, in order
+    libdirs = [tmp_path / "dev" / "usr" / "lib" / "aarch64-linux-gnu", tmp_path / "dev" / "lib" / "aarch64-linux-gnu"]
+    assert [a for a in argv if a not in native] == [
+        "ARCH=arm64", "CROSS_COMPILE=aarch64-linux-gnu-", f"BPFTOOL={c.bpftool}",
+        f"HOST_BPFOBJ={out / 'build' / 'obj' / 'libbpf' / 'libbpf.a'}",
+        f"LDFLAGS=-L{libdirs[0]} -L{libdirs[1]} -Wl,-rpath-link={libdirs[0]}:{libdirs[1]} -lelf -lz -lpthread",
+    ]  # fmt: skip
+    assert c.env() == {"CPATH": str(tmp_path / "dev" / "usr" / "include")}
+    assert sm.bpftool_argv(tmp_path / "src", tmp_path / "host", tmp_path / "vmlinux.btf", 2)[-1] == str(c.bpftool)
+    link = sm.link_argv(out, "scx_simple", tmp_path / "out", c)
+    assert link[0] == "aarch64-linux-gnu-gcc" and link[5:7] == [f"-L{d}" for d in libdirs]
+    assert link[7:] == list(sm.STATIC_LIBS)
+    assert sm.link_argv(out, "scx_simple", tmp_path / "out")[0] == "gcc"
+
+
+def test_build_for_an_arch_lab_does_not_cross_build_is_one_line(tmp_path, monkeypatch):
+    monkeypatch.setattr(sm.archs, "host_name", lambda: "arm64")
+    with pytest.raises(UserError, match="^scheduler builds for x86_64 kernels on this arm64 host are not supported"):
+        sm.build("scx_simple", _kernel(tmp_path))
 
 
 def test_store_entries_and_lookup(tmp_path, monkeypatch):
@@ -354,3 +441,11 @@ def test_extract_btf_takes_the_section_byte_for_byte(tmp_path):
     assert not extract_btf(Path("/bin/true"), tmp_path / "none") and not (tmp_path / "none").exists()
     assert not extract_btf(tmp_path / "btf", tmp_path / "none")  # not ELF
     assert not extract_btf(tmp_path / "missing", tmp_path / "none")
+
+
+def test_the_kernel_spec_tells_lab_scheduler_build_its_arch(tmp_path, monkeypatch):
+    from lab.kernel import spec_arch
+
+    monkeypatch.setenv("LAB_CACHE", str(tmp_path / "cache"))  # an empty store
+    assert spec_arch("lab-6.12-scx-arm64", "x86_64") == "arm64" and spec_arch("lab-6.12-scx", "arm64") == "x86_64"
+    assert spec_arch("debian-6.12", "arm64") == "arm64" and spec_arch("nope-kernel", "x86_64") == "x86_64"
