@@ -28,7 +28,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from .. import arch as archs
-from .. import paths, proc
+from .. import atomic, paths, proc
 from ..errors import BuildError, InfraError, UserError
 from ..lock import cache_lock
 from . import config as kconfig
@@ -182,7 +182,54 @@ def configure(recipe: Recipe, *, progress: Progress = _noop) -> Prepared:
         return _configure(recipe, progress=progress)
 
 
-def _configure(recipe: Recipe, *, progress: Progress = _noop) -> Prepared:
+# The last clean configure of a work directory: what it was made from (config_inputs) and
+# the .config it made, so a build whose source changed only in files Kconfig never reads
+# (config_reusable) keeps that .config instead of making and checking it again.
+CONFIG_RECORD = "config-inputs.json"
+# What Kconfig and the config targets never read: C, assembler and Rust sources and headers,
+# outside scripts/ and tools/ (which hold the config programs themselves).
+_NOT_CONFIG_SUFFIXES = (".c", ".h", ".S", ".rs")
+
+
+def config_inputs(recipe: Recipe, toolchain: Toolchain) -> str:
+    """A digest of what a recipe's .config is made from besides the source's Kconfig
+    files: base, fragments (their content), patches, make variables, arch, toolchain."""
+    doc = {
+        "base": recipe.base,
+        "base_file": hashlib.sha256(Path(recipe.base[5:]).read_bytes()).hexdigest() if recipe.base.startswith("file:") else None,
+        "fragments": [hashlib.sha256(f.read_bytes()).hexdigest() for f in recipe.all_fragments()],
+        "patches": [{"name": p.name, "sha256": p.sha256(), "revert": p.revert} for p in recipe.patches],
+        "make_vars": dict(recipe.make_vars),
+        "arch": recipe.arch,
+        "toolchain": {k: v for k, v in toolchain.versions.items() if k != "ccache"},
+    }
+    return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
+
+
+def config_reusable(record: dict | None, inputs: str, config: Path, changed: list[str]) -> str | None:
+    """The .config sha256 to keep if the last clean configure's *record* still holds: the
+    same *inputs*, the .config it made unchanged, and every file the source copy
+    *changed* one Kconfig never reads (config_inputs, _NOT_CONFIG_SUFFIXES); else None."""
+    if not record or record.get("inputs") != inputs or not config.is_file():
+        return None
+    for rel in changed:
+        if not rel.endswith(_NOT_CONFIG_SUFFIXES) or rel.startswith(("scripts/", "tools/")):
+            return None
+    sha = hashlib.sha256(config.read_bytes()).hexdigest()
+    return sha if sha == record.get("config_sha256") else None
+
+
+def _read_record(path: Path) -> dict | None:
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return doc if isinstance(doc, dict) else None
+
+
+def _configure(recipe: Recipe, *, progress: Progress = _noop, reuse: bool = False) -> Prepared:
+    """Source, patches and .config for *recipe*, checked; with *reuse*, the last clean
+    .config is kept when nothing it depends on changed (config_reusable)."""
     t0 = time.monotonic()
     toolchain = Toolchain.for_arch(recipe.arch)
     for f in recipe.all_fragments():
@@ -191,13 +238,23 @@ def _configure(recipe: Recipe, *, progress: Progress = _noop) -> Prepared:
     src_info = _resolve_source(recipe)
     work = work_dir(recipe)
     progress("patch", f"{len(recipe.patches)} patches")
-    src = ksource.patched_copy(src_info, recipe.patches, work)
+    changed: list[str] = []
+    src = ksource.patched_copy(src_info, recipe.patches, work, changed)
     t1 = time.monotonic()
     obj = work / "obj"
     obj.mkdir(exist_ok=True)
     p = Prepared(recipe, src_info, toolchain, work, src, obj, {}, [], "", {})
-    progress("config", recipe.base)
     requests = kconfig.merge(recipe.all_fragments())
+    inputs = config_inputs(recipe, toolchain)
+    record_path = work / CONFIG_RECORD
+    kept = config_reusable(_read_record(record_path), inputs, obj / ".config", changed) if reuse else None
+    if kept is not None:
+        progress("config", f"{recipe.base}: kept (only {len(changed)} source files changed since it was checked)")
+        p.requests, p.problems, p.config_sha256 = requests, [], kept
+        p.timings = {"source_s": round(t1 - t0, 1), "config_s": round(time.monotonic() - t1, 1), "config_kept": True}
+        return p
+    record_path.unlink(missing_ok=True)  # until this configure is checked clean
+    progress("config", recipe.base)
     env = p.make_env()
     if recipe.base.startswith("file:"):
         shutil.copyfile(recipe.base[5:], obj / ".config")
@@ -217,6 +274,8 @@ def _configure(recipe: Recipe, *, progress: Progress = _noop) -> Prepared:
     p.problems = kconfig.check(kconf, requests)
     p.config_sha256 = hashlib.sha256((obj / ".config").read_bytes()).hexdigest()
     p.timings = {"source_s": round(t1 - t0, 1), "config_s": round(time.monotonic() - t1, 1)}
+    if not p.problems:
+        atomic.write_text(record_path, json.dumps({"inputs": inputs, "config_sha256": p.config_sha256}), "the build's config record")
     return p
 
 
@@ -252,7 +311,7 @@ def build(
             found = lookup_built(recipe)
             if found is not None:
                 return found
-        p = _configure(recipe, progress=progress)
+        p = _configure(recipe, progress=progress, reuse=not force)
         if p.problems:
             raise UserError(
                 f"kernel recipe {recipe.name}: config check failed: "

@@ -240,10 +240,11 @@ def _walk(root: Path):
                     yield r, st
 
 
-def mirror(src: Path, dest: Path, force: AbstractSet[str] = frozenset()) -> int:
+def mirror(src: Path, dest: Path, force: AbstractSet[str] = frozenset(), changed: list[str] | None = None) -> int:
     """Make *dest* a copy of *src*, copying only files whose size or mtime differ
     (and those in *force*), and deleting files *src* does not have.  Returns the
-    number of files copied."""
+    number of files copied; *changed*, if given, gets the relative path of every file
+    copied or deleted."""
     dest.mkdir(parents=True, exist_ok=True)
     have = dict(_walk(dest))
     copied = 0
@@ -270,13 +271,18 @@ def mirror(src: Path, dest: Path, force: AbstractSet[str] = frozenset()) -> int:
             if not os.access(target, os.W_OK):
                 target.chmod(st.st_mode | stat.S_IWUSR)
         copied += 1
+        if changed is not None:
+            changed.append(rel)
     for rel in have.keys() - seen:
         (dest / rel).unlink()
+        if changed is not None:
+            changed.append(rel)
     return copied
 
 
-def patched_copy(source: Source, patches: tuple[Patch, ...], work: Path) -> Path:
-    """A work copy of *source* at ``work/src`` with *patches* applied in order."""
+def patched_copy(source: Source, patches: tuple[Patch, ...], work: Path, changed: list[str] | None = None) -> Path:
+    """A work copy of *source* at ``work/src`` with *patches* applied in order; *changed*,
+    if given, gets every file the copy wrote or deleted (the patched ones included)."""
     src = work / "src"
     marker = src / ".lab-patched"
     force = set(marker.read_text().split("\n")) - {""} if marker.is_file() else set()
@@ -289,10 +295,12 @@ def patched_copy(source: Source, patches: tuple[Patch, ...], work: Path) -> Path
         f = src / rel
         if f.is_file():
             before[rel] = (hashlib.sha256(f.read_bytes()).digest(), f.stat().st_mtime_ns)
-    mirror(source.tree, src, force)
+    mirror(source.tree, src, force, changed)
     touched: set[str] = set()
     for p in patches:
         touched |= apply_patch(p, src)
+    if changed is not None:
+        changed.extend(sorted(touched - set(changed)))
     for rel in touched:
         f = src / rel
         if rel in before and f.is_file():

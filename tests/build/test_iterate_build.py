@@ -57,6 +57,11 @@ def test_tree_edit_rebuild_verdict(dev_tree, debian_kernel):
     os.replace(tmp, fair)
     res2 = run_tree(dev_tree)
     assert res2["kernel_info"]["id"] != res["kernel_info"]["id"]
+    from lab.kernel import store
+
+    # Only fair.c changed: the .config made and checked for the first build is kept, not
+    # made and checked again (issue 32 item 7); the first build made its own.
+    assert store.get(res2["kernel_info"]["id"]).metadata["timings"].get("config_kept") is True
     pile = next(e for e in res2["expectations"] if e["name"] == "targets distinct (no pile-up)")
     assert pile["status"] == "FAIL" and pile["evidence"]
 
