@@ -206,17 +206,22 @@ def config_inputs(recipe: Recipe, toolchain: Toolchain) -> str:
     return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
 
 
-def config_reusable(record: dict | None, inputs: str, config: Path, changed: list[str]) -> str | None:
-    """The .config sha256 to keep if the last clean configure's *record* still holds: the
-    same *inputs*, the .config it made unchanged, and every file the source copy
-    *changed* one Kconfig never reads (config_inputs, _NOT_CONFIG_SUFFIXES); else None."""
-    if not record or record.get("inputs") != inputs or not config.is_file():
-        return None
+def config_reusable(record: dict | None, inputs: str, config: Path, changed: list[str]) -> tuple[str | None, str]:
+    """(the .config sha256 to keep, "") if the last clean configure's *record* still holds:
+    the same *inputs*, the .config it made unchanged, and every file the source copy
+    *changed* one Kconfig never reads (config_inputs, _NOT_CONFIG_SUFFIXES); else (None,
+    why it is made again)."""
+    if not record:
+        return None, "no clean configure recorded"
+    if record.get("inputs") != inputs:
+        return None, "the recipe's config inputs changed"
+    if not config.is_file():
+        return None, "no .config"
     for rel in changed:
         if not rel.endswith(_NOT_CONFIG_SUFFIXES) or rel.startswith(("scripts/", "tools/")):
-            return None
+            return None, f"{rel} changed"
     sha = hashlib.sha256(config.read_bytes()).hexdigest()
-    return sha if sha == record.get("config_sha256") else None
+    return (sha, "") if sha == record.get("config_sha256") else (None, ".config changed since it was checked")
 
 
 def _read_record(path: Path) -> dict | None:
@@ -247,7 +252,7 @@ def _configure(recipe: Recipe, *, progress: Progress = _noop, reuse: bool = Fals
     requests = kconfig.merge(recipe.all_fragments())
     inputs = config_inputs(recipe, toolchain)
     record_path = work / CONFIG_RECORD
-    kept = config_reusable(_read_record(record_path), inputs, obj / ".config", changed) if reuse else None
+    kept, why = config_reusable(_read_record(record_path), inputs, obj / ".config", changed) if reuse else (None, "")
     if kept is not None:
         progress("config", f"{recipe.base}: kept (only {len(changed)} source files changed since it was checked)")
         p.requests, p.problems, p.config_sha256 = requests, [], kept
@@ -273,7 +278,7 @@ def _configure(recipe: Recipe, *, progress: Progress = _noop, reuse: bool = Fals
     p.requests = requests
     p.problems = kconfig.check(kconf, requests)
     p.config_sha256 = hashlib.sha256((obj / ".config").read_bytes()).hexdigest()
-    p.timings = {"source_s": round(t1 - t0, 1), "config_s": round(time.monotonic() - t1, 1)}
+    p.timings = {"source_s": round(t1 - t0, 1), "config_s": round(time.monotonic() - t1, 1), **({"config_made_because": why} if why else {})}
     if not p.problems:
         atomic.write_text(record_path, json.dumps({"inputs": inputs, "config_sha256": p.config_sha256}), "the build's config record")
     return p

@@ -260,6 +260,11 @@ def mirror(src: Path, dest: Path, force: AbstractSet[str] = frozenset(), changed
             and stat.S_IFMT(d.st_mode) == stat.S_IFMT(st.st_mode)
         ):
             continue
+        # A symlink's own mtime is when it was made, so the copy's never matches: the same
+        # target is the same link (not copied again, not a change).
+        if d is not None and rel not in force and stat.S_ISLNK(st.st_mode) and stat.S_ISLNK(d.st_mode):
+            if os.readlink(src / rel) == os.readlink(dest / rel):
+                continue
         target = dest / rel
         target.parent.mkdir(parents=True, exist_ok=True)
         if d is not None:

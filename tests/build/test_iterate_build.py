@@ -61,7 +61,8 @@ def test_tree_edit_rebuild_verdict(dev_tree, debian_kernel):
 
     # Only fair.c changed: the .config made and checked for the first build is kept, not
     # made and checked again (issue 32 item 7); the first build made its own.
-    assert store.get(res2["kernel_info"]["id"]).metadata["timings"].get("config_kept") is True
+    timings = store.get(res2["kernel_info"]["id"]).metadata["timings"]
+    assert timings.get("config_kept") is True, timings
     pile = next(e for e in res2["expectations"] if e["name"] == "targets distinct (no pile-up)")
     assert pile["status"] == "FAIL" and pile["evidence"]
 

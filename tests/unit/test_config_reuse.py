@@ -24,7 +24,7 @@ def config(tmp_path):
 
 @pytest.mark.parametrize("changed", [[], ["kernel/sched/fair.c"], ["include/linux/sched.h", "arch/x86/entry/entry_64.S", "rust/kernel/lib.rs"]])
 def test_kept_when_only_sources_changed(config, changed):
-    assert build.config_reusable(_record(config), "in", config, changed) == _record(config)["config_sha256"]
+    assert build.config_reusable(_record(config), "in", config, changed) == (_record(config)["config_sha256"], "")
 
 
 @pytest.mark.parametrize(
@@ -40,16 +40,17 @@ def test_kept_when_only_sources_changed(config, changed):
     ],
 )
 def test_made_again_when_anything_config_reads_changed(config, changed):
-    assert build.config_reusable(_record(config), "in", config, changed) is None
+    kept, why = build.config_reusable(_record(config), "in", config, changed)
+    assert kept is None and why == f"{next(c for c in changed if not c.endswith('.c') or c.startswith(('scripts', 'tools')))} changed"
 
 
 def test_made_again_when_the_recipe_toolchain_or_config_differ(config, tmp_path):
-    assert build.config_reusable(_record(config, "other"), "in", config, []) is None  # fragments, base, patches, gcc...
-    assert build.config_reusable(None, "in", config, []) is None  # no clean configure recorded
-    assert build.config_reusable(_record(config), "in", tmp_path / "missing", []) is None
+    assert build.config_reusable(_record(config, "other"), "in", config, []) == (None, "the recipe's config inputs changed")
+    assert build.config_reusable(None, "in", config, []) == (None, "no clean configure recorded")
+    assert build.config_reusable(_record(config), "in", tmp_path / "missing", []) == (None, "no .config")
     rec = _record(config)
     config.write_text("CONFIG_SMP=n\n")  # the .config was changed after the check
-    assert build.config_reusable(rec, "in", config, []) is None
+    assert build.config_reusable(rec, "in", config, []) == (None, ".config changed since it was checked")
 
 
 def test_mirror_and_patched_copy_report_what_they_wrote(tmp_path):
@@ -94,3 +95,23 @@ def test_config_inputs_follow_fragments_and_toolchain(tmp_path, monkeypatch):
     T.versions = {**T.versions, "cc": "gcc 12"}
     frag.write_text("CONFIG_SMP=n\n")
     assert build.config_inputs(R(), T()) != a
+
+
+
+def test_a_symlink_with_the_same_target_is_not_copied_again(tmp_path):
+    """A symlink's mtime is when it was made, so the mirror saw every symlink of the tree
+    as changed on every build (tools/testing/selftests/powerpc/.../memcmp_32.S), and no
+    .config was ever kept."""
+    src, dest = tmp_path / "src", tmp_path / "dest"
+    src.mkdir()
+    (src / "a.S").write_text("x\n")
+    (src / "link.S").symlink_to("a.S")
+    source.mirror(src, dest)
+    changed: list[str] = []
+    assert source.mirror(src, dest, changed=changed) == 0 and changed == []
+    (src / "link.S").unlink()
+    (src / "b.S").write_text("y\n")
+    (src / "link.S").symlink_to("b.S")  # a new target: copied, a change
+    changed = []
+    source.mirror(src, dest, changed=changed)
+    assert sorted(changed) == ["b.S", "link.S"] and (dest / "link.S").readlink() == Path("b.S")
