@@ -67,6 +67,20 @@ def run(
     return cp
 
 
+
+def first_line(argv: Sequence[str | os.PathLike], env: Mapping[str, str] | None = None, with_stderr: bool = False) -> str | None:
+    """The first line *argv* prints (a tool's ``--version``): None if it is not found, ""
+    if it prints nothing; stdout, then stderr too with *with_stderr*; never raises on
+    its exit status."""
+    try:
+        cp = run(argv, check=False, env=env)
+    except UserError:  # not found
+        return None
+    data = (cp.stdout or b"") + ((cp.stderr or b"") if with_stderr else b"")
+    out = data.decode(errors="replace").strip().splitlines()
+    return out[0] if out else ""
+
+
 def popen(
     argv: Sequence[str | os.PathLike], *, cwd=None, env: Mapping[str, str] | None = None, **kw
 ) -> subprocess.Popen:

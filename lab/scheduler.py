@@ -461,9 +461,7 @@ def toolchain(arch: str | None = None) -> dict[str, str]:
                 f"{tool} not found: a scheduler build needs Debian's {pkgs} "
                 "(scripts/setup.sh --system installs them)"
             )
-        cp = proc.run([path, "--version"], check=False)
-        line = (cp.stdout or b"").decode(errors="replace").strip().splitlines()
-        out[key] = line[0] if line else "unknown"
+        out[key] = proc.first_line([path, "--version"]) or "unknown"
     if prefix:
         return out  # the static libraries are Debian's of that arch (cross_libs), fetched when built
     for lib in ("libelf.a", "libz.a", "libzstd.a"):
@@ -936,12 +934,7 @@ def cargo_path() -> str | None:
 
 
 def _first_line(argv: list[str], env: dict[str, str] | None = None) -> str:
-    try:
-        cp = proc.run(argv, check=False, env=env)
-    except UserError:  # not found
-        return ""
-    out = ((cp.stdout or b"") + (cp.stderr or b"")).decode(errors="replace").strip().splitlines()
-    return out[0].strip() if out else ""
+    return (proc.first_line(argv, env, with_stderr=True) or "").strip()
 
 
 def crate_toolchain(crate: Crate) -> dict[str, str]:

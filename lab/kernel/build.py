@@ -82,12 +82,8 @@ class Toolchain:
 
 
 def _first_line(argv: list[str]) -> str:
-    try:
-        cp = proc.run(argv, check=False)
-    except UserError:
-        return "absent"
-    out = (cp.stdout or b"").decode(errors="replace").strip().splitlines()
-    return out[0] if out else "unknown"
+    line = proc.first_line(argv)
+    return "absent" if line is None else line or "unknown"
 
 
 @dataclass
@@ -193,17 +189,10 @@ _NOT_CONFIG_SUFFIXES = (".c", ".h", ".S", ".rs")
 
 def config_inputs(recipe: Recipe, toolchain: Toolchain) -> str:
     """A digest of what a recipe's .config is made from besides the source's Kconfig
-    files: base, fragments (their content), patches, make variables, arch, toolchain."""
-    doc = {
-        "base": recipe.base,
-        "base_file": hashlib.sha256(Path(recipe.base[5:]).read_bytes()).hexdigest() if recipe.base.startswith("file:") else None,
-        "fragments": [hashlib.sha256(f.read_bytes()).hexdigest() for f in recipe.all_fragments()],
-        "patches": [{"name": p.name, "sha256": p.sha256(), "revert": p.revert} for p in recipe.patches],
-        "make_vars": dict(recipe.make_vars),
-        "arch": recipe.arch,
-        "toolchain": {k: v for k, v in toolchain.versions.items() if k != "ccache"},
-    }
-    return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
+    files: the recipe's own files (input_digest: base, fragments, patches, make
+    variables, arch) and the toolchain (ccache aside)."""
+    tools = {k: v for k, v in toolchain.versions.items() if k != "ccache"}
+    return hashlib.sha256(json.dumps([input_digest(recipe), tools], sort_keys=True).encode()).hexdigest()
 
 
 def config_reusable(record: dict | None, inputs: str, config: Path, changed: list[str]) -> tuple[str | None, str]:

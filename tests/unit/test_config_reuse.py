@@ -76,12 +76,13 @@ def test_config_inputs_follow_fragments_and_toolchain(tmp_path, monkeypatch):
     frag.write_text("CONFIG_SMP=y\n")
 
     class R:
+        source = "debian:6.1"
         base = "tinyconfig"
         patches = ()
         make_vars: dict = {}
         arch = "x86_64"
 
-        def all_fragments(self):
+        def all_fragments(self, kernels_dir=None):
             return [frag]
 
     class T:
