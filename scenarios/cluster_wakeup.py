@@ -36,6 +36,17 @@ from lab.scenario import Expectation, Param, Scenario, clusters, kernel_config
 PHASE = "main"
 COMM = "pingpong"
 SECONDS = 5
+# Round trips per pair, a cap beside SECONDS (pingpong stops at whichever comes first), so
+# that the trace holds every wakeup whatever the scheduler: a round trip is 4 traced events
+# (2 sched_waking, 2 sched_wakeup), all on one CPU when the scheduler keeps the pair there,
+# and an 8192 KiB buffer held about 70,000 of these events per CPU (a run under scx_simple
+# on jacobsville-24c-mini: 629,696 entries in the 9 full CPUs' buffers).  Uncapped,
+# scx_simple ran each pair on one CPU at 15,300 round trips/s, 307,000 events per CPU in
+# the 5 s, and the phase lost 294,678 events (an ERROR, not a verdict).  12,000 round trips
+# are 48,000 events, 69 % of one CPU's buffer.  The kernel's own scheduler splits a pair
+# over two CPUs of the cluster at about 6,000 round trips/s (Debian's 6.12, jacobsville-
+# 24c-mini), so it reaches the cap in about 2 s with ~24,000 wakeups per pair judged.
+ROUNDS = 12000
 # The share of wakeups in the waker's cluster that passes.  From split starts (module
 # docstring), on kunpeng920-2s-mini, the design runs of lab-6.1-arm64-cluster-scan kept
 # nearly every wakeup in the waker's cluster and lab-6.1-arm64 well under 90 %, most runs
@@ -80,7 +91,10 @@ class ClusterWakeup(Scenario):
     workloads = True
     buffer_kb = 8192
     timeout = 300
-    params = [Param("seconds", SECONDS, "how long the ping-pong pairs run (traced)", min=1, max=120)]
+    params = [
+        Param("seconds", SECONDS, "how long the ping-pong pairs run (traced), at most", min=1, max=120),
+        Param("rounds", ROUNDS, "round trips per pair, at most (sized so a pair alone on a CPU fits its trace buffer)", min=100, max=1000000),
+    ]
 
     def steps(self, topo):
         return f"""
@@ -104,7 +118,7 @@ END {{ s = ""; for (i = 0; i < pairs; i++) {{ w = i % C + 1; e = (i + 1) % C + 1
       print s }}') || {{ echo "cannot split $PAIRS pairs over the clusters:$CL" >&2; exit 1; }}
 echo "$START" > start
 lab_trace_on
-lab_run pingpong pingpong -p "$PAIRS" -s {self.p['seconds']} --cpus "$CPUS" --start "$START"
+lab_run pingpong pingpong -p "$PAIRS" -s {self.p['seconds']} -n {self.p['rounds']} --cpus "$CPUS" --start "$START"
 lab_trace_off
 """
 

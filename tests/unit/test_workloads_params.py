@@ -229,9 +229,9 @@ def test_parameter_types_and_ranges():
 
 def test_shipped_parameters_keep_the_default_steps():
     s = sc.load("cluster-wakeup")
-    assert s.p == {"seconds": 5} and "-s 5 --cpus" in s.steps(topology.load("kunpeng920-2s-mini"))
+    assert s.p == {"seconds": 5, "rounds": 12000} and "-s 5 -n 12000 --cpus" in s.steps(topology.load("kunpeng920-2s-mini"))
     s.set_params({"seconds": "9"})
-    assert "-s 9 --cpus" in s.steps(topology.load("kunpeng920-2s-mini"))
+    assert "-s 9 -n 12000 --cpus" in s.steps(topology.load("kunpeng920-2s-mini"))
     assert sc.load("soft-affinity").record() == {"name": "soft-affinity", "params": {"groups": 2, "loops": 300}}
     assert sc.load("llc-spread-pinned").record() is None  # no parameters: plan.json as before
 
