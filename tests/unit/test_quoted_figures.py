@@ -150,6 +150,11 @@ def test_cluster_wakeup_quotes_its_file():
         0,
     )
     assert _rate(_row(f, "cluster-wakeup", "jacobsville-24c-mini", "debian")) == (10, 10, "FAIL", 0)
+    # With each pair capped at 12,000 round trips (scenarios/cluster_wakeup.py, ROUNDS).
+    g = "bench_verdicts-20261126-172205.json"
+    assert _rate(_row(g, "cluster-wakeup", "jacobsville-24c-mini", "debian-6.12")) == (5, 5, "PASS", 0)
+    assert _rate(_row(g, "cluster-wakeup", "jacobsville-24c-mini", "debian")) == (5, 5, "FAIL", 0)
+    assert g in (REPO / "scenarios" / "cluster_wakeup.py").read_text()
 
 
 def test_soft_affinity_quotes_its_files():
