@@ -674,7 +674,8 @@ class NumaBalancing(Scenario):
     workloads = False
     timeout = 480  # numa01's 180 s cap + numa02 60 s, the boot and the trace
     # 2: the workers are freed with one taskset per process, not one per worker (steps(),
-    # mix): on kunpeng920-2s-mini the per-worker frees took 87-100 s of numa01's 180 s cap.
+    # mix): on kunpeng920-2s-mini the per-worker frees took 75-104 s of numa01's 180 s cap
+    # (bench/results/bench_verdicts-20261126-180233.json, 5 runs).
     version = 2
 
     def steps(self, topo):
@@ -729,7 +730,7 @@ mix() {{
     sleep 2
     # One taskset per process (-a: every thread of it), not one per worker: with every
     # vCPU busy, each fork and exec waits its turn on the emulator, and 32 of them took
-    # 4-17 s on the x86 minis and 87-100 s on kunpeng920-2s-mini (arm64), most of
+    # 4-17 s on the x86 minis and 75-104 s on kunpeng920-2s-mini (arm64), most of
     # numa01's 180 s there (version 2).
     for tg in $tga $tgb; do taskset -a -p -c "$ALL" "$tg" > /dev/null 2>&1; done
     echo "freed at uptime $(cut -d' ' -f1 /proc/uptime)" >> {PHASE}.mixed
