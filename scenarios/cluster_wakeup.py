@@ -47,7 +47,9 @@ SECONDS = 5
 # over two CPUs of the cluster at about 6,000 round trips/s (Debian's 6.12, jacobsville-
 # 24c-mini), so it reaches the cap in about 2 s with ~24,000 wakeups per pair judged; capped,
 # Debian's 6.12 PASSed 5 of 5 (99.5 % in the waker's cluster) and 6.1 FAILed 5 of 5 (0 to
-# 25.5 %) (bench/results/bench_verdicts-20261126-172205.json).
+# 25.5 %) (bench/results/bench_verdicts-20261126-172205.json); on kunpeng920-2s-mini
+# lab-6.12-scx-arm64 (6.12 has the patch) PASSed 3 of 3 (99.5 %) and lab-6.1-arm64 FAILed
+# 3 of 3 (0 %) (bench/results/bench_verdicts-20261126-182606.json).
 ROUNDS = 12000
 # The share of wakeups in the waker's cluster that passes.  From split starts (module
 # docstring), on kunpeng920-2s-mini, the design runs of lab-6.1-arm64-cluster-scan kept
