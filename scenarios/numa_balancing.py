@@ -675,7 +675,10 @@ class NumaBalancing(Scenario):
     timeout = 480  # numa01's 180 s cap + numa02 60 s, the boot and the trace
     # 2: the workers are freed with one taskset per process, not one per worker (steps(),
     # mix): on kunpeng920-2s-mini the per-worker frees took 75-104 s of numa01's 180 s cap
-    # (bench/results/bench_verdicts-20261126-180233.json, 5 runs).
+    # (bench/results/bench_verdicts-20261126-180233.json, 5 runs; 4 PASS); with one taskset
+    # -a per process they take 9.5-11.2 s and version 2 PASSed 3 of 3 there beside a CI run
+    # (bench/results/bench_verdicts-20261126-184005.json); on numa4-96-micro PASS 2 of 2 and,
+    # with numa_balancing=disable, FAIL 2 of 2 (bench/results/bench_verdicts-20261126-182712.json).
     version = 2
 
     def steps(self, topo):
