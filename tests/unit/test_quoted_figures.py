@@ -130,6 +130,11 @@ def test_numa_balancing_quotes_its_file():
         assert f3 in mod.CONVERGED_HERE
     assert rate == {m: (5, 5) for m in ("numa4-96-mini", "icelake-2s-mini", "xeon-2s22c-mini", "epyc7551-8n-mini")} | {"zen3-2s-mini": (4, 5)}
     assert "5 of 5 on each of the 32-vCPU" in mod.CONVERGED_HERE and "4 of 5 on zen3-2s-mini" in mod.CONVERGED_HERE
+    # Version 2 (one taskset -a per process) on kunpeng920-2s-mini: 3 + 2 runs, 5 of 5 PASS.
+    v2 = [_rate(_row(f2, "numa-balancing", "kunpeng920-2s-mini", "debian")) for f2 in ("bench_verdicts-20261126-184005.json", "bench_verdicts-20261126-190432.json")]
+    assert v2 == [(3, 3, "PASS", 0), (2, 2, "PASS", 0)]
+    src = Path(mod.__file__).read_text()
+    assert "PASSed 5 of 5 there" in src and "bench_verdicts-20261126-190432.json" in src
 
 
 def test_preferred_node_migrations_quotes_its_file():
