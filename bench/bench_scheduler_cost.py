@@ -20,16 +20,14 @@ import json
 import os
 import re
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from provenance import stamp  # noqa: E402
+from provenance import lab_run_json, stamp, write_result  # noqa: E402
 
 UPTIME = re.compile(r"^lab: (.*?) uptime=([\d.]+)$")
 
@@ -67,16 +65,10 @@ def one(lab: str, a: argparse.Namespace, scheduler: str | None, runs: Path) -> d
     ]
     if scheduler:
         argv += ["--scheduler", scheduler]
-    t0 = time.monotonic()
-    p = subprocess.run(
-        argv, capture_output=True, text=True, env={**os.environ, "LAB_RUNS": str(runs)}
-    )
-    wall = round(time.monotonic() - t0, 2)
-    row: dict = {"scheduler": scheduler or "eevdf", "rc": p.returncode, "wall_s": wall}
-    try:
-        run = json.loads(p.stdout)["runs"][0]
-    except (ValueError, KeyError, IndexError):
-        row["error"] = (p.stderr.strip().splitlines() or ["no output"])[-1]
+    wall, rc, run, last = lab_run_json(argv, runs)
+    row: dict = {"scheduler": scheduler or "eevdf", "rc": rc, "wall_s": wall}
+    if run is None:
+        row["error"] = last
         return row
     row["status"] = run["status"]
     if run.get("run_dir"):
@@ -114,8 +106,7 @@ def main() -> int:
     }
     doc = {"bench": "scheduler_cost", **stamp(), "loadavg_before": list(load0), "args": vars(a), "rows": rows,
            "median_wall_s": med, "cost_s": cost}  # fmt: skip
-    out = HERE / "results" / f"bench_scheduler_cost-{time.strftime('%Y%m%d-%H%M%S')}.json"
-    out.write_text(json.dumps(doc, indent=1) + "\n")
+    out = write_result("bench_scheduler_cost", doc)
     print(f"medians {med}; cost over the kernel's own scheduler {cost}; wrote {out}")
     return 0
 

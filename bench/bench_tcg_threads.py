@@ -19,16 +19,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from provenance import stamp  # noqa: E402
+from provenance import lab_run_json, stamp, write_result  # noqa: E402
 
 
 def one(lab: str, scenario: str, topology: str, threads: str, runs: Path) -> dict:
@@ -44,16 +42,16 @@ def one(lab: str, scenario: str, topology: str, threads: str, runs: Path) -> dic
         "1",
         "--json",
     ]
-    t0 = time.monotonic()
-    p = subprocess.run(
-        argv, capture_output=True, text=True, env={**os.environ, "LAB_RUNS": str(runs)}
-    )
-    row: dict = {"scenario": scenario, "topology": topology, "tcg_threads": threads, "rc": p.returncode,
-                 "wall_s": round(time.monotonic() - t0, 2)}  # fmt: skip
-    try:
-        run = json.loads(p.stdout)["runs"][0]
-    except (ValueError, KeyError, IndexError):
-        row["error"] = (p.stderr.strip().splitlines() or ["no output"])[-1]
+    wall, rc, run, last = lab_run_json(argv, runs)
+    row: dict = {
+        "scenario": scenario,
+        "topology": topology,
+        "tcg_threads": threads,
+        "rc": rc,
+        "wall_s": wall,
+    }
+    if run is None:
+        row["error"] = last
         return row
     t = run.get("timing") or {}
     row.update(status=run["status"], boot_to_agent_s=t.get("boot_to_agent_s"), vm_s=t.get("vm_s"),
@@ -87,8 +85,7 @@ def main() -> int:
         "args": vars(a),
         "rows": rows,
     }
-    out = HERE / "results" / f"bench_tcg_threads-{time.strftime('%Y%m%d-%H%M%S')}.json"
-    out.write_text(json.dumps(doc, indent=1) + "\n")
+    out = write_result("bench_tcg_threads", doc)
     print(f"wrote {out}")
     return 0
 

@@ -3,6 +3,7 @@ commit measured and whether the tree had changes, when, on which host, under wha
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 import subprocess
@@ -25,3 +26,23 @@ def stamp() -> dict:
         "host_cpus": os.cpu_count(),
         "loadavg_at_write": list(os.getloadavg()),
     }
+
+
+def write_result(bench: str, doc: dict) -> Path:
+    """bench/results/<bench>-<time>.json with *doc* (which carries stamp()); returns its path."""
+    out = REPO / "bench" / "results" / f"{bench}-{time.strftime('%Y%m%d-%H%M%S')}.json"
+    out.write_text(json.dumps(doc, indent=1) + "\n")
+    return out
+
+
+def lab_run_json(argv: list[str], runs: Path) -> tuple[float, int, dict | None, str]:
+    """`lab run ... --json` (*argv*, runs kept under *runs*): (wall seconds, exit status,
+    its first run's document or None, the last line of its stderr)."""
+    t0 = time.monotonic()
+    p = subprocess.run(argv, capture_output=True, text=True, env={**os.environ, "LAB_RUNS": str(runs)})
+    wall = round(time.monotonic() - t0, 2)
+    try:
+        run = json.loads(p.stdout)["runs"][0]
+    except (ValueError, KeyError, IndexError, TypeError):
+        run = None
+    return wall, p.returncode, run, (p.stderr.strip().splitlines() or ["no output"])[-1]

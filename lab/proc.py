@@ -67,7 +67,6 @@ def run(
     return cp
 
 
-
 def first_line(argv: Sequence[str | os.PathLike], env: Mapping[str, str] | None = None, with_stderr: bool = False) -> str | None:
     """The first line *argv* prints (a tool's ``--version``): None if it is not found, ""
     if it prints nothing; stdout, then stderr too with *with_stderr*; never raises on

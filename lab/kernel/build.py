@@ -187,12 +187,14 @@ CONFIG_RECORD = "config-inputs.json"
 _NOT_CONFIG_SUFFIXES = (".c", ".h", ".S", ".rs")
 
 
-def config_inputs(recipe: Recipe, toolchain: Toolchain) -> str:
+def config_inputs(recipe: Recipe, toolchain: Toolchain, digest: str | None = None) -> str:
     """A digest of what a recipe's .config is made from besides the source's Kconfig
     files: the recipe's own files (input_digest: base, fragments, patches, make
-    variables, arch) and the toolchain (ccache aside)."""
+    variables, arch; *digest* when the caller has it already) and the toolchain (ccache
+    aside)."""
     tools = {k: v for k, v in toolchain.versions.items() if k != "ccache"}
-    return hashlib.sha256(json.dumps([input_digest(recipe), tools], sort_keys=True).encode()).hexdigest()
+    mine = digest if digest is not None else input_digest(recipe)
+    return hashlib.sha256(json.dumps([mine, tools], sort_keys=True).encode()).hexdigest()
 
 
 def config_reusable(record: dict | None, inputs: str, config: Path, changed: list[str]) -> tuple[str | None, str]:
@@ -221,7 +223,7 @@ def _read_record(path: Path) -> dict | None:
     return doc if isinstance(doc, dict) else None
 
 
-def _configure(recipe: Recipe, *, progress: Progress = _noop, reuse: bool = False) -> Prepared:
+def _configure(recipe: Recipe, *, progress: Progress = _noop, reuse: bool = False, digest: str | None = None) -> Prepared:
     """Source, patches and .config for *recipe*, checked; with *reuse*, the last clean
     .config is kept when nothing it depends on changed (config_reusable)."""
     t0 = time.monotonic()
@@ -239,7 +241,7 @@ def _configure(recipe: Recipe, *, progress: Progress = _noop, reuse: bool = Fals
     obj.mkdir(exist_ok=True)
     p = Prepared(recipe, src_info, toolchain, work, src, obj, {}, [], "", {})
     requests = kconfig.merge(recipe.all_fragments())
-    inputs = config_inputs(recipe, toolchain)
+    inputs = config_inputs(recipe, toolchain, digest)
     record_path = work / CONFIG_RECORD
     kept, why = config_reusable(_read_record(record_path), inputs, obj / ".config", changed) if reuse else (None, "")
     if kept is not None:
@@ -305,7 +307,7 @@ def build(
             found = lookup_built(recipe)
             if found is not None:
                 return found
-        p = _configure(recipe, progress=progress, reuse=not force)
+        p = _configure(recipe, progress=progress, reuse=not force, digest=digest)
         if p.problems:
             raise UserError(
                 f"kernel recipe {recipe.name}: config check failed: "
