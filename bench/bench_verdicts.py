@@ -40,6 +40,9 @@ CASES: list[tuple] = [
     ("cluster-wakeup", "kunpeng920-2s-mini", "lab-6.12-scx-arm64", "PASS"),
     ("llc-spread-pinned", "icelake-2s-mini", "lab-6.1", "PASS"),  # seed 000's Ice Lake: the fix's mechanism does not apply
     ("llc-spread-pinned", "icelake-2s-mini", "lab-6.1-no-affinity-imbalance", "PASS"),
+    # Debian's 6.1 (the fix, 5.19) on the Ice Lake shape; `--extra "-p gate=false"` gives
+    # version 2's harness for comparison (scenario docstring, "The gate").
+    ("llc-spread-pinned", "icelake-2s-mini", "debian", "PASS"),
     ("cluster-wakeup", "jacobsville-24c-mini", "debian-6.12", "PASS"),  # x86 clusters: a lab-built QEMU 9.2+
     ("cluster-wakeup", "jacobsville-24c-mini", "debian", "FAIL"),
     # Seed 003's claim (NUMA balancing pulls the probe toward its memory's node, and

@@ -76,7 +76,7 @@ import re
 from collections import Counter
 
 from lab.analysis import count_by_group
-from lab.scenario import Expectation, Requirement, Scenario, at_least
+from lab.scenario import Expectation, Param, Requirement, Scenario, at_least
 from lab.topology import AMD_ZEN_RECLAIM_DISTANCE, RECLAIM_DISTANCE
 
 COMM = "stream"
@@ -343,7 +343,8 @@ class LlcSpreadPinned(Scenario):
     summary = "stream threads pinned one per every-other LLC: fork placement must use both sockets (seed 000)"
     seed = "000"
     # 2: stream --main-works (no thread of lab's own on the workers' CPUs), no forced-last-fork excuse
-    version = 2
+    # 3: stream --gate (workers stay runnable until the last fork; module docstring, "The gate")
+    version = 3
     topologies = ["zen3-2s-mini", "epyc7551-8n-mini", "icelake-2s-mini"]
     requires = [at_least("sockets", 2), pinnable]
     events = ["sched:sched_wakeup_new", "sched:sched_migrate_task", "sched:sched_process_fork", "sched:sched_process_exit"]
@@ -355,6 +356,9 @@ class LlcSpreadPinned(Scenario):
     )
     # Under --scheduler the claims are INCONCLUSIVE with their figures (lab.scenario.under_scheduler).
     kernel_scheduler = FORK_PLACEMENT
+    params = [
+        Param("gate", True, "workers spin, runnable, until the last fork, then allocate (false: version 2's harness, for comparison)"),
+    ]
 
     def steps(self, topo):
         # The guest's ids of what is pinned: one CPU of every other LLC, or the Ice Lake's 0-15.
@@ -362,12 +366,13 @@ class LlcSpreadPinned(Scenario):
         ice = icelake_shape(topo)
         pick = f"labcpu {ICELAKE_PIN}" if ice else "labsel llc-firsts every=2"
         secs = ICELAKE_SECONDS if ice else SECONDS
+        gate = " --gate" if self.p["gate"] else ""
         return f"""
 CPUS=$({pick}) || exit 1
 N=$(labsel count "$CPUS")
 echo "$CPUS" > allowed
 lab_trace_on
-lab_run stream taskset -c "$CPUS" stream --main-works -t "$N" -s {secs}
+lab_run stream taskset -c "$CPUS" stream --main-works{gate} -t "$N" -s {secs}
 lab_trace_off
 """
 

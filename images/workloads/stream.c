@@ -10,7 +10,12 @@
  * Workers never set their
  * own affinity: pin the whole process from outside (taskset / numactl -C).
  * Each worker allocates and first-touches its arrays after it starts, so the
- * pages land on the node it runs on.
+ * pages land on the node it runs on.  With --gate a worker first spins (a pause /
+ * yield loop: it stays runnable, as an OpenMP thread spins at its team's first
+ * barrier) until the last worker is created, and only then allocates: without it a
+ * worker's malloc() and first touch wait on the mm's lock that the creator's next
+ * pthread_create() holds (its stack mmap()), the worker sleeps, its CPU looks idle
+ * to the next fork's placement, and forks pile up on CPUs whose workers only slept.
  */
 #include "common.h"
 
@@ -31,6 +36,19 @@ struct worker {
 
 static size_t elems;
 static double run_seconds = 1.0;
+static int gate; /* --gate: wait for the last pthread_create() before allocating */
+static int gate_open;
+
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#elif defined(__aarch64__)
+	__asm__ __volatile__("yield" ::: "memory");
+#else
+	__asm__ __volatile__("" ::: "memory");
+#endif
+}
 
 static void *worker_main(void *arg)
 {
@@ -43,6 +61,8 @@ static void *worker_main(void *arg)
 	w->cpu_start = sched_getcpu();
 	if (sched_getaffinity(0, sizeof(mask), &mask) == 0)
 		w->allowed = CPU_COUNT(&mask);
+	while (gate && !__atomic_load_n(&gate_open, __ATOMIC_ACQUIRE))
+		cpu_relax();
 	a = malloc(elems * sizeof(*a));
 	b = malloc(elems * sizeof(*b));
 	c = malloc(elems * sizeof(*c));
@@ -75,7 +95,7 @@ static void *worker_main(void *arg)
 
 static void help(void)
 {
-	printf("usage: %s [-t THREADS] [-s SECONDS] [-m MIB] [--pin-main CPU] [--main-works]\n"
+	printf("usage: %s [-t THREADS] [-s SECONDS] [-m MIB] [--pin-main CPU] [--main-works] [--gate]\n"
 	       "STREAM-like triad a[i] = b[i] + 3*c[i]; each thread owns 3 arrays of MIB MiB.\n"
 	       "  -t, --threads N     worker threads (default 1)\n"
 	       "  -s, --seconds S     run time per thread, fractional ok (default 1)\n"
@@ -84,6 +104,8 @@ static void help(void)
 	       "                      restore its affinity so workers inherit the process mask\n"
 	       "      --main-works    the main thread is thread 0 (an OpenMP master): it creates\n"
 	       "                      threads 1..N-1, then runs its own share (N threads, N-1 forks)\n"
+	       "      --gate          workers spin, runnable, until the last one is created, then\n"
+	       "                      allocate and run (an OpenMP team at its first barrier)\n"
 	       "Output: one JSON line with per-thread tid, cpu_start, cpu_end, allowed (CPUs in\n"
 	       "its mask), iterations, mbps, and a {cpu: samples} histogram; total_mbps.\n",
 	       prog);
@@ -97,6 +119,7 @@ int main(int argc, char **argv)
 		{"mib", required_argument, NULL, 'm'},
 		{"pin-main", required_argument, NULL, 'P'},
 		{"main-works", no_argument, NULL, 'W'},
+		{"gate", no_argument, NULL, 'G'},
 		{"help", no_argument, NULL, 'h'},
 		{0},
 	};
@@ -115,6 +138,7 @@ int main(int argc, char **argv)
 		case 'm': mib = parse_long("-m", optarg, 1, 1 << 20); break;
 		case 'P': pin_main = parse_long("--pin-main", optarg, 0, MAX_CPUS - 1); break;
 		case 'W': main_works = 1; break;
+		case 'G': gate = 1; break;
 		case 'h': help(); return 0;
 		default: bad_option(opt, argv);
 		}
@@ -153,6 +177,7 @@ int main(int argc, char **argv)
 		if (err)
 			fail("pthread_create for thread %ld: %s", i, strerror(err));
 	}
+	__atomic_store_n(&gate_open, 1, __ATOMIC_RELEASE);
 	if (main_works) { /* thread 0 is this one: no fork, it runs where it is */
 		workers[0].index = 0;
 		workers[0].cpu_create = -1;
@@ -161,9 +186,9 @@ int main(int argc, char **argv)
 	for (long i = main_works ? 1 : 0; i < nthreads; i++)
 		pthread_join(workers[i].thread, NULL);
 
-	printf("{\"workload\":\"stream\",\"pid\":%d,\"threads\":%ld,\"main_works\":%s,"
+	printf("{\"workload\":\"stream\",\"pid\":%d,\"threads\":%ld,\"main_works\":%s,\"gate\":%s,"
 	       "\"mib_per_array\":%ld,\"seconds\":%.3f,\"per_thread\":[",
-	       getpid(), nthreads, main_works ? "true" : "false", mib, run_seconds);
+	       getpid(), nthreads, main_works ? "true" : "false", gate ? "true" : "false", mib, run_seconds);
 	for (long i = 0; i < nthreads; i++) {
 		struct worker *w = &workers[i];
 

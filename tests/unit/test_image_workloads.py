@@ -228,6 +228,16 @@ def test_stream_main_works_is_thread_0_and_forks_the_others(bins):
     assert ok(bins["stream"], "-t", "1", "-s", "0.01", "-m", "1")["main_works"] is False
 
 
+@pytest.mark.parametrize("extra", [["--main-works"], []])
+def test_stream_gate_holds_the_workers_until_the_last_fork(bins, extra):
+    """--gate: the workers spin (runnable) until the last pthread_create(), then allocate
+    and run as without it (llc-spread-pinned, version 3)."""
+    out = ok(bins["stream"], "-t", "4", "-s", "0.05", "-m", "1", "--gate", *extra)
+    assert out["gate"] is True and out["threads"] == 4
+    assert all(t["iterations"] > 0 and t["seconds"] >= 0.05 for t in out["per_thread"])
+    assert ok(bins["stream"], "-t", "1", "-s", "0.01", "-m", "1")["gate"] is False
+
+
 # --- pingpong ------------------------------------------------------------------------
 
 
