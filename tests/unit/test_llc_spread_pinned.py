@@ -340,3 +340,25 @@ def test_the_quoted_single_run_rates_are_the_committed_results():
             doc = json.loads((repo / path).read_text())
             (row,) = [r for r in doc["rows"] if (r["scenario"], r["topology"], r["kernel"], r["args"]) == ("llc-spread-pinned", topo, kernel, [])]
             assert (row["as_expected"], row["runs"], row["expected"], row["errors"]) == (ok, runs, want, 0), path
+
+
+def test_version_3s_gate_rates_are_the_committed_results():
+    """The gate's rates (version 3, module docstring "The gate") come from committed files,
+    the gate=false rows from runs with `-p gate=false`."""
+    import json
+    import sys
+
+    from lab import scenario as sc
+
+    mod = sys.modules[type(sc.load("llc-spread-pinned")).__module__]
+    repo = Path(__file__).resolve().parents[2]
+    assert mod.GATE_RATES
+    loads = []
+    for (topo, kernel, gate), measured in mod.GATE_RATES.items():
+        args = [] if gate else ["-p", "gate=false"]
+        for ok, runs, want, path in measured:
+            doc = json.loads((repo / path).read_text())
+            (row,) = [r for r in doc["rows"] if (r["scenario"], r["topology"], r["kernel"], r["args"]) == ("llc-spread-pinned", topo, kernel, args)]
+            assert (row["as_expected"], row["runs"], row["expected"], row["errors"]) == (ok, runs, want, 0), path
+            loads.append(row["loadavg_before"][0])
+    assert (round(min(loads), 1), round(max(loads), 1)) == (1.0, 2.2)  # as the scenario says

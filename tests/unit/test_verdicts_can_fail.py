@@ -23,8 +23,8 @@ RUNS = ROOT / "tests" / "fixtures" / "runs"
 BOTH_SIDES: dict[str, dict[str, list[tuple]]] = {
     "llc-spread-pinned": {
         "good": [("vm", ("llc-spread-pinned", "zen3-2s-mini", "debian", "PASS")),
-                 ("recorded", "llc-spread-pinned-zen3-2s-mini-lab-6.1-main-works", "PASS")],
-        "bad": [("recorded", "llc-spread-pinned-zen3-2s-mini-lab-6.1-no-affinity-imbalance-main-works", "FAIL")],
+                 ("recorded", "llc-spread-pinned-zen3-2s-mini-lab-6.1-gate", "PASS")],
+        "bad": [("recorded", "llc-spread-pinned-zen3-2s-mini-lab-6.1-no-affinity-imbalance-gate", "FAIL")],
     },
     "numa-balancing": {
         "good": [("vm", ("numa-balancing", "numa4-96-micro", "debian", "PASS"))],

@@ -233,7 +233,8 @@ def test_shipped_parameters_keep_the_default_steps():
     s.set_params({"seconds": "9"})
     assert "-s 9 -n 12000 --cpus" in s.steps(topology.load("kunpeng920-2s-mini"))
     assert sc.load("soft-affinity").record() == {"name": "soft-affinity", "params": {"groups": 2, "loops": 300}}
-    assert sc.load("llc-spread-pinned").record() is None  # no parameters: plan.json as before
+    assert sc.load("numa-balancing").record() is None  # no parameters: plan.json as before
+    assert sc.load("llc-spread-pinned").record() == {"name": "llc-spread-pinned", "params": {"gate": True}}
 
 
 def test_a_scenario_declaring_bad_parameters_is_refused_at_load(tmp_path):
