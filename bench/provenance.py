@@ -13,19 +13,33 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 
 
-def stamp() -> dict:
-    def git(*a: str) -> str:
-        p = subprocess.run(["git", "-C", str(REPO), *a], capture_output=True, text=True)
-        return p.stdout.strip() if p.returncode == 0 else ""
+def _git(*a: str) -> str:
+    p = subprocess.run(["git", "-C", str(REPO), *a], capture_output=True, text=True)
+    return p.stdout.strip() if p.returncode == 0 else ""
 
-    return {
-        "commit": git("rev-parse", "HEAD") or "unknown",
-        "dirty": bool(git("status", "--porcelain", "--untracked-files=no")),
+
+def _tree() -> dict:
+    return {"commit": _git("rev-parse", "HEAD") or "unknown", "dirty": bool(_git("status", "--porcelain", "--untracked-files=no"))}
+
+
+# The commit a bench measures is the one checked out when it started (this module is
+# imported then), not the one at write time: a commit made while a long bench ran (a
+# 30-minute matrix) would otherwise be named as what was measured.
+AT_START = _tree()
+
+
+def stamp() -> dict:
+    now = _tree()
+    out = {
+        **AT_START,
         "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "host": platform.node(),
         "host_cpus": os.cpu_count(),
         "loadavg_at_write": list(os.getloadavg()),
     }
+    if now != AT_START:  # HEAD moved or the tree changed while it ran: say so
+        out["at_write"] = now
+    return out
 
 
 def write_result(bench: str, doc: dict) -> Path:

@@ -35,3 +35,21 @@ def test_bench_boot_reads_verify_s_checks_from_stdout_alone():
     row = mod.verify_row("zen3-2s", "debian", 1, out + "\n", 2.345)
     assert (row["checks"], row["failed"], row["known_deviations"], row["wall_s"]) == (3, ["b"], ["c"], 2.35)
     assert mod.verify_row("t.toml", "debian", 2, "", 1.0)["topology"] == "t"
+
+
+def test_a_result_names_the_commit_it_started_on_and_says_when_it_moved(monkeypatch):
+    """A commit made while a long bench ran is not what it measured: stamp() gives the
+    commit checked out at the start and, when HEAD or the tree changed since, at_write."""
+    import sys
+
+    sys.path.insert(0, str(RESULTS.parent))
+    import provenance
+
+    start = {"commit": "a" * 40, "dirty": False}
+    monkeypatch.setattr(provenance, "AT_START", start)
+    monkeypatch.setattr(provenance, "_tree", lambda: dict(start))
+    s = provenance.stamp()
+    assert (s["commit"], s["dirty"]) == ("a" * 40, False) and "at_write" not in s
+    monkeypatch.setattr(provenance, "_tree", lambda: {"commit": "b" * 40, "dirty": True})
+    s = provenance.stamp()
+    assert s["commit"] == "a" * 40 and s["at_write"] == {"commit": "b" * 40, "dirty": True}
