@@ -325,9 +325,18 @@ def test_the_reverted_fix_with_the_main_thread_as_thread_0_piles_all_on_one_sock
     assert mig.status == "FAIL" and mig.figures["churn_of_an_even_placement"] is False
 
 
+def _rate_row(path: Path, topo: str, kernel: str, args: list[str]) -> dict:
+    """The one llc-spread-pinned row of a bench_verdicts result file for *topo*, *kernel*
+    and the extra `lab run` *args*."""
+    import json
+
+    doc = json.loads(path.read_text())
+    (row,) = [r for r in doc["rows"] if (r["scenario"], r["topology"], r["kernel"], r["args"]) == ("llc-spread-pinned", topo, kernel, args)]
+    return row
+
+
 def test_the_quoted_single_run_rates_are_the_committed_results():
     """Issue 31 item 9: the rates the scenario quotes come from committed files."""
-    import json
     import sys
 
     from lab import scenario as sc
@@ -337,15 +346,13 @@ def test_the_quoted_single_run_rates_are_the_committed_results():
     assert mod.SINGLE_RUN_RATES
     for (topo, kernel), measured in mod.SINGLE_RUN_RATES.items():
         for ok, runs, want, path in measured:
-            doc = json.loads((repo / path).read_text())
-            (row,) = [r for r in doc["rows"] if (r["scenario"], r["topology"], r["kernel"], r["args"]) == ("llc-spread-pinned", topo, kernel, [])]
+            row = _rate_row(repo / path, topo, kernel, [])
             assert (row["as_expected"], row["runs"], row["expected"], row["errors"]) == (ok, runs, want, 0), path
 
 
 def test_version_3s_gate_rates_are_the_committed_results():
     """The gate's rates (version 3, module docstring "The gate") come from committed files,
     the gate=false rows from runs with `-p gate=false`."""
-    import json
     import sys
 
     from lab import scenario as sc
@@ -357,8 +364,7 @@ def test_version_3s_gate_rates_are_the_committed_results():
     for (topo, kernel, gate), measured in mod.GATE_RATES.items():
         args = [] if gate else ["-p", "gate=false"]
         for ok, runs, want, path in measured:
-            doc = json.loads((repo / path).read_text())
-            (row,) = [r for r in doc["rows"] if (r["scenario"], r["topology"], r["kernel"], r["args"]) == ("llc-spread-pinned", topo, kernel, args)]
+            row = _rate_row(repo / path, topo, kernel, args)
             assert (row["as_expected"], row["runs"], row["expected"], row["errors"]) == (ok, runs, want, 0), path
             loads.append(row["loadavg_before"][0])
     assert (round(min(loads), 1), round(max(loads), 1)) == (1.0, 2.2)  # as the scenario says
