@@ -161,20 +161,30 @@ def run_once(
     kernel_info: dict[str, Any] | None = None,
     progress: Progress | None = None,
     caught: list[int] | None = None,
+    turn: tuple[threading.Event | None, threading.Event] | None = None,
 ) -> RunOutcome:
     """Boot *sess*, run *s* in the guest and judge it.  A run that cannot start for the
     user's reason (e.g. a tool that cannot be packed) still leaves its run directory, then
     raises the UserError (exit 2); an interrupted one records where it was, then lets the
     KeyboardInterrupt go on.  The boot's stages are steps of *progress*.  *caught*: where
     the main thread notes the signal, for a run in a thread of its own (which cannot set
-    signal handlers), so its run directory still names the signal (_batch)."""
+    signal handlers), so its run directory still names the signal (_batch).  *turn*: (the
+    event of the run started before this one, this run's), so runs side by side take their
+    run directories in start order: the second run is "<name>-2", never the first."""
     t0 = time.monotonic()
     topo = sess.topo
     host_before = host_mod.load_sample()
     why = sess.skip or s.skip_reason(topo, sess.kernel)  # what is known before booting is a SKIP, not a boot
     if why:
         return RunOutcome(s.name, topo.name, sess.kernel.name, "SKIP", None, message=why)
-    run_dir = session.open_run(s.name, sess, s.record())
+    if turn is not None and turn[0] is not None:
+        while not turn[0].wait(0.05):  # in steps: an interrupt (_interrupt) gets through
+            pass
+    try:
+        run_dir = session.open_run(s.name, sess, s.record())
+    finally:
+        if turn is not None:
+            turn[1].set()
     out = RunOutcome(s.name, topo.name, sess.kernel.name, "RUNNING", run_dir, notes=list(sess.plan.notes), scenario_version=s.version)
     out.kernel_info = {"id": sess.kernel.id, "release": sess.kernel.release, **(kernel_info or {})}
     out.integrity = {
@@ -688,13 +698,16 @@ def _batch(
     results: list[RunOutcome | BaseException | None] = [None] * k
     done = [threading.Event() for _ in range(k)]
     caught: list[int] = []  # noted here, in the main thread; read by each run as it stops
+    opened = [threading.Event() for _ in range(k)]  # run i has its run directory (or never will)
 
     def one(i: int) -> None:
         try:
-            results[i] = run_once(s, sess, kernel_info=kernel_info, progress=None, caught=caught)
+            turn = (opened[i - 1] if i else None, opened[i])
+            results[i] = run_once(s, sess, kernel_info=kernel_info, progress=None, caught=caught, turn=turn)
         except BaseException as e:  # handed to the main thread
             results[i] = e
         finally:
+            opened[i].set()  # a run that skipped or failed before its directory lets the next go on
             done[i].set()
 
     threads = [

@@ -44,6 +44,7 @@ def test_tree_edit_rebuild_verdict(dev_tree, debian_kernel):
     before = fair.stat()
     res = run_tree(dev_tree)
     assert res["status"] == "PASS", res
+    pass_runs = set(Path(os.environ["LAB_RUNS"]).glob("*-llc-spread-pinned-*"))
     assert res["kernel_info"]["tree"] == str(dev_tree)
     assert fair.stat().st_mtime_ns == before.st_mtime_ns and not (dev_tree / ".config").exists()
 
@@ -69,6 +70,7 @@ def test_tree_edit_rebuild_verdict(dev_tree, debian_kernel):
     # A typo in fair.c: the build fails with gcc's error, the log's path, and the verdict
     # that stands for this tree (the FAIL just above) and its run directory.
     broken = new.replace("if (0 && p->nr_cpus_allowed", "if (0 && p->nr_cpus_alowed", 1)
+    before_runs = sorted(Path(os.environ["LAB_RUNS"]).glob("*-llc-spread-pinned-*"))
     tmp.write_text(broken)
     os.replace(tmp, fair)
     r = CliRunner().invoke(main, ["run", "llc-spread-pinned", "--topology", "zen3-2s-mini", "--kernel-tree", str(dev_tree)])
@@ -78,5 +80,9 @@ def test_tree_edit_rebuild_verdict(dev_tree, debian_kernel):
     assert Path(first.rsplit("full log: ", 1)[1]).is_file()
     assert "--- build errors ---" in r.output
     runs = sorted(Path(os.environ["LAB_RUNS"]).glob("*-llc-spread-pinned-*"))
+    assert runs == before_runs  # no run for a tree that did not build
     assert "previous verdict for this tree kept: FAIL for llc-spread-pinned on zen3-2s-mini" in r.output
-    assert str(runs[-1]) in r.output  # the standing verdict's evidence, not a new run
+    # The standing verdict's evidence: one of the FAIL verdict's runs (side by side, the
+    # majority's runs start in the same second), named by the saved verdict.
+    kept = r.output.rsplit("; run dir ", 1)[1].split()[0]
+    assert Path(kept) in set(runs) - pass_runs and json.loads((Path(kept) / "results.json").read_text())["status"] == "FAIL", kept

@@ -193,3 +193,28 @@ def test_each_run_side_by_side_knows_which_signal_stopped_it(monkeypatch, sig):
     finally:
         signal.signal(signal.SIGTERM, old)
     assert seen == [[sig], [sig]]
+
+
+def test_runs_side_by_side_take_their_run_directories_in_start_order(monkeypatch):
+    """The second run's directory is "<name>-2" even when it is ready first: CI saw run 2
+    take the plain name, and a reader (and test_iterate_build) took "-2" for the later
+    run.  Here run 1 is slow to open its directory; it still opens first."""
+    from lab import session
+    from lab.errors import UserError
+
+    order = []
+
+    def open_run(name, sess, record):
+        me = threading.current_thread().name
+        if me == "lab-run-1":
+            time.sleep(0.3)
+        order.append(me)
+        raise UserError("stop here")  # the rest of a run is not this test's
+
+    monkeypatch.setattr(session, "open_run", open_run)
+    s = SimpleNamespace(name="s", skip_reason=lambda topo, kernel: None, record=lambda: {}, version=1)
+    sess = _sess()
+    sess.skip = None
+    with pytest.raises(UserError, match="stop here"):
+        runner.run_verdict(s, sess, 3, jobs=2)
+    assert order == ["lab-run-1", "lab-run-2"]
