@@ -419,6 +419,43 @@ def costs_file() -> Path:
     return paths.cache_dir() / COSTS_FILE
 
 
+# A cell never run on this host has a cost measured elsewhere when lab's own scenario ran
+# on lab's own topology in the last full mini matrix (scenarios/matrix-costs.json, written
+# by bench/cost_baseline.py from a bench/results/bench_matrix-*.json): that wall time, per
+# run, where the cell runs under the same accelerator, the scenario has the same version
+# and the topology spec the same bytes.  The timeout formula above was 2-7x off on that
+# matrix (numa-balancing estimated 96 s, took 176-272 s; wake-affine 78 s, took 11 s), so
+# --budget chose, and the start order ranked, by the wrong cells on a fresh CI runner.
+BASELINE_FILE = "matrix-costs.json"
+
+
+def baseline_file() -> Path:
+    return paths.SCENARIOS / BASELINE_FILE
+
+
+def read_baseline(path: Path | None) -> dict[str, Any]:
+    """The baseline file's document ({} when there is none or it cannot be read: it only
+    informs estimates)."""
+    if path is None:
+        return {}
+    try:
+        d = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return d if isinstance(d, dict) and isinstance(d.get("cells"), dict) else {}
+
+
+def baseline_s(base: dict[str, Any], scenario: str, topology_name: str, *, version: int, topology_sha: str, accel: str) -> float | None:
+    """The baseline's cost per run of scenario@topology, or None where it does not apply."""
+    if not base or base.get("accel") != accel:
+        return None
+    e = base["cells"].get(f"{scenario}@{topology_name}")
+    if not isinstance(e, dict) or e.get("version") != version or e.get("topology_sha") != topology_sha:
+        return None
+    s = e.get("run_s")
+    return float(s) if isinstance(s, (int, float)) and not isinstance(s, bool) and s > 0 else None
+
+
 def read_costs(path: Path) -> dict[str, Any]:
     """The measured cells: cell id -> {"run_s", "scenario", "kernel_id", "when"}; an
     unreadable file is no measurement (never an error: it is a cache)."""
@@ -464,6 +501,11 @@ class Pick:
     cost_s: float
     measured: bool
     changed: str = ""
+    basis: str = ""  # how an unmeasured cost was estimated: "baseline" (lab's measured baseline) or the formula
+
+    @property
+    def how(self) -> str:
+        return "measured" if self.measured else ("estimated from lab's baseline" if self.basis == "baseline" else "estimated")
 
 
 def _dur_text(s: float) -> str:
@@ -479,9 +521,8 @@ def choose(picks: list[Pick], budget_s: float, budget_text: str = "") -> tuple[l
         return [], [], []
     cheapest = min(picks, key=lambda p: p.cost_s)
     if budget_s < cheapest.cost_s:
-        how = "measured" if cheapest.measured else "estimated"
         raise UserError(f"--budget {budget_text} is too small for one cell: the cheapest, {cheapest.cell.id}, "
-                        f"costs {_dur_text(cheapest.cost_s)} ({how})")  # fmt: skip
+                        f"costs {_dur_text(cheapest.cost_s)} ({cheapest.how})")  # fmt: skip
 
     def values(p: Pick) -> set[tuple[str, str]]:
         return {("scenario", p.cell.scenario), ("topology", p.cell.topology), ("kernel", p.cell.column)}
@@ -506,9 +547,8 @@ def choose(picks: list[Pick], budget_s: float, budget_text: str = "") -> tuple[l
     for p in picks:
         if p in chosen:
             continue
-        how = "measured" if p.measured else "estimated"
         what = f"changed ({p.changed})" if p.changed else "unchanged since its last run"
-        out.append((p, f"{what}, costs {_dur_text(p.cost_s)} ({how}); {_dur_text(max(left, 0))} of {budget_text} was left"))
+        out.append((p, f"{what}, costs {_dur_text(p.cost_s)} ({p.how}); {_dur_text(max(left, 0))} of {budget_text} was left"))
     uncovered = [f"{k} {v}" for k, v in sorted(need)]
     return sorted(chosen, key=lambda p: index[p.cell.id]), out, uncovered
 
@@ -747,12 +787,17 @@ class Runner:
         rerun: bool = False, connect: tuple[str, ...] = (), progress: Progress | None = None,
         child: Callable[[Cell, str, str | None], list[str]] | None = None,
         budget_s: float | None = None, budget_text: str = "", costs: Path | None = None,
+        baseline: Path | None = None,
     ) -> None:  # fmt: skip
         self.m, self.out, self.jobs_asked, self.shard, self.rerun = m, out, jobs, shard, rerun
         self.budget_s, self.budget_text = budget_s, budget_text
         self.costs_path = costs if costs is not None else costs_file()
         # A stand-in child (a test's) is no `lab run`: its time is no cell's cost, unless asked.
         self.record_costs = costs is not None or child is None
+        # lab's measured baseline (BASELINE_FILE) informs a real matrix's estimates; a
+        # stand-in child's only when given, so a test's order hangs on what it sets up.
+        self.baseline = read_baseline(baseline if baseline is not None else (baseline_file() if child is None else None))
+        self.cost_basis: dict[str, str] = {}  # cell id -> "measured" | "baseline" | "estimate"
         self.budget_doc: dict[str, Any] | None = None
         self.order: list[dict[str, Any]] = []  # the cells to run, in the order they start
         self.connect = connect
@@ -763,6 +808,7 @@ class Runner:
         self._kernel_errors: dict[str, LabError] = {}
         self.jobs = 1
         self.t0 = time.monotonic()
+        self._accel: dict[str, str] = {}
 
     # what each cell runs
     def lab_run_argv(self, cell: Cell, kernel_id: str, connect: str | None) -> list[str]:
@@ -831,6 +877,7 @@ class Runner:
                     continue
                 todo.append((c, cost_of(sess.plan), key, kid))
                 vcpus[c.id] = topo.n_cpus
+                self._accel[c.id] = sess.plan.accel
         costs = self._cell_costs(todo, vcpus)
         if self.budget_s is not None:
             todo = self._within_budget(todo, costs)
@@ -838,7 +885,7 @@ class Runner:
         # would run alone at the end while the other slots sit idle.  Stable, so equal
         # costs keep the matrix's order; the results are reported in the matrix's order.
         todo.sort(key=lambda t: -costs[t[0].id][0])
-        self.order = [{"id": t[0].id, "cost_s": costs[t[0].id][0], "measured": costs[t[0].id][1]} for t in todo]
+        self.order = [{"id": t[0].id, "cost_s": costs[t[0].id][0], "measured": costs[t[0].id][1], "basis": self.cost_basis[t[0].id]} for t in todo]
         mem = mem_available_mb()
         self.jobs = default_jobs(h.cpus, mem, [t[1] for t in todo]) if self.jobs_asked is None else self.jobs_asked
         self.host = {"cpus": h.cpus, "mem_available_mb": mem, "jobs": self.jobs}
@@ -850,22 +897,33 @@ class Runner:
     def _cell_costs(self, todo: list[tuple[Cell, Cost, str, str]], vcpus: dict[str, int]) -> dict[str, tuple[float, bool, dict[str, Any] | None]]:
         """Each cell of *todo*'s cost in seconds for the matrix's repeat: (cost, measured,
         its last run's record).  Measured where lab's costs file has the cell, estimated
-        from its vCPUs and its scenario's timeout otherwise.  A stand-in child (a test's)
-        with no costs file of its own reads none: its order may not hang on this host's cache."""
+        from lab's baseline where it applies (baseline_s), else from its vCPUs and its
+        scenario's timeout (self.cost_basis says which).  A stand-in child (a test's) with
+        no costs file of its own reads none: its order may not hang on this host's cache."""
 
         known = read_costs(self.costs_path) if self.record_costs or self.budget_s is not None else {}
-        timeouts: dict[str, float] = {}
+        scens: dict[str, sc.Scenario] = {}
         out: dict[str, tuple[float, bool, dict[str, Any] | None]] = {}
         for c, _cost, _key, _kid in todo:
             prev = known.get(c.id)
             run_s = prev.get("run_s") if prev else None
             measured = isinstance(run_s, (int, float)) and not isinstance(run_s, bool) and run_s > 0
             if measured:
-                cost = float(run_s) * self.m.repeat  # type: ignore[arg-type]
+                cost, basis = float(run_s) * self.m.repeat, "measured"  # type: ignore[arg-type]
             else:
-                if c.scenario not in timeouts:
-                    timeouts[c.scenario] = float(sc.load(self.m.sources.get(c.scenario, c.scenario)).timeout)
-                cost = estimate_s(vcpus[c.id], timeouts[c.scenario], self.m.repeat)
+                if c.scenario not in scens:
+                    scens[c.scenario] = sc.load(self.m.sources.get(c.scenario, c.scenario))
+                s = scens[c.scenario]
+                own = Path(s.path).resolve().parent == paths.SCENARIOS.resolve()  # lab's own, not a namesake
+                base = baseline_s(
+                    self.baseline, c.scenario, c.topology, version=s.version, accel=self._accel.get(c.id, ""),
+                    topology_sha=self.m.inputs.get(f"topology:{c.topology}", ""),
+                ) if own else None  # fmt: skip
+                if base is not None:
+                    cost, basis = round(base * self.m.repeat, 1), "baseline"
+                else:
+                    cost, basis = estimate_s(vcpus[c.id], float(s.timeout), self.m.repeat), "estimate"
+            self.cost_basis[c.id] = basis
             out[c.id] = (cost, measured, prev)
         return out
 
@@ -878,7 +936,7 @@ class Runner:
         picks = []
         for c, _cost, _key, kid in todo:
             cost, measured, prev = costs[c.id]
-            picks.append(Pick(c, cost, measured, changed(prev, self.m.inputs[f"scenario:{c.scenario}"], kid)))
+            picks.append(Pick(c, cost, measured, changed(prev, self.m.inputs[f"scenario:{c.scenario}"], kid), self.cost_basis.get(c.id, "")))
         text = self.budget_text or _dur_text(self.budget_s)
         chosen, out, uncovered = choose(picks, self.budget_s, text)
         for p, why in out:
@@ -887,7 +945,7 @@ class Runner:
             "seconds": self.budget_s, "chosen": [p.cell.id for p in chosen],
             "estimated_s": round(sum(p.cost_s for p in chosen), 1),
             "left_out": [{"id": p.cell.id, "why": why} for p, why in out], "uncovered": uncovered,
-            "costs": {p.cell.id: {"cost_s": p.cost_s, "measured": p.measured, "changed": p.changed} for p in picks},
+            "costs": {p.cell.id: {"cost_s": p.cost_s, "measured": p.measured, "basis": p.basis, "changed": p.changed} for p in picks},
         }  # fmt: skip
         ids = {p.cell.id for p in chosen}
         return [t for t in todo if t[0].id in ids]

@@ -114,8 +114,8 @@ def _args(axes) -> list[str]:
               help="Output directory (default: runs/matrix); cells judged there before with the same inputs are reused.")
 @click.option("--connect", multiple=True, metavar="URI", help="With --backend libvirt: a libvirt URI; repeat to spread the cells over hosts.")
 @click.option("--budget", default=None, metavar="T",
-              help="Run only the cells that fit in T (e.g. 30m; per shard with --shard), chosen from their measured or "
-                   "estimated cost: every scenario, topology and kernel once, then what changed since its last run; "
+              help="Run only the cells that fit in T (e.g. 30m; per shard with --shard), chosen from their measured cost "
+                   "(this host's last run, else lab's baseline from its last full mini matrix) or an estimate: every scenario, topology and kernel once, then what changed since its last run; "
                    "the rest are SKIPs saying why.")
 @click.pass_context
 def matrix(ctx, axes, jobs, shard, rerun, output, connect, budget) -> None:

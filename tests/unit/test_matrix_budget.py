@@ -5,12 +5,14 @@ stand-in `lab run` of test_matrix.py and a costs file of the test's own."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from test_matrix import fake  # noqa: F401  (a fixture)
 
 from lab import matrix as mx
 from lab.errors import UserError
+from lab.plan import VmOptions
 
 
 def P(s: str, t: str, k: str, cost: float, measured: bool = True, changed: str = "") -> mx.Pick:
@@ -104,7 +106,7 @@ def test_runner_runs_what_fits_records_costs_and_says_what_it_left_out(tmp_path,
     r2 = mx.Runner(m, tmp_path / "o2", child=child, costs=costs, budget_s=200)
     assert all(x.status == "PASS" for x in r2.run() if not x.cell.skip)
     c2 = r2.budget_doc["costs"]
-    assert c2["soft-affinity@zen3-2s-mini@debian"] == {"cost_s": 108.0, "measured": False, "changed": "never run"}
+    assert c2["soft-affinity@zen3-2s-mini@debian"] == {"cost_s": 108.0, "measured": False, "basis": "estimate", "changed": "never run"}
     assert all(c2[c]["measured"] and c2[c]["changed"] == "" for c in doc["budget"]["chosen"])
 
 
@@ -152,3 +154,73 @@ def test_a_stand_in_child_without_a_costs_file_orders_by_estimates_only(tmp_path
     r.run()
     assert ran()[0] == "llc-spread-pinned@zen3-2s-mini"
     assert not any(o["measured"] for o in r.order)
+
+
+def _base(**cells) -> dict:
+    return {"format": 1, "accel": "tcg", "cells": cells}
+
+
+def test_the_baseline_applies_only_to_the_same_scenario_version_topology_and_accelerator():
+    base = _base(**{"s@t": {"run_s": 240.0, "version": 2, "topology_sha": "abc"}})
+    ok = dict(version=2, topology_sha="abc", accel="tcg")
+    assert mx.baseline_s(base, "s", "t", **ok) == 240.0
+    assert mx.baseline_s(base, "s", "t", **{**ok, "version": 3}) is None  # the scenario changed since
+    assert mx.baseline_s(base, "s", "t", **{**ok, "topology_sha": "def"}) is None  # another spec of that name
+    assert mx.baseline_s(base, "s", "t", **{**ok, "accel": "kvm"}) is None  # measured under TCG
+    assert mx.baseline_s(base, "s", "u", **ok) is None and mx.baseline_s({}, "s", "t", **ok) is None
+    bad = _base(**{"s@t": {"run_s": "x", "version": 2, "topology_sha": "abc"}})
+    assert mx.baseline_s(bad, "s", "t", **ok) is None
+    assert mx.read_baseline(None) == {} and mx.read_baseline(Path("/nonexistent/matrix-costs.json")) == {}
+
+
+def test_a_never_run_cell_costs_what_the_baseline_measured(tmp_path, fake, monkeypatch):  # noqa: F811
+    """Issue 39 item 3: on a fresh runner (no costs file) the start order and --budget
+    follow lab's baseline where it applies, the timeout formula elsewhere.  The formula
+    puts llc-spread-pinned (timeout 900 s: 138 s) before soft-affinity (600 s: 108 s);
+    a baseline measuring llc-spread-pinned at 30 s puts it last, and --budget says how its
+    cost was estimated."""
+    from lab import scenario as sc
+
+    child, _, ran, _ = fake
+    monkeypatch.setenv("LAB_CACHE", str(tmp_path / "cache"))
+    m = mx.expand("soft-affinity,llc-spread-pinned", "xeon-2s22c-mini,zen3-2s-mini", "debian", options=VmOptions(accel="tcg"))
+    llc = "llc-spread-pinned@zen3-2s-mini"
+    base = tmp_path / "matrix-costs.json"
+    base.write_text(json.dumps(_base(**{llc: {"run_s": 30.0, "version": sc.load("llc-spread-pinned").version,
+                                              "topology_sha": m.inputs["topology:zen3-2s-mini"]}})))  # fmt: skip
+    r = mx.Runner(m, tmp_path / "o", jobs=1, child=child, baseline=base)
+    r.run()
+    assert ran()[-1] == llc
+    assert [(o["id"], o["cost_s"], o["basis"]) for o in r.order] == [
+        ("soft-affinity@xeon-2s22c-mini@debian", 108.0, "estimate"), ("soft-affinity@zen3-2s-mini@debian", 108.0, "estimate"),
+        (f"{llc}@debian", 30.0, "baseline"),
+    ]  # fmt: skip
+    # Without it (a stand-in child reads none unless given one): the formula's order.
+    r0 = mx.Runner(m, tmp_path / "o0", jobs=1, child=child)
+    r0.run()
+    assert r0.order[0]["id"] == f"{llc}@debian" and r0.order[0]["basis"] == "estimate"
+    # --budget: 108 + 30 fit in 140 s; the other soft-affinity cell is left out, and a
+    # budget under the cheapest names the baseline's cost as such.
+    with pytest.raises(UserError, match=r"the cheapest, llc-spread-pinned@zen3-2s-mini@debian, costs 30s \(estimated from lab's baseline\)"):
+        mx.Runner(m, tmp_path / "o1", child=child, baseline=base, budget_s=29).run()
+    rb = mx.Runner(m, tmp_path / "o2", child=child, baseline=base, budget_s=140, budget_text="B")
+    rb.run()
+    assert rb.budget_doc["costs"][f"{llc}@debian"] == {"cost_s": 30.0, "measured": False, "basis": "baseline", "changed": "never run"}
+    assert sorted(rb.budget_doc["chosen"]) == ["llc-spread-pinned@zen3-2s-mini@debian", "soft-affinity@xeon-2s22c-mini@debian"]
+
+
+def test_lab_s_baseline_is_traceable_to_its_matrix():
+    """scenarios/matrix-costs.json: every cost is its bench_matrix file's cell wall time
+    (one run per cell), for a catalog scenario and topology, measured under TCG."""
+    from lab import paths, topology
+    from lab import scenario as sc
+
+    doc = json.loads(mx.baseline_file().read_text())
+    src = json.loads((paths.ROOT / doc["measured_by"]).read_text())
+    cells = src["runs"][-1]["cells"]
+    assert doc["accel"] == "tcg" and len(doc["cells"]) >= 40
+    for key, e in doc["cells"].items():
+        s, t = key.split("@")
+        assert s in sc.names() and t in topology.catalog_names(), key
+        assert e["run_s"] == round(cells[f"{key}@{e['kernel']}"]["wall_s"], 1), key
+        assert cells[f"{key}@{e['kernel']}"]["status"] == e["status"] in ("PASS", "FAIL", "INCONCLUSIVE")
