@@ -28,7 +28,6 @@ import json
 import re
 import shlex
 import shutil
-import socket
 import subprocess
 import sys
 import tarfile
@@ -39,6 +38,8 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from provenance import stamp, write_result  # noqa: E402
+
+from lab.backends.monitor import Monitor  # noqa: E402
 
 LAB = HERE.parent / ".venv" / "bin" / "lab"
 
@@ -63,24 +64,6 @@ def make_run(topology: str, tmp: Path) -> Path:
     return next(runs.iterdir())
 
 
-def qmp(path: Path):
-    s = socket.socket(socket.AF_UNIX)
-    s.connect(str(path))
-    f = s.makefile("rw")
-    json.loads(f.readline())
-
-    def cmd(c: str, **a):
-        f.write(json.dumps({"execute": c, "arguments": a}) + "\n")
-        f.flush()
-        while True:
-            r = json.loads(f.readline())
-            if "return" in r or "error" in r:
-                return r
-
-    cmd("qmp_capabilities")
-    return cmd
-
-
 def one(run: Path, work: Path, mode: str, first: int, vcpus: int) -> dict:
     for f in ("agent.log", "console.log", "results.tar", "qmp.sock"):
         (work / f).unlink(missing_ok=True)
@@ -96,7 +79,7 @@ def one(run: Path, work: Path, mode: str, first: int, vcpus: int) -> dict:
         if mode != "all":
             while not (work / "qmp.sock").exists():
                 time.sleep(0.01)
-            cmd = qmp(work / "qmp.sock")
+            mon = Monitor(work / "qmp.sock")
             while not (agent.exists() and "ready" in agent.read_text()):
                 if p.poll() is not None or time.monotonic() - t0 > 120:
                     raise RuntimeError("guest never ready")
@@ -107,13 +90,13 @@ def one(run: Path, work: Path, mode: str, first: int, vcpus: int) -> dict:
                 p.wait()
                 out["uptime_ready"] = float(re.search(r"ready uptime=([\d.]+)", agent.read_text())[1])
                 return out
-            hot = cmd("query-hotpluggable-cpus")["return"]
+            (hot,) = (r["return"] for r in mon.commands([{"execute": "query-hotpluggable-cpus"}]))
             todo = sorted(
                 (h for h in hot if "qom-path" not in h),
                 key=lambda h: tuple(h["props"].get(k, 0) for k in ("socket-id", "die-id", "core-id", "thread-id")),
             )
-            for h in todo:
-                r = cmd("device_add", driver=h["type"], **h["props"])
+            adds = [{"execute": "device_add", "arguments": {"driver": h["type"], **h["props"]}} for h in todo]
+            for r in mon.commands(adds, timeout=60):
                 if "error" in r:
                     raise RuntimeError(f"device_add: {r['error']}")
             out["added"] = len(todo)

@@ -808,7 +808,6 @@ class Runner:
         self._kernel_errors: dict[str, LabError] = {}
         self.jobs = 1
         self.t0 = time.monotonic()
-        self._accel: dict[str, str] = {}
 
     # what each cell runs
     def lab_run_argv(self, cell: Cell, kernel_id: str, connect: str | None) -> list[str]:
@@ -854,6 +853,7 @@ class Runner:
         h = host_mod.probe()
         todo: list[tuple[Cell, Cost, str, str]] = []  # cell, cost, key, kernel id
         vcpus: dict[str, int] = {}
+        accels: dict[str, str] = {}
         with self.progress.step("matrix", f"preparing {len(cells)} cells"):
             for c in cells:
                 if c.skip:
@@ -877,8 +877,8 @@ class Runner:
                     continue
                 todo.append((c, cost_of(sess.plan), key, kid))
                 vcpus[c.id] = topo.n_cpus
-                self._accel[c.id] = sess.plan.accel
-        costs = self._cell_costs(todo, vcpus)
+                accels[c.id] = sess.plan.accel
+        costs = self._cell_costs(todo, vcpus, accels)
         if self.budget_s is not None:
             todo = self._within_budget(todo, costs)
         # Longest first (a longest-processing-time schedule): a long cell started last
@@ -894,7 +894,7 @@ class Runner:
         self._write()
         return self.ordered()
 
-    def _cell_costs(self, todo: list[tuple[Cell, Cost, str, str]], vcpus: dict[str, int]) -> dict[str, tuple[float, bool, dict[str, Any] | None]]:
+    def _cell_costs(self, todo: list[tuple[Cell, Cost, str, str]], vcpus: dict[str, int], accels: dict[str, str]) -> dict[str, tuple[float, bool, dict[str, Any] | None]]:
         """Each cell of *todo*'s cost in seconds for the matrix's repeat: (cost, measured,
         its last run's record).  Measured where lab's costs file has the cell, estimated
         from lab's baseline where it applies (baseline_s), else from its vCPUs and its
@@ -916,7 +916,7 @@ class Runner:
                 s = scens[c.scenario]
                 own = Path(s.path).resolve().parent == paths.SCENARIOS.resolve()  # lab's own, not a namesake
                 base = baseline_s(
-                    self.baseline, c.scenario, c.topology, version=s.version, accel=self._accel.get(c.id, ""),
+                    self.baseline, c.scenario, c.topology, version=s.version, accel=accels.get(c.id, ""),
                     topology_sha=self.m.inputs.get(f"topology:{c.topology}", ""),
                 ) if own else None  # fmt: skip
                 if base is not None:

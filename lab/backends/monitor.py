@@ -39,25 +39,29 @@ class Monitor:
         finally:
             os.close(fd)
 
+    def commands(self, cmds: list[dict], timeout: float = 5.0) -> list[dict]:
+        """Send *cmds* (QMP {"execute": ..., "arguments": ...}) after the greeting and
+        qmp_capabilities, one connection: their replies in order, events skipped."""
+        deadline = time.monotonic() + timeout
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+            s.settimeout(timeout)
+            self._connect(s)
+            f = s.makefile("rwb")
+            _reply(f, deadline)  # the greeting
+            out = []
+            for cmd in ({"execute": "qmp_capabilities"}, *cmds):
+                f.write(json.dumps(cmd).encode() + b"\n")
+                f.flush()
+                out.append(_reply(f, deadline))
+            return out[1:]
+
     def registers(self, timeout: float = 5.0) -> str | None:
         """`info registers -a`, or None if QEMU does not answer within *timeout*."""
-        deadline = time.monotonic() + timeout
         try:
-            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
-                s.settimeout(timeout)
-                self._connect(s)
-                f = s.makefile("rwb")
-                _reply(f, deadline)  # the greeting
-                for cmd in (
-                    {"execute": "qmp_capabilities"},
-                    {"execute": "human-monitor-command", "arguments": {"command-line": "info registers -a"}},
-                ):
-                    f.write(json.dumps(cmd).encode() + b"\n")
-                    f.flush()
-                    r = _reply(f, deadline)
-                return r.get("return") if isinstance(r.get("return"), str) else None
+            (r,) = self.commands([{"execute": "human-monitor-command", "arguments": {"command-line": "info registers -a"}}], timeout)
         except (OSError, ValueError, TimeoutError):
             return None
+        return r.get("return") if isinstance(r.get("return"), str) else None
 
 
 def _reply(f, deadline: float) -> dict:
