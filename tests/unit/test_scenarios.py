@@ -131,7 +131,7 @@ def test_requirements_against_the_catalog():
 def test_job_script_is_valid_shell(name, tmp_path):
     s = sc.load(name)
     job = runner.job_script(s, topology.load(s.topologies[0]))
-    assert "lab_trace_on" in job and "lab_trace_off" in job
+    assert "lab_trace_on" in job and ("lab_trace_off" in job or ("lab_trace_stop" in job and "lab_trace_save" in job))
     # lib.sh's globals live in the job's shell: a step that assigns one breaks tracing
     # (numa-balancing's "T=..." once did, when lib.sh kept the tracefs path in $T).
     steps = s.steps(topology.load(s.topologies[0]))
@@ -2186,3 +2186,82 @@ def test_numa_locality_without_vmstat_counters_says_uncounted_not_zero_faults(tm
     o = _loc_run(tmp_path / "away", _loc_trace({}), off=True, counters=False)
     e = o.by[CLAIM_LOCALITY]
     assert e.status == "FAIL" and "sticks from uncounted (no CONFIG_VM_EVENT_COUNTERS) hinting faults" in e.note
+
+
+def _fake_tracefs(d: Path) -> Path:
+    t = d / "tracefs"
+    (t / "per_cpu" / "cpu0").mkdir(parents=True)
+    (t / "per_cpu" / "cpu1").mkdir(parents=True)
+    (t / "per_cpu" / "cpu0" / "stats").write_text("entries: 5\noverrun: 3\ndropped events: 0\n")
+    (t / "per_cpu" / "cpu1" / "stats").write_text("entries: 5\noverrun: 0\ndropped events: 2\n")
+    (t / "tracing_on").write_text("1\n")
+    (t / "trace").write_text("# tracer: nop\n  sh-1 [000] 1.0: sched_switch: x\n")
+    return t
+
+
+@pytest.mark.parametrize("how", ["lab_trace_off main", "lab_trace_stop main; lab_trace_save main"])
+def test_trace_stop_then_save_leaves_what_trace_off_does(how, tmp_path):
+    """lab_trace_off is lab_trace_stop (tracing off, the end time) then lab_trace_save (the
+    counters after, the overruns, the trace read out, the buffer cleared): a job that ends
+    its work between the two leaves the host the same files."""
+    lib = Path(runner.__file__).parent / "guest" / "lib.sh"
+    t = _fake_tracefs(tmp_path)
+    out = tmp_path / "out"
+    out.mkdir()
+    subprocess.run(["sh", "-c", f". {lib}; LAB_TRACEFS={t}; LAB_OUT={out}; {how}"], check=True)
+    assert (t / "tracing_on").read_text() == "0\n"
+    assert (out / "trace.main.lost").read_text() == "5\n"
+    assert (out / "trace.main.txt").read_text().endswith("sched_switch: x\n")
+    assert (t / "trace").read_text() == "\n"
+    assert float((out / "phase.main.end").read_text()) > 0
+    assert (out / "vmstat.main.after").read_text().startswith("nr_")
+    assert (out / "schedstat.main.after").exists()  # this host may have no /proc/schedstat
+
+
+def test_trace_stop_alone_leaves_the_trace_in_the_buffer(tmp_path):
+    lib = Path(runner.__file__).parent / "guest" / "lib.sh"
+    t = _fake_tracefs(tmp_path)
+    out = tmp_path / "out"
+    out.mkdir()
+    subprocess.run(["sh", "-c", f". {lib}; LAB_TRACEFS={t}; LAB_OUT={out}; lab_trace_stop main"], check=True)
+    assert (out / "phase.main.end").exists()
+    assert not [f.name for f in out.iterdir() if f.name != "phase.main.end"]
+    assert "sched_switch: x" in (t / "trace").read_text()
+
+
+def test_cpuset_isolation_ends_its_work_before_reading_the_trace_out():
+    """The busy loops ran on until after the phase's end was written, and that end forked 3
+    processes a CPU (the overrun loop): on kunpeng920-2s-mini under TCG it took 280 s of a
+    306 s run (timed by hand inside the job, beside a CI run).  Tracing stops where it did,
+    with no fork, the cgroups are killed, then the counters and the trace are saved."""
+    job = sc.load("cpuset-isolation").steps(topology.load("numa4-96-micro"))
+    stop, kill = job.index("lab_trace_stop"), job.index("cgroup.kill")
+    wait, save = job.index("\nwait\n", kill), job.index("lab_trace_save")
+    assert stop < job.index("cgroup.threads") < kill < wait < save
+    assert "lab_trace_off" not in job
+
+
+def _sh_function(text: str, name: str) -> str:
+    m = re.search(rf"^{name}\(\) {{\n(.*?)^}}", text, re.M | re.S)
+    assert m, name
+    return m.group(1)
+
+
+@pytest.mark.parametrize("name", ["lab_trace_stop", "lab_copy"])
+def test_trace_stop_forks_nothing(name):
+    """Shell builtins only: no command substitution, no pipe, no external command."""
+    lib = (Path(runner.__file__).parent / "guest" / "lib.sh").read_text()
+    body = _sh_function(lib, name)
+    assert "$(" not in body and "`" not in body
+    assert "|" not in body.replace("||", "")
+    words = set(re.findall(r"(?:^|[;&]|\bdo|\bthen)\s*([a-z_]+)", body, re.M))
+    assert words <= {"p", "echo", "read", "lab_copy", "while", "do", "printf", "done", "return", "IFS"}, words
+
+
+def test_lab_copy_copies_like_cat(tmp_path):
+    lib = Path(runner.__file__).parent / "guest" / "lib.sh"
+    src = tmp_path / "src"
+    src.write_text("a  b\n  lead\\x\n\nlast")
+    subprocess.run(["sh", "-c", f". {lib}; lab_copy {src} {tmp_path}/dst; lab_copy {tmp_path}/none {tmp_path}/empty"], check=True)
+    assert (tmp_path / "dst").read_text() == "a  b\n  lead\\x\n\nlast\n"
+    assert (tmp_path / "empty").read_text() == ""
