@@ -53,3 +53,31 @@ def test_a_result_names_the_commit_it_started_on_and_says_when_it_moved(monkeypa
     monkeypatch.setattr(provenance, "_tree", lambda: {"commit": "b" * 40, "dirty": True})
     s = provenance.stamp()
     assert s["commit"] == "a" * 40 and s["at_write"] == {"commit": "b" * 40, "dirty": True}
+
+
+def test_run_breakdown_splits_a_run_by_lab_s_own_records(tmp_path):
+    """bench_run_breakdown: boot, snapshot, phases, the rest of the job, the results stream
+    and the host's part add up to the run's wall time; a run without its records is left out."""
+    from _bench import bench_module
+
+    mod = bench_module("bench_run_breakdown")
+    run = tmp_path / "runs" / "r1"
+    (run / "out").mkdir(parents=True)
+    (run / "results.json").write_text(
+        json.dumps({"scenario": "s", "topology": "t", "status": "PASS", "timing": {"wall_s": 100.0, "vm_s": 95.0, "boot_to_agent_s": 8.0}})
+    )
+    (run / "agent.log").write_text(
+        "lab: ready uptime=5.0\nlab: snapshot uptime=7.0\nlab: job start uptime=7.1\nlab: done rc=0 uptime=77.1\n"
+    )
+    (run / "out" / "lab.phases").write_text("a\nb\n")
+    for p, a, b in (("a", 10.0, 30.0), ("b", 40.0, 70.0)):
+        (run / "out" / f"phase.{p}.start").write_text(f"{a}\n")
+        (run / "out" / f"phase.{p}.end").write_text(f"{b}\n")
+    (tmp_path / "runs" / "broken").mkdir()
+    (tmp_path / "runs" / "broken" / "results.json").write_text("{}")
+    doc = mod.breakdown(tmp_path)
+    assert doc["runs"] == 1
+    t = doc["total_s"]
+    assert (t["boot"], t["snapshot"], t["phases"], t["job_rest"], t["results"], t["host"]) == (8.0, 2.0, 50.0, 20.0, 15.0, 5.0)
+    assert sum(v for k, v in t.items() if k != "wall") == t["wall"] == 100.0
+    assert doc["scenarios"]["s"]["runs"] == 1
