@@ -60,11 +60,13 @@ lab_trace_off() {
 # then takes the counters after, the overruns and the trace.  Split where work the phase
 # traced keeps running until the job stops it: stop, end the work, then save (the counters
 # after then include the work's end).  lab_trace_stop forks nothing and reads next to
-# nothing: under TCG with every other vCPU busy a fork and exec costs seconds, and on
-# kunpeng920-2s-mini beside cpuset-isolation's 18 busy tasks the old end of a phase (the
-# counters and a per-CPU overrun loop, 3 forks a CPU) took 280 s of a 306 s run; even
-# read by the shell's builtins /proc/schedstat took 22 s there (the builtin reads a byte
-# a call, and each call formats the file again).
+# nothing: under TCG with every other vCPU busy a fork and exec costs seconds.  Beside
+# cpuset-isolation's 18 busy tasks on kunpeng920-2s-mini the old end of a phase (the
+# counters and a per-CPU overrun loop, 3 forks a CPU) took most of the run: the cell took
+# 265.7 s in bench/results/bench_matrix-20261126-205643.json and 30 s with the split in
+# bench/results/bench_matrix-20261127-042600.json.  Reading /proc/schedstat with the
+# shell's builtins instead was slow too (a byte a read call, each call formatting the
+# file again: seen by hand, not kept).
 lab_trace_stop() {
     p=${1:-main}
     echo 0 > $LAB_TRACEFS/tracing_on

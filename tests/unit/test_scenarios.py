@@ -2231,9 +2231,10 @@ def test_trace_stop_alone_leaves_the_trace_in_the_buffer(tmp_path):
 
 def test_cpuset_isolation_ends_its_work_before_reading_the_trace_out():
     """The busy loops ran on until after the phase's end was written, and that end forked 3
-    processes a CPU (the overrun loop): on kunpeng920-2s-mini under TCG it took 280 s of a
-    306 s run (timed by hand inside the job, beside a CI run).  Tracing stops where it did,
-    with no fork, the cgroups are killed, then the counters and the trace are saved."""
+    processes a CPU (the overrun loop): on kunpeng920-2s-mini under TCG the cell took
+    265.7 s (bench/results/bench_matrix-20261126-205643.json), 30 s with the split
+    (bench/results/bench_matrix-20261127-042600.json).  Tracing stops where it did, with no
+    fork, the cgroups are killed, then the counters and the trace are saved."""
     job = sc.load("cpuset-isolation").steps(topology.load("numa4-96-micro"))
     stop, kill = job.index("lab_trace_stop"), job.index("cgroup.kill")
     wait, save = job.index("\nwait\n", kill), job.index("lab_trace_save")
