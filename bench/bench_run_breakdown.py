@@ -31,6 +31,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from provenance import stamp, write_result  # noqa: E402
 
+from lab.integrity import seconds  # noqa: E402
+
 PARTS = ("wall", "boot", "snapshot", "phases", "job_rest", "results", "host")
 
 
@@ -39,11 +41,9 @@ def _uptime(text: str, what: str) -> float | None:
     return float(m.group(1)) if m else None
 
 
-def _float(p: Path) -> float | None:
-    try:
-        return float(p.read_text().strip())
-    except (OSError, ValueError):
-        return None
+def _seconds(p: Path) -> float | None:
+    """A phase's start or end as the guest wrote it (lab.integrity.seconds), None if absent."""
+    return seconds(p.read_text()) if p.is_file() else None
 
 
 def run_parts(run: Path) -> dict | None:
@@ -64,7 +64,7 @@ def run_parts(run: Path) -> dict | None:
     phases = 0.0
     listed = (out / "lab.phases").read_text().split() if (out / "lab.phases").is_file() else []
     for p in listed:
-        a, b = _float(out / f"phase.{p}.start"), _float(out / f"phase.{p}.end")
+        a, b = _seconds(out / f"phase.{p}.start"), _seconds(out / f"phase.{p}.end")
         if a is not None and b is not None:
             phases += b - a
     job = done - start

@@ -16,8 +16,10 @@ import pytest
 
 from lab import runner, topology
 from lab import scenario as sc
+from lab.image.initramfs import GUEST_FILES
 
 RUNS = Path(__file__).resolve().parents[1] / "fixtures" / "runs"
+LIB_SH = GUEST_FILES["lab/lib.sh"]  # lab's guest library, as the initramfs packs it
 NAMES = sc.names()
 SEEDS = {
     "numa-balancing": "001",
@@ -2147,7 +2149,7 @@ def test_thp_knob_is_optional_so_a_kernel_without_thp_is_not_a_failed_preconditi
     thp = "/sys/kernel/mm/transparent_hugepage/enabled"
     assert job.count(f'lab_sysctl_optional {thp} never "{mod.NO_THP}"') == 1
     assert "lab_sysctl /sys/kernel/debug/sched/numa_balancing/scan_delay_ms 100" in job
-    lib = Path(runner.__file__).parent / "guest" / "lib.sh"
+    lib = LIB_SH
     present = tmp_path / "enabled"
     present.write_text("always [madvise] never\n")
     out = tmp_path / "out"
@@ -2204,7 +2206,7 @@ def test_trace_stop_then_save_leaves_what_trace_off_does(how, tmp_path):
     """lab_trace_off is lab_trace_stop (tracing off, the end time) then lab_trace_save (the
     counters after, the overruns, the trace read out, the buffer cleared): a job that ends
     its work between the two leaves the host the same files."""
-    lib = Path(runner.__file__).parent / "guest" / "lib.sh"
+    lib = LIB_SH
     t = _fake_tracefs(tmp_path)
     out = tmp_path / "out"
     out.mkdir()
@@ -2219,7 +2221,7 @@ def test_trace_stop_then_save_leaves_what_trace_off_does(how, tmp_path):
 
 
 def test_trace_stop_alone_leaves_the_trace_in_the_buffer(tmp_path):
-    lib = Path(runner.__file__).parent / "guest" / "lib.sh"
+    lib = LIB_SH
     t = _fake_tracefs(tmp_path)
     out = tmp_path / "out"
     out.mkdir()
@@ -2251,7 +2253,7 @@ def _sh_function(text: str, name: str) -> str:
 @pytest.mark.parametrize("name", ["lab_trace_stop", "lab_copy"])
 def test_trace_stop_forks_nothing(name):
     """Shell builtins only: no command substitution, no pipe, no external command."""
-    lib = (Path(runner.__file__).parent / "guest" / "lib.sh").read_text()
+    lib = LIB_SH.read_text()
     body = _sh_function(lib, name)
     assert "$(" not in body and "`" not in body
     assert "|" not in body.replace("||", "")
@@ -2260,7 +2262,7 @@ def test_trace_stop_forks_nothing(name):
 
 
 def test_lab_copy_copies_like_cat(tmp_path):
-    lib = Path(runner.__file__).parent / "guest" / "lib.sh"
+    lib = LIB_SH
     src = tmp_path / "src"
     src.write_text("a  b\n  lead\\x\n\nlast")
     subprocess.run(["sh", "-c", f". {lib}; lab_copy {src} {tmp_path}/dst; lab_copy {tmp_path}/none {tmp_path}/empty"], check=True)
