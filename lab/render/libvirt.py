@@ -179,12 +179,16 @@ ET.register_namespace("qemu", QEMU_NS)
 
 
 def _needs_override(p: VmPlan) -> bool:
-    return any(o.startswith(("x-", "level=")) for o in p.cpu_model.split(",")[1:])
+    opts = p.cpu_model.split(",")[1:]
+    if p.arch == "arm64":  # libvirt's arm CPU map knows the SVE features only (not pauth, sme)
+        return any(not o.lstrip("+-").startswith("sve") for o in opts)
+    return any(o.startswith(("x-", "level=")) for o in opts)
 
 
 def _cpu_override(dom: ET.Element, p: VmPlan) -> None:
     """A CPU whose -cpu needs a QEMU property libvirt has no element for (x-force-features,
-    which keeps TOPOEXT for AMD models under TCG: render.qemu) gets QEMU's -cpu verbatim
+    which keeps TOPOEXT for AMD models under TCG: render.qemu; arm64's pauth=off and
+    sme=off) gets QEMU's -cpu verbatim
     through <qemu:commandline>: QEMU takes the last -cpu, so the guest sees exactly the CPU
     the QEMU backend gives it (libvirt marks such a domain as tainted, nothing more)."""
 
@@ -202,6 +206,8 @@ def _cpu(p: VmPlan, sockets: int, dies: int, clusters: int, cores: int, threads:
     model, *opts = p.cpu_model.split(",")
     if model == "host":
         cpu = ET.Element("cpu", mode="host-passthrough", check="none", migratable="off")
+    elif model == "max":  # QEMU's -cpu max; libvirt's CPU map has no model by that name
+        cpu = ET.Element("cpu", mode="maximum", check="none", migratable="off")
     else:
         cpu = ET.Element("cpu", mode="custom", match="exact", check="none")
         ET.SubElement(cpu, "model", fallback="forbid").text = model

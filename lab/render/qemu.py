@@ -57,7 +57,19 @@ AMD_TCG_UNSUPPORTED = (
     "invpcid", "misalignsse", "nrip-save", "osvw", "pcid", "perfctr-core", "rdpid", "rdseed",
     "sha-ni", "wbnoinvd", "xsavec", "xsaveerptr", "xsaves",
 )  # fmt: skip
-ARM_MODEL = "cortex-a72"  # no SMT: an arm64 spec with threads > 1 is refused
+# arm64 under TCG: QEMU's "max" CPU, without pointer authentication, SVE and SME (none on
+# the machines lab models; pointer authentication in every kernel function's prologue and
+# epilogue is slow to emulate), for FEAT_TLBIRANGE.  Under single-threaded TCG every
+# broadcast TLB invalidation (TLBI ...IS) ends the issuing vCPU's turn until the round of
+# the other vCPUs comes back to it, and the kernel's flush of a range below 512 pages is
+# one TLBI per page, twice with KPTI, in a loop with no point where a voluntary-preemption
+# kernel (Debian's) reschedules: on cortex-a72 (no TLBI range, KPTI forced on by KASLR) one
+# munmap of 2.25 MiB in stress-ng held a vCPU of kunpeng920-2s-mini for 22 s, and tasks
+# woken onto it waited that long (scheduler-survives FAILed "no runnable task waited
+# longer than 10 s" in 4 of 6 runs two at a time).  With TLBI range the kernel flushes the
+# range in a few instructions: bench/bench_arm_tlbi.py, README "Boot speed".
+# No SMT: an arm64 spec with threads > 1 is refused.
+ARM_MODEL = "max,pauth=off,sve=off,sme=off"
 MAX_ARM_CPUS = 512  # GICv3 on virt, QEMU 7.2
 MAX_GICV2_CPUS = 8
 
@@ -576,6 +588,11 @@ def cmdline(p: VmPlan) -> str:
         # mistake that for broken hardware (soft-lockup splats, TSC marked unstable).
         if p.arch == "x86_64":
             parts += ["tsc=reliable", "no_timer_check"]
+        if p.arch == "arm64":
+            # mitigations=off leaves arm64's kernel page table isolation on where KASLR asks
+            # for it (cortex-a72 and other CPUs not immune to Meltdown): every exception
+            # switches tables and every TLB flush is issued twice (see ARM_MODEL).
+            parts += ["kpti=0"]
         if p.lpj:
             parts += [f"lpj={p.lpj}"]  # every CPU takes the boot CPU's delay loop (preset_lpj)
         parts += ["nowatchdog"]

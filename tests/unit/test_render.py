@@ -236,6 +236,19 @@ def test_arm64_gic_and_size_limits():
         arm("gic = 4", 2)
 
 
+def test_arm64_under_tcg_gets_tlbi_range_and_no_kpti():
+    """QEMU's max CPU (FEAT_TLBIRANGE) without pointer authentication, SVE, SME; kpti=0 for
+    any model (mitigations=off leaves KPTI on where KASLR asks for it); not on x86, not
+    under KVM (the host's CPU)."""
+    t = topology.load("kunpeng920-2s-mini")
+    a = argv(plan(t, HOST_72))
+    assert a[a.index("-cpu") + 1] == "max,pauth=off,sve=off,sme=off"
+    assert "kpti=0" in qemu.cmdline(plan(t, HOST_72)).split()
+    p = plan(t, HOST_72, cpu_model="cortex-a72")
+    assert p.cpu_model == "cortex-a72" and "kpti=0" in qemu.cmdline(p).split()
+    assert "kpti=0" not in qemu.cmdline(plan(topology.load("zen3-2s-mini"), HOST_72)).split()
+
+
 HOTPLUG = frozenset({"cpu_hotplug"})
 
 

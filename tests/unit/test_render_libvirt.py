@@ -188,6 +188,22 @@ def test_kvm_domain_passes_the_host_cpu():
     assert dom.get("type") == "kvm" and dom.find("cpu").get("mode") == "host-passthrough"
 
 
+def test_arm64_tcg_domain_gets_qemus_max_cpu_as_the_qemu_backend_does():
+    """libvirt's CPU map has no "max" model and no pauth or sme feature: the domain asks
+    for mode="maximum" (-cpu max) and QEMU's -cpu comes verbatim after it (the last wins)."""
+    p = plan("tensor-gs101")
+    dom = ET.fromstring(xml(p))
+    cpu = dom.find("cpu")
+    assert cpu.get("mode") == "maximum" and cpu.find("model") is None and cpu.find("feature") is None
+    q = "{http://libvirt.org/schemas/domain/qemu/1.0}"
+    args = [a.get("value") for a in dom.iter(f"{q}arg")]
+    assert args[args.index("-cpu") + 1] == qemu.ARM_MODEL == "max,pauth=off,sve=off,sme=off"
+    # An arm model libvirt knows, with only SVE options, stays libvirt's own element.
+    p2 = plan("tensor-gs101", cpu_model="cortex-a72")
+    dom2 = ET.fromstring(xml(p2))
+    assert dom2.find("cpu/model").text == "cortex-a72" and not list(dom2.iter(f"{q}arg"))
+
+
 def test_render_cli_libvirt_and_vng():
     r = CliRunner().invoke(main, ["topo", "render", "zen3-2s-mini", "--format", "libvirt"])
     assert r.exit_code == 0, r.output
