@@ -96,7 +96,14 @@ of their run (20 are needed), while the run's 63 to 87 faults per worker per sca
 looked ample: the faults fell on a few workers (memprobe's samples).  Those runs are
 INCONCLUSIVE by (b): 5/5 (3 re-judged, 2 judged so live:
 bench/results/bench_verdicts-20261126-113013.json, load 5.1 to 9.9).  On the x86
-numa4-96-mini all 32 had one (version 1's two runs above).
+numa4-96-mini all 32 had one (version 1's two runs above).  Those runs were on lab's
+arm64 CPU model then, cortex-a72 with KPTI, where under single-threaded TCG each
+broadcast TLB flush ends the vCPU's turn (lab/render/qemu.py's ARM_MODEL); on QEMU's max
+CPU, lab's arm64 model since (TLB range flushes, no KPTI), the same scenario PASSed 4 of
+4 single runs (bench/results/bench_verdicts-20261127-064942.json: the bench still
+expected INCONCLUSIVE, so it counts them as outliers, all PASS; load 0.8 to 1.0) and once
+in the Kunpeng column of bench/results/bench_matrix-20261127-064311.json.  Whether the
+flushes were what starved NUMA balancing of work was not measured apart.
 
 Not established: with one TCG thread per vCPU (``--tcg-threads multi``) on
 kunpeng920-2s-mini every worker took hinting faults and 31 or 32 of 32 preferred their

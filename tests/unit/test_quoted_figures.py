@@ -272,6 +272,8 @@ def test_numa_locality_quotes_its_files():
     assert [(r["status"], r["local_share"]) for r in pick("numa4-96-mini", 2, multi=True)] == [("PASS", 1.0)]
     live = "bench_verdicts-20261126-113013.json"
     assert _rate(_row(live, "numa-locality", "kunpeng920-2s-mini", "debian")) == (2, 2, "INCONCLUSIVE", 0)
+    on_max = _row("bench_verdicts-20261127-064942.json", "numa-locality", "kunpeng920-2s-mini", "debian")
+    assert _rate(on_max) == (0, 4, "INCONCLUSIVE", 0) and [o["status"] for o in on_max["outliers"]] == ["PASS"] * 4
     micro = "bench_verdicts-20261126-112023.json"
     assert _rate(_row(micro, "numa-locality", "numa4-96-micro", "debian")) == (2, 2, "PASS", 0)
     assert _rate(_row(micro, "numa-locality", "numa4-96-micro", "debian", ["--append", "numa_balancing=disable"])) == (2, 2, "FAIL", 0)

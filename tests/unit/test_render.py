@@ -238,8 +238,7 @@ def test_arm64_gic_and_size_limits():
 
 def test_arm64_under_tcg_gets_tlbi_range_and_no_kpti():
     """QEMU's max CPU (FEAT_TLBIRANGE) without pointer authentication, SVE, SME; kpti=0 for
-    any model (mitigations=off leaves KPTI on where KASLR asks for it); not on x86, not
-    under KVM (the host's CPU)."""
+    any model (mitigations=off leaves KPTI on where KASLR asks for it); not on x86."""
     t = topology.load("kunpeng920-2s-mini")
     a = argv(plan(t, HOST_72))
     assert a[a.index("-cpu") + 1] == "max,pauth=off,sve=off,sme=off"
