@@ -4,14 +4,17 @@
                                          [--kernel debian[,lab-6.1]] [--verify zen3-2s-mini[,...]]
                                          [--verify-at 255]
                                          [--bringup auto[,boot,hotplug]] [--tcg-threads auto[,single,multi]]
-                                         [--qemu auto[,system,lab]] [--repeat N]
+                                         [--qemu auto[,system,lab]] [--cpu-model auto[,MODEL[:APPEND]]]
+                                         [--repeat N]
 
 For each kernel and vCPU count: a 2-socket machine (2 LLCs per socket, SMT2 on x86;
 clusters of 4 on arm64) is booted to lab's guest agent, which snapshots the topology
 and ends the VM.  Prints a table and writes bench/results/bench_boot-<time>.json.
 --bringup and --tcg-threads take lists, to measure lab's choices against the others
 (each combination is a row); --qemu likewise, to compare the system's QEMU with a
-lab-built one, the QEMUs alternating within each round of --repeat.  Targets (issue 6, here: 2 cores, TCG): 32-vCPU zen3-2s-mini to the agent <= 6 s with
+lab-built one, the QEMUs alternating within each round of --repeat; --cpu-model likewise
+(MODEL:APPEND also appends APPEND to the kernel command line, e.g. cortex-a72:kpti=1 for
+lab's arm64 CPU before QEMU's max).  Targets (issue 6, here: 2 cores, TCG): 32-vCPU zen3-2s-mini to the agent <= 6 s with
 lab-6.1.
 """
 
@@ -109,8 +112,11 @@ def verify_once(target: str, kname: str, runs: Path) -> dict:
     return v
 
 
-def boot_once(t: topology.Topology, kernel, run_dir: Path, bringup: str = "auto", tcg: str = "auto", qemu: str = "auto") -> dict:
-    opts = VmOptions(kernel=kernel.id, bringup=bringup, tcg_threads=tcg, qemu=qemu)
+def boot_once(
+    t: topology.Topology, kernel, run_dir: Path, bringup: str = "auto", tcg: str = "auto", qemu: str = "auto", cpu: str = "auto"
+) -> dict:
+    model, _, append = cpu.partition(":")
+    opts = VmOptions(kernel=kernel.id, bringup=bringup, tcg_threads=tcg, qemu=qemu, cpu_model=model, append=append)
     plan = render.plan(t, host_mod.probe(), opts, kernel_features=session.features(kernel), kernel=kernel.ref())
     t0 = time.monotonic()
     res = backend.boot(plan, kernel, run_dir, timeout=1800)
@@ -118,7 +124,7 @@ def boot_once(t: topology.Topology, kernel, run_dir: Path, bringup: str = "auto"
         "ready_s": round(res.ready_s or 0, 2), "vm_s": round(res.wall_s, 2), "wall_s": round(time.monotonic() - t0, 2),
         "accel": res.accel, "bringup": plan.bringup, "boot_cpus": plan.boot_cpus, "online_s": res.online_s,
         "tcg_threads": plan.tcg_threads, "qemu": plan.qemu, "qemu_version": ".".join(map(str, plan.qemu_version)),
-        "loadavg1": round(os.getloadavg()[0], 2),
+        "cpu": cpu, "cpu_model": plan.cpu_model, "loadavg1": round(os.getloadavg()[0], 2),
     }  # fmt: skip
 
 
@@ -132,6 +138,7 @@ def main() -> int:
     ap.add_argument("--verify", default="zen3-2s-mini", help="also time `lab verify` of these topologies, comma-separated ('' to skip)")
     ap.add_argument("--verify-at", default="", help="also verify the bench machine at these vCPU counts (first kernel only)")
     ap.add_argument("--qemu", default="auto", help="comma-separated: auto, system, lab, PATH")
+    ap.add_argument("--cpu-model", default="auto", help="comma-separated: auto, MODEL, MODEL:APPEND")
     ap.add_argument("--repeat", type=int, default=1, help="rounds of every combination")
     args = ap.parse_args()
     rows = []
@@ -143,10 +150,10 @@ def main() -> int:
                 for rnd in range(args.repeat):
                     for bringup in args.bringup.split(","):
                         for tcg in args.tcg_threads.split(","):
-                            for q in args.qemu.split(","):
+                            for q, cpu in ((q, c) for q in args.qemu.split(",") for c in args.cpu_model.split(",")):
                                 tag = f"{kname}-{n}-{bringup}-{tcg}-{len(rows)}"
                                 try:
-                                    r = boot_once(t, kernel, Path(tmp) / tag, bringup, tcg, q)
+                                    r = boot_once(t, kernel, Path(tmp) / tag, bringup, tcg, q, cpu)
                                 except LabError as e:
                                     rows.append({"kernel": kname, "release": kernel.release, "vcpus": n, "bringup": bringup,
                                                  "tcg_threads": tcg, "qemu": q, "error": str(e)})  # fmt: skip
@@ -155,7 +162,7 @@ def main() -> int:
                                 rows.append({"kernel": kname, "release": kernel.release, "vcpus": n, "round": rnd, **r})
                                 online = f" (online {r['online_s']}s after {r['boot_cpus']} at boot)" if r["bringup"] == "hotplug" else ""
                                 print(
-                                    f"{kname:>10} {n:>4} vCPUs {r['bringup']:>7}/{r['tcg_threads']:<6} QEMU {r['qemu_version']:<8}: "
+                                    f"{kname:>10} {n:>4} vCPUs {r['bringup']:>7}/{r['tcg_threads']:<6} QEMU {r['qemu_version']:<8} {cpu}: "
                                     f"boot to agent {r['ready_s']:6.2f}s  VM {r['vm_s']:6.1f}s  load {r['loadavg1']}{online}",
                                     flush=True,
                                 )
