@@ -33,7 +33,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from provenance import stamp  # noqa: E402
+from provenance import stamp, write_result  # noqa: E402
 
 VARIANTS = {
     "before": ["--cpu-model", "cortex-a72", "--append", "kpti=1"],
@@ -41,23 +41,23 @@ VARIANTS = {
     "now": [],
 }
 WAIT = "no runnable task waited longer than"
+LAB = str(Path(sys.executable).parent / "lab")
 
 
-def lab() -> str:
-    return str(Path(sys.executable).parent / "lab")
-
-
-def one(result: Path) -> dict:
-    if not result.is_file():
-        return {"verdict": "NONE"}
-    r = json.loads(result.read_text())
+def one(runs: Path) -> dict:
+    """The run under *runs*: its verdict, longest wait and who waited, VM time, CPU model."""
+    res = next(iter(sorted(runs.glob("*/results.json"))), None)
+    if res is None:
+        return {"verdict": "NONE", "cpu_model": None}
+    r = json.loads(res.read_text())
     wait = next((e for e in r.get("expectations", []) if e["name"].startswith(WAIT)), {})
+    plan = res.parent / "plan.json"
     return {
         "verdict": r.get("status"),
         "longest_wait_s": (wait.get("figures") or {}).get("longest_wait_s"),
         "who": (wait.get("evidence") or [""])[0][:120],
         "vm_s": (r.get("timing") or {}).get("vm_s"),
-        "cpu_model": None,
+        "cpu_model": json.loads(plan.read_text()).get("cpu_model") if plan.is_file() else None,
     }
 
 
@@ -80,17 +80,12 @@ def main() -> int:
                 procs = []
                 for k in ("a", "b"):
                     runs = Path(tmp) / f"{v}-{rnd}-{k}"
-                    argv = [lab(), "run", "scheduler-survives", "-t", "kunpeng920-2s-mini", "--kernel", a.kernel,
+                    argv = [LAB, "run", "scheduler-survives", "-t", "kunpeng920-2s-mini", "--kernel", a.kernel,
                             "--runs", str(runs), *VARIANTS[v]]  # fmt: skip
                     procs.append((k, runs, subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)))
                 t0 = time.monotonic()
                 for k, runs, p in procs:
-                    rc = p.wait()
-                    res = next(iter(sorted(runs.glob("*/results.json"))), runs / "none")
-                    row = {"round": rnd, "variant": v, "which": k, "rc": rc, **one(res)}
-                    plan = res.parent / "plan.json"
-                    if plan.is_file():
-                        row["cpu_model"] = json.loads(plan.read_text()).get("cpu_model")
+                    row = {"round": rnd, "variant": v, "which": k, "rc": p.wait(), **one(runs)}
                     rows.append(row)
                     print(json.dumps(row), flush=True)
                 print(f"# round {rnd} {v}: {time.monotonic() - t0:.0f} s, load {os.getloadavg()[0]:.1f}", flush=True)
@@ -115,10 +110,8 @@ def main() -> int:
         "summary": summary,
         "rows": rows,
     }
-    path = Path(__file__).resolve().parent / "results" / f"bench_arm_tlbi-{time.strftime('%Y%m%d-%H%M%S')}.json"
-    path.write_text(json.dumps(out, indent=1) + "\n")
     print(json.dumps(summary, indent=1))
-    print(path)
+    print(write_result("bench_arm_tlbi", out))
     return 0
 
 

@@ -21,6 +21,7 @@ lab-6.1.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import platform
@@ -150,7 +151,7 @@ def main() -> int:
                 for rnd in range(args.repeat):
                     for bringup in args.bringup.split(","):
                         for tcg in args.tcg_threads.split(","):
-                            for q, cpu in ((q, c) for q in args.qemu.split(",") for c in args.cpu_model.split(",")):
+                            for q, cpu in itertools.product(args.qemu.split(","), args.cpu_model.split(",")):
                                 tag = f"{kname}-{n}-{bringup}-{tcg}-{len(rows)}"
                                 try:
                                     r = boot_once(t, kernel, Path(tmp) / tag, bringup, tcg, q, cpu)
