@@ -8,9 +8,11 @@ that can) or runs differently (a note in the plan); ``domain_xml()`` renders.
 
 Traps this avoids:
 
-* ``<features><acpi/></features>`` is not optional: without it libvirt starts QEMU
-  with ``-no-acpi`` (x86) and the guest has no SRAT/SLIT, so it sees one node, or
-  every distance as 20 (``lab verify`` catches that, "node N distances").
+* ``<features><acpi/></features>`` is not optional on x86: without it libvirt starts
+  QEMU with ``-no-acpi`` and the guest has no SRAT/SLIT, so it sees one node, or
+  every distance as 20 (``lab verify`` catches that, "node N distances").  On arm64 it
+  must be absent: libvirt refuses ACPI there without UEFI firmware, and the guest reads
+  its distances from lab's device tree instead.
 * ``<memballoon model='none'/>``, ``<controller type='usb' model='none'/>``: libvirt
   adds both otherwise; the QEMU backend runs with ``-nodefaults`` and no such devices.
 * ``<seclabel type='static' model='dac' relabel='no'>`` with lab's own uid:gid: QEMU
@@ -134,7 +136,12 @@ def domain_xml(
         ET.SubElement(os_, "dtb").text = path(files.dtb)
     ET.SubElement(os_, "cmdline").text = cmdline(p)
     feats = ET.SubElement(dom, "features")
-    ET.SubElement(feats, "acpi")  # without it: -no-acpi, and the guest loses its NUMA distances
+    if p.arch != "arm64":  # without it: -no-acpi, and the guest loses its NUMA distances
+        ET.SubElement(feats, "acpi")
+    # arm64 guests read their topology, capacities and distances from lab's device tree
+    # (<dtb>), as through the QEMU backend, whose direct kernel boot has no ACPI tables;
+    # libvirt refuses <acpi/> on aarch64 without UEFI ("ACPI requires UEFI on this
+    # architecture"), and without it starts QEMU with acpi=off: the same guest.
     if p.arch == "arm64":  # explicit: libvirt's default GIC depends on the host, QEMU's is v2
         ET.SubElement(feats, "gic", version=p.machine.split("gic-version=")[1].split(",")[0] if "gic-version=" in p.machine else "2")
     dom.append(_cpu(p, sockets, dies, clusters, cores, threads))

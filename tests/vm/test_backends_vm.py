@@ -1,7 +1,8 @@
 """The libvirt and virtme-ng backends boot the same plan as the QEMU backend: `lab verify`
 passes through each on zen3-2s-mini, the seed scenario runs to a verdict under the same
 contract as through QEMU (tests/vm/test_scenarios_vm.py), `lab verify` through
-libvirt catches a domain that lost ACPI (every distance 20), and a libvirt domain is
+libvirt catches a domain that lost ACPI (every distance 20), an arm64 domain starts (no
+ACPI: libvirt refuses it without UEFI; the distances come from lab's device tree), and a libvirt domain is
 destroyed when lab is interrupted.
 
 libvirt: the tests use the libvirtd at qemu:///system, starting libvirtd (and virtlogd)
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -104,6 +106,35 @@ def test_verify_through_libvirt_catches_lost_acpi(debian_kernel, libvirtd, monke
     assert rc == 1 and doc["ok"] is False
     failed = {c["name"] for c in doc["checks"] if not c["ok"] and not c.get("known_deviation")}
     assert failed & {"NUMA nodes", "node 0 distances", "node 1 distances"}, failed
+
+
+def test_arm64_verify_through_libvirt(libvirtd):
+    """An arm64 domain starts and its guest has the spec's nodes and distances: libvirt
+    refuses <acpi/> on aarch64 without UEFI ("ACPI requires UEFI on this architecture",
+    every arm64 domain failed to start before), and the guest reads its topology and
+    distances from lab's device tree, as through the QEMU backend."""
+    if shutil.which("qemu-system-aarch64") is None:
+        pytest.skip("qemu-system-aarch64 missing: apt-get install qemu-system-arm")
+    from lab.errors import LabError
+    from lab.kernel import resolve
+
+    try:
+        resolve("debian", "arm64", build=False)
+    except LabError as e:
+        pytest.skip(f"Debian's arm64 kernel is not fetched: lab kernel fetch debian --arch arm64 ({e})")
+    spec = Path(__file__).resolve().parent.parent / "fixtures" / "topologies" / "arm64-2s-flat.toml"
+    r = CliRunner().invoke(main, ["verify", str(spec), "--backend", "libvirt", "--json"])
+    assert r.exit_code == 0, r.output[-3000:]
+    doc = json.loads(r.stdout)
+    checks = {c["name"]: c for c in doc["checks"]}
+    assert doc["ok"] is True and doc["backend"] == "libvirt", doc["checks"]
+    for name in ("NUMA nodes", "node 0 distances", "node 1 distances", "packages", "sched-domain levels"):
+        assert checks[name]["ok"] and not checks[name].get("known_deviation"), checks[name]
+    assert checks["node 0 distances"]["actual"] == "10 24", checks["node 0 distances"]
+    run_dir = sorted(Path(os.environ["LAB_RUNS"]).glob("*-verify-arm64-2s-flat-*"))[-1]
+    dom = (run_dir / "domain.xml").read_text()
+    assert "<acpi" not in dom and "<dtb>" in dom
+    assert not lab_domains()
 
 
 def test_libvirt_domain_is_destroyed_on_ctrl_c(debian_kernel, libvirtd, tmp_path):
