@@ -34,17 +34,28 @@ settings.register_profile("lab", deadline=None)
 settings.load_profile("lab")
 
 
-@pytest.fixture(scope="session")
-def debian_kernel():
-    if shutil.which("qemu-system-x86_64") is None:
-        pytest.skip("qemu-system-x86_64 missing: apt-get install qemu-system-x86 (scripts/setup.sh does)")
+def _debian_guest(arch: str, qemu: str, package: str, fetch: str):
+    """Debian's kernel for *arch* guests, or skip saying what to install or fetch
+    (scripts/setup.sh does both)."""
+    if shutil.which(qemu) is None:
+        pytest.skip(f"{qemu} missing: apt-get install {package} (scripts/setup.sh does)")
     from lab.errors import LabError
     from lab.kernel import resolve
 
     try:
-        return resolve("debian", "x86_64", build=False)
+        return resolve("debian", arch, build=False)
     except LabError as e:
-        pytest.skip(f"Debian's kernel is not fetched: run `lab kernel fetch debian` ({e})")
+        pytest.skip(f"Debian's {arch} kernel is not fetched: run `{fetch}` ({e})")
+
+
+@pytest.fixture(scope="session")
+def debian_kernel():
+    return _debian_guest("x86_64", "qemu-system-x86_64", "qemu-system-x86", "lab kernel fetch debian")
+
+
+@pytest.fixture(scope="session")
+def debian_arm64_kernel():
+    return _debian_guest("arm64", "qemu-system-aarch64", "qemu-system-arm", "lab kernel fetch debian --arch arm64")
 
 
 @pytest.fixture

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -108,20 +107,11 @@ def test_verify_through_libvirt_catches_lost_acpi(debian_kernel, libvirtd, monke
     assert failed & {"NUMA nodes", "node 0 distances", "node 1 distances"}, failed
 
 
-def test_arm64_verify_through_libvirt(libvirtd):
+def test_arm64_verify_through_libvirt(debian_arm64_kernel, libvirtd):
     """An arm64 domain starts and its guest has the spec's nodes and distances: libvirt
     refuses <acpi/> on aarch64 without UEFI ("ACPI requires UEFI on this architecture",
     every arm64 domain failed to start before), and the guest reads its topology and
     distances from lab's device tree, as through the QEMU backend."""
-    if shutil.which("qemu-system-aarch64") is None:
-        pytest.skip("qemu-system-aarch64 missing: apt-get install qemu-system-arm")
-    from lab.errors import LabError
-    from lab.kernel import resolve
-
-    try:
-        resolve("debian", "arm64", build=False)
-    except LabError as e:
-        pytest.skip(f"Debian's arm64 kernel is not fetched: lab kernel fetch debian --arch arm64 ({e})")
     spec = Path(__file__).resolve().parent.parent / "fixtures" / "topologies" / "arm64-2s-flat.toml"
     r = CliRunner().invoke(main, ["verify", str(spec), "--backend", "libvirt", "--json"])
     assert r.exit_code == 0, r.output[-3000:]
