@@ -136,14 +136,14 @@ def domain_xml(
         ET.SubElement(os_, "dtb").text = path(files.dtb)
     ET.SubElement(os_, "cmdline").text = cmdline(p)
     feats = ET.SubElement(dom, "features")
-    if p.arch != "arm64":  # without it: -no-acpi, and the guest loses its NUMA distances
-        ET.SubElement(feats, "acpi")
-    # arm64 guests read their topology, capacities and distances from lab's device tree
-    # (<dtb>), as through the QEMU backend, whose direct kernel boot has no ACPI tables;
-    # libvirt refuses <acpi/> on aarch64 without UEFI ("ACPI requires UEFI on this
-    # architecture"), and without it starts QEMU with acpi=off: the same guest.
-    if p.arch == "arm64":  # explicit: libvirt's default GIC depends on the host, QEMU's is v2
+    if p.arch == "arm64":
+        # No <acpi/>: libvirt refuses it on aarch64 without UEFI, and starts QEMU with
+        # acpi=off, as the QEMU backend's direct kernel boot has no ACPI tables; the guest
+        # reads its topology, capacities and distances from lab's device tree (<dtb>).
+        # The GIC explicit: libvirt's default depends on the host, QEMU's is v2.
         ET.SubElement(feats, "gic", version=p.machine.split("gic-version=")[1].split(",")[0] if "gic-version=" in p.machine else "2")
+    else:  # without it: -no-acpi, and the guest loses its NUMA distances
+        ET.SubElement(feats, "acpi")
     dom.append(_cpu(p, sockets, dies, clusters, cores, threads))
     ET.SubElement(dom, "clock", offset="utc")
     for ev in ("on_poweroff", "on_reboot", "on_crash"):  # the agent's reboot ends the VM (QEMU's -no-reboot)

@@ -3,7 +3,6 @@
 Debian's arm64 stress-ng with its library closure and ld-linux-aarch64.so.1, and the
 guest runs it.  Before, the boot was refused ("cannot be packed for arm64 guests")."""
 
-
 from click.testing import CliRunner
 
 from lab.arch import host_name
