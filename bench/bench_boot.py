@@ -156,9 +156,9 @@ def main() -> int:
                                 try:
                                     r = boot_once(t, kernel, Path(tmp) / tag, bringup, tcg, q, cpu)
                                 except LabError as e:
-                                    rows.append({"kernel": kname, "release": kernel.release, "vcpus": n, "bringup": bringup,
-                                                 "tcg_threads": tcg, "qemu": q, "error": str(e)})  # fmt: skip
-                                    print(f"{kname:>10} {n:>4} vCPUs {bringup}/{tcg} {q}: FAILED: {' '.join(str(e).split())}", flush=True)
+                                    rows.append({"kernel": kname, "release": kernel.release, "vcpus": n, "round": rnd, "bringup": bringup,
+                                                 "tcg_threads": tcg, "qemu": q, "cpu": cpu, "error": str(e)})  # fmt: skip
+                                    print(f"{kname:>10} {n:>4} vCPUs {bringup}/{tcg} {q} {cpu}: FAILED: {' '.join(str(e).split())}", flush=True)
                                     continue
                                 rows.append({"kernel": kname, "release": kernel.release, "vcpus": n, "round": rnd, **r})
                                 online = f" (online {r['online_s']}s after {r['boot_cpus']} at boot)" if r["bringup"] == "hotplug" else ""
