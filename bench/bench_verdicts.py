@@ -73,6 +73,7 @@ CASES: list[tuple] = [
     # Debian's arm64 kernel has no soft affinity either: a SKIP for that reason.
     ("soft-affinity", "kunpeng920-2s-mini", "debian", "SKIP"),
     ("preferred-node-migrations", "kunpeng920-2s-mini", "debian", "PASS"),
+    ("preferred-node-migrations", "kunpeng920-2s-mini", "debian", "FAIL", ("--append", "numa_balancing=disable")),
     ("numa-balancing", "kunpeng920-2s-mini", "debian", "PASS"),
     # Issue 35 item 5: scheduler-survives under scx_simple on two x86 minis, under the
     # kernel's own (lab-6.12-scx, none loaded), and the known-bad isolcpus= variant

@@ -25,7 +25,10 @@ mostly the host's noise (vCPUs descheduled by the host look idle or busy at rand
   holds more than a node's even share of its run time (NUMA balancing retries the move
   whenever the load balancer takes it away; the seed's probe too kept leaving node 0).
   Only NUMA balancing's own move counts: the load balancer's move into node 0 is shown,
-  not judged (pulled() says why: chance alone brings the probe there and keeps it);
+  not judged (pulled() says why: chance alone brings the probe there and keeps it).  Where
+  the load balancer put the probe on node 0 before node 0 became its preferred node and it
+  stayed there, NUMA balancing never had a task off its preferred node to move: such a run
+  is INCONCLUSIVE, not FAIL (no_occasion() says how that is told from a missed pull);
 - in both, the buffer stayed on node 0.
 
 The seed's migration table and the share of run time on node 0 are reported per phase,
@@ -152,6 +155,7 @@ class Probe:
     hold: float | None  # share of its run time on node0 from the first NUMA pull to the end
     arrival_hold: float | None  # the same from the balancer's arrival (the chance figure)
     pnid: list[int | None]  # numa_preferred_nid at the end of each loop, spec numbering
+    pnode: list[int | None]  # the node of the CPU each of those samples was taken on
     faults: int | None  # total_numa_faults at the end (None: not reported)
     vmstat: dict[str, int]  # the whole guest's, over the phase
     start: float | None  # the probe's first sched_switch (trace clock)
@@ -200,6 +204,8 @@ class Probe:
         arrival_hold = hold_from(arrival[0] if arrival else None)
         samples = [s for s in js.get("numa") or [] if isinstance(s, list) and len(s) == 4]
         pnid = [r.node(s[2]) if isinstance(s[2], int) and s[2] >= 0 else None for s in samples]
+        ncpu = len(r.topo.cpus)
+        pnode = [r.topo.node_of(r.cpu(s[1])) if isinstance(s[1], int) and 0 <= s[1] < ncpu else None for s in samples]
         faults = (
             samples[-1][3]
             if samples and isinstance(samples[-1][3], int) and samples[-1][3] >= 0
@@ -208,7 +214,7 @@ class Probe:
         vm = r.vmstat(phase)
         return cls(
             phase, pid, table, on0 / run if run else 0.0, run, js, mem_nodes, nb, pulls, arrival, hold,
-            arrival_hold, pnid, faults, {k: vm.get(k, 0) for k in VMSTAT}, res.start,
+            arrival_hold, pnid, pnode, faults, {k: vm.get(k, 0) for k in VMSTAT}, res.start,
         )  # fmt: skip
 
     def preferred(self) -> str:
@@ -362,6 +368,7 @@ def pulled(p: Probe, node0: int, nodes: int) -> Expectation:
     """
     first = p.pulls[0] if p.pulls else None
     even = 1 / nodes
+    unseen = no_occasion(p, node0) if first is None else ""
     ok = first is not None and p.hold is not None and p.hold > even
     after = None if first is None or p.start is None else round(first[0] - p.start, 2)
     came = None if p.arrival is None or p.start is None else round(p.arrival[0] - p.start, 2)
@@ -402,9 +409,49 @@ def pulled(p: Probe, node0: int, nodes: int) -> Expectation:
             "sched_stick_numa": p.nb.count("stick"),
             "balancer_arrival_s_after_start": came,
             f"run_on_node{node0}_after_balancer_arrival": None if p.arrival_hold is None else round(p.arrival_hold, 3),
+            # memprobe's samples showing node0 preferred: on node0, and elsewhere (NUMA
+            # balancing's occasions to pull; none, and no attempt traced: no_occasion())
+            f"samples_preferring_node{node0}_on_it": sum(1 for n, c in zip(p.pnid, p.pnode, strict=False) if n == node0 and c == node0),
+            f"samples_preferring_node{node0}_elsewhere": sum(1 for n, c in zip(p.pnid, p.pnode, strict=False) if n == node0 and c is not None and c != node0),
         },
-        note=note,
+        note=note if not unseen else "",
         claim=True,
+        inconclusive=unseen,
+    )
+
+
+def no_occasion(p: Probe, node0: int) -> str:
+    """Why NUMA balancing's pull could not be seen in a run without one, or "" when it could.
+
+    NUMA balancing tries to move a task only while the task is off its preferred node: at a
+    hinting fault, task_numa_fault() calls numa_migrate_preferred() when task_node(p) is not
+    numa_preferred_nid (or its retry time is up), which returns at once when the task is
+    already there; task_numa_placement() does the same when the preferred node changes.  Every
+    try is traced: a move or swap, or sched_stick_numa when it fails.  So when the probe ran
+    on node0 in every memprobe sample (one per loop, about 0.2 s under TCG) that shows node0
+    as its preferred node, and the trace has no sched_*_numa event of the probe at all, the
+    load balancer had put it on node0 before NUMA balancing preferred that node and NUMA
+    balancing had nothing to move: the run cannot show whether it would pull.  Not a PASS
+    (the arrival is chance, pulled()) and not a FAIL (nothing was refused): INCONCLUSIVE,
+    naming that.  Where a sample shows node0 preferred while the probe ran elsewhere, or NUMA
+    balancing traced any attempt, it had its occasion and the run is judged as before.  With
+    balancing off the probe takes no hinting fault, never prefers node0, and the preferred-node
+    claim fails, so the known-bad knob stays a FAIL.
+
+    Seen on kunpeng920-2s-mini with Debian's arm64 6.1 (bench/results/bench_matrix-20261127-092807.json,
+    the FAIL run of that cell, read by hand): the load balancer moved the probe into node 0
+    3.3 s into the phase, while its hinting faults were still at 2, and 108 of its 109 samples
+    were on node 0."""
+    pref = [n for n, c in zip(p.pnid, p.pnode, strict=False) if n == node0 and c is not None]
+    if not pref or p.nb.total or not p.pnid or p.pnid[-1] != node0:
+        return ""
+    if any(c != node0 for n, c in zip(p.pnid, p.pnode, strict=False) if n == node0):
+        return ""
+    return (
+        f"NUMA balancing had no occasion to pull the probe: it was already on node {node0} in all "
+        f"{len(pref)} samples that show node {node0} as its preferred node, and NUMA balancing traced no "
+        f"attempt (no sched_move/swap/stick_numa of the probe): the load balancer put it there first, "
+        f"so this run cannot show the pull"
     )
 
 

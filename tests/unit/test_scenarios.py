@@ -968,6 +968,63 @@ def test_preferred_node_a_move_before_numa_balancing_tried_is_no_pull(tmp_path):
     assert "0 sched_stick_numa" in pull.note and sc.verdict_of(o.exps)[0] == "FAIL"
 
 
+def _balancer_first_nb1(samples_far: int = 1, pnid_far: int = -1, numa=()) -> dict[str, str]:
+    """The load balancer moves the probe into node 0 at 2.1 s, before NUMA balancing tried
+    anything; node 0 becomes its preferred node afterwards (or, with *pnid_far* 0, while it
+    still ran on node 2)."""
+    far, home = _guest_cpus(2)[0], _guest_cpus(0)[1]
+    samples = [[0.2 * (i + 1), far, pnid_far, 2 * i] for i in range(samples_far)]
+    samples += [[2.2 + 0.2 * i, home, 0, 100 + 50 * i] for i in range(80)]
+    return _pulled_nb1(runs=[(far, 1.0, 2.1), (home, 2.2, 20.0)], numa=list(numa), samples=samples)
+
+
+def test_preferred_node_no_occasion_to_pull_is_inconclusive(tmp_path):
+    """Node 0 became the probe's preferred node only once the load balancer had put it there,
+    and NUMA balancing traced no attempt: it had nothing to move (no_occasion()).  Neither
+    the balancer's arrival (chance) nor a refusal: INCONCLUSIVE, naming that."""
+    o = fake_run(tmp_path, PNM, PNM_TOPO, _pnm_files(_quiet_nb0(), _balancer_first_nb1()))
+    pull = o.by[NB_ON]
+    assert pull.status == "INCONCLUSIVE" and pull.figures["pulls"] == 0
+    assert (pull.figures["samples_preferring_node0_on_it"], pull.figures["samples_preferring_node0_elsewhere"]) == (80, 0)
+    cause = (
+        "NUMA balancing had no occasion to pull the probe: it was already on node 0 in all 80 samples that show "
+        "node 0 as its preferred node, and NUMA balancing traced no attempt (no sched_move/swap/stick_numa of the "
+        "probe): the load balancer put it there first, so this run cannot show the pull"
+    )
+    assert pull.inconclusive == cause and o.by[NB_PREF].ok
+    assert sc.verdict_of(o.exps) == ("INCONCLUSIVE", cause)
+
+
+def test_preferred_node_an_occasion_missed_is_still_a_fail(tmp_path):
+    """One sample shows node 0 preferred while the probe ran on node 2, and NUMA balancing
+    traced no attempt: it had its occasion, so the run is the kernel's: FAIL."""
+    o = fake_run(tmp_path, PNM, PNM_TOPO, _pnm_files(_quiet_nb0(), _balancer_first_nb1(pnid_far=0)))
+    pull = o.by[NB_ON]
+    assert pull.status == "FAIL" and pull.inconclusive == ""
+    assert pull.figures["samples_preferring_node0_elsewhere"] == 1
+    assert sc.verdict_of(o.exps)[0] == "FAIL"
+
+
+def test_preferred_node_no_occasion_needs_an_attempt_free_trace(tmp_path):
+    """The same placement with a sched_stick_numa of the probe: NUMA balancing tried, so
+    the run is judged (FAIL: its own move never came)."""
+    nb1 = _balancer_first_nb1(numa=[("stick", 1.5, _guest_cpus(2)[0], -1)])
+    o = fake_run(tmp_path, PNM, PNM_TOPO, _pnm_files(_quiet_nb0(), nb1))
+    assert o.by[NB_ON].status == "FAIL" and sc.verdict_of(o.exps)[0] == "FAIL"
+
+
+def test_preferred_node_no_occasion_with_balancing_off_stays_a_fail(tmp_path):
+    """The known-bad knob: with balancing off the probe takes no hinting fault and never
+    prefers node 0, so the same placement is no INCONCLUSIVE: the preferred-node claim
+    FAILs, and the pull with it."""
+    far, home = _guest_cpus(2)[0], _guest_cpus(0)[1]
+    samples = [[0.2, far, -1, 0]] + [[2.2 + 0.2 * i, home, -1, 0] for i in range(80)]
+    nb1 = _pulled_nb1(runs=[(far, 1.0, 2.1), (home, 2.2, 20.0)], numa=[], samples=samples)
+    o = fake_run(tmp_path, PNM, PNM_TOPO, _pnm_files(_quiet_nb0(), nb1))
+    assert o.by[NB_ON].status == "FAIL" and o.by[NB_PREF].status == "FAIL"
+    assert sc.verdict_of(o.exps)[0] == "FAIL"
+
+
 def test_preferred_node_fails_when_the_pull_does_not_hold(tmp_path):
     far, home, other = _guest_cpus(2)[0], _guest_cpus(0)[1], _guest_cpus(3)[0]
     nb1 = _pulled_nb1(runs=[(far, 1.0, 5.0), (home, 5.1, 6.0), (other, 6.1, 20.0)])
