@@ -466,7 +466,9 @@ class MajorityVerdict:
     """One verdict from up to *of* runs: the majority of their PASS/FAIL, decided as soon
     as one side has more than half of *of*; any ERROR run makes it an ERROR (nothing is
     judged on partial data), a SKIP a SKIP, an INCONCLUSIVE run an INCONCLUSIVE verdict
-    (its cause is the emulation's and another run has the same)."""
+    (its cause is the emulation's and another run has the same, or the run could not show
+    the claim, e.g. preferred-node-migrations' no_occasion(): lab does not run on to find
+    a run that could, so an INCONCLUSIVE never becomes a PASS by retrying)."""
 
     status: str
     passed: int
