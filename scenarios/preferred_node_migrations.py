@@ -428,8 +428,8 @@ def no_occasion(p: Probe, node0: int) -> str:
     numa_preferred_nid (or its retry time is up), which returns at once when the task is
     already there; task_numa_placement() does the same when the preferred node changes.  Every
     try is traced: a move or swap, or sched_stick_numa when it fails.  So when the probe ran
-    on node0 in every memprobe sample (one per loop, about 0.2 s under TCG) that shows node0
-    as its preferred node, and the trace has no sched_*_numa event of the probe at all, the
+    on node0 in every memprobe sample (one per pass over its buffer) that shows node0 as its
+    preferred node, and the trace has no sched_*_numa event of the probe at all, the
     load balancer had put it on node0 before NUMA balancing preferred that node and NUMA
     balancing had nothing to move: the run cannot show whether it would pull.  Not a PASS
     (the arrival is chance, pulled()) and not a FAIL (nothing was refused): INCONCLUSIVE,
@@ -440,8 +440,10 @@ def no_occasion(p: Probe, node0: int) -> str:
 
     Seen on kunpeng920-2s-mini with Debian's arm64 6.1 (bench/results/bench_matrix-20261127-092807.json,
     the FAIL run of that cell, read by hand): the load balancer moved the probe into node 0
-    3.3 s into the phase, while its hinting faults were still at 2, and 108 of its 109 samples
-    were on node 0."""
+    3.3 s into the phase, while its hinting faults were still at 2, and 108 of the 109 CPU
+    samples of memprobe's histogram were on node 0.  A short stay off node0 between two
+    per-pass samples is not seen by them, but a hinting fault in it would have made NUMA
+    balancing try, and the try is traced: hence both conditions."""
     pref = [n for n, c in zip(p.pnid, p.pnode, strict=False) if n == node0 and c is not None]
     if not pref or p.nb.total or not p.pnid or p.pnid[-1] != node0:
         return ""
