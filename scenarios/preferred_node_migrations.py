@@ -217,6 +217,11 @@ class Probe:
             arrival_hold, pnid, pnode, faults, {k: vm.get(k, 0) for k in VMSTAT}, res.start,
         )  # fmt: skip
 
+    def where_preferred(self, node0: int) -> list[int | None]:
+        """The node the probe ran on in each sample that shows *node0* as its preferred node
+        (None: the sample's CPU is not the topology's)."""
+        return [c for n, c in zip(self.pnid, self.pnode, strict=False) if n == node0]
+
     def preferred(self) -> str:
         """The preferred node's course, e.g. '-1 x2, 0 x9' (runs of equal samples)."""
         runs: list[list[Any]] = []
@@ -368,7 +373,8 @@ def pulled(p: Probe, node0: int, nodes: int) -> Expectation:
     """
     first = p.pulls[0] if p.pulls else None
     even = 1 / nodes
-    unseen = no_occasion(p, node0) if first is None else ""
+    where = p.where_preferred(node0)
+    unseen = no_occasion(p, node0, where) if first is None else ""
     ok = first is not None and p.hold is not None and p.hold > even
     after = None if first is None or p.start is None else round(first[0] - p.start, 2)
     came = None if p.arrival is None or p.start is None else round(p.arrival[0] - p.start, 2)
@@ -411,8 +417,8 @@ def pulled(p: Probe, node0: int, nodes: int) -> Expectation:
             f"run_on_node{node0}_after_balancer_arrival": None if p.arrival_hold is None else round(p.arrival_hold, 3),
             # memprobe's samples showing node0 preferred: on node0, and elsewhere (NUMA
             # balancing's occasions to pull; none, and no attempt traced: no_occasion())
-            f"samples_preferring_node{node0}_on_it": sum(1 for n, c in zip(p.pnid, p.pnode, strict=False) if n == node0 and c == node0),
-            f"samples_preferring_node{node0}_elsewhere": sum(1 for n, c in zip(p.pnid, p.pnode, strict=False) if n == node0 and c is not None and c != node0),
+            f"samples_preferring_node{node0}_on_it": where.count(node0),
+            f"samples_preferring_node{node0}_elsewhere": sum(1 for c in where if c is not None and c != node0),
         },
         note=note if not unseen else "",
         claim=True,
@@ -420,7 +426,7 @@ def pulled(p: Probe, node0: int, nodes: int) -> Expectation:
     )
 
 
-def no_occasion(p: Probe, node0: int) -> str:
+def no_occasion(p: Probe, node0: int, where: list[int | None]) -> str:
     """Why NUMA balancing's pull could not be seen in a run without one, or "" when it could.
 
     NUMA balancing tries to move a task only while the task is off its preferred node: at a
@@ -444,14 +450,12 @@ def no_occasion(p: Probe, node0: int) -> str:
     samples of memprobe's histogram were on node 0.  A short stay off node0 between two
     per-pass samples is not seen by them, but a hinting fault in it would have made NUMA
     balancing try, and the try is traced: hence both conditions."""
-    pref = [n for n, c in zip(p.pnid, p.pnode, strict=False) if n == node0 and c is not None]
-    if not pref or p.nb.total or not p.pnid or p.pnid[-1] != node0:
-        return ""
-    if any(c != node0 for n, c in zip(p.pnid, p.pnode, strict=False) if n == node0):
+    # *where*: p.where_preferred(node0); a sample on an unknown CPU is no proof, so it is judged
+    if not where or any(c != node0 for c in where) or p.nb.total or p.pnid[-1] != node0:
         return ""
     return (
         f"NUMA balancing had no occasion to pull the probe: it was already on node {node0} in all "
-        f"{len(pref)} samples that show node {node0} as its preferred node, and NUMA balancing traced no "
+        f"{len(where)} samples that show node {node0} as its preferred node, and NUMA balancing traced no "
         f"attempt (no sched_move/swap/stick_numa of the probe): the load balancer put it there first, "
         f"so this run cannot show the pull"
     )
